@@ -1,0 +1,237 @@
+"""Immutable snapshots: the one contract between collectors, diagnosis and the UI.
+
+Every field holds a raw number in base units named in the field (bytes, seconds, watts, MHz,
+percent 0-100).  ``None`` means "unavailable" (not supported, first sample, lost device), never 0.
+Formatting belongs to ``tui/``; these classes hold numbers only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class CpuCore:
+    """Utilization of one logical CPU over the last interval, split like htop does."""
+
+    index: int
+    busy_pct: float | None
+    user_pct: float | None = None
+    system_pct: float | None = None
+    iowait_pct: float | None = None
+    freq_mhz: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CpuSnapshot:
+    """All cores plus the whole-machine aggregate and load average."""
+
+    cores: tuple[CpuCore, ...]
+    total: CpuCore
+    load_avg: tuple[float, float, float] | None
+    freq_mhz: float | None
+    freq_max_mhz: float | None
+    physical_cores: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySnapshot:
+    """Host RAM and swap; ``swap_*_bytes_per_s`` reveal active swapping, not just swap use."""
+
+    total_bytes: int
+    used_bytes: int
+    available_bytes: int
+    cached_bytes: int | None
+    swap_total_bytes: int
+    swap_used_bytes: int
+    swap_in_bytes_per_s: float | None = None
+    swap_out_bytes_per_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DiskSnapshot:
+    """One block device's throughput over the last interval (iostat -x columns)."""
+
+    name: str
+    read_bytes_per_s: float | None
+    write_bytes_per_s: float | None
+    read_iops: float | None
+    write_iops: float | None
+    busy_pct: float | None
+    await_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class NicSnapshot:
+    """One network interface over the last interval."""
+
+    name: str
+    is_up: bool
+    speed_mbps: int | None
+    rx_bytes_per_s: float | None
+    tx_bytes_per_s: float | None
+    rx_packets_per_s: float | None
+    tx_packets_per_s: float | None
+    errors_per_s: float | None
+    drops_per_s: float | None
+    link_util_pct: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """A process holding memory on a GPU, as NVML reports it."""
+
+    pid: int
+    used_memory_bytes: int | None
+    kind: str = "C"  # "C" compute, "G" graphics, as in nvidia-smi
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSnapshot:
+    """One GPU.  Every metric is optional: NOT_SUPPORTED and friends become ``None``."""
+
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    lost: bool = False
+    error: str | None = None
+    util_gpu_pct: float | None = None
+    util_mem_pct: float | None = None
+    mem_total_bytes: int | None = None
+    mem_used_bytes: int | None = None
+    mem_reserved_bytes: int | None = None
+    mem_free_bytes: int | None = None
+    temp_c: float | None = None
+    temp_slowdown_c: float | None = None
+    temp_shutdown_c: float | None = None
+    temp_max_operating_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    mem_clock_max_mhz: int | None = None
+    pstate: int | None = None
+    fan_pct: float | None = None
+    clocks_event_reasons: int | None = None
+    clocks_event_reasons_supported: int | None = None
+    pcie_rx_bytes_per_s: float | None = None
+    pcie_tx_bytes_per_s: float | None = None
+    mig_mode: bool | None = None
+    processes: tuple[GpuProcess, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GpuStatus:
+    """Whether NVML is usable at all; ``message`` says why not ("NVML library not found")."""
+
+    available: bool
+    message: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSnapshot:
+    """One process row; ``group_pid`` is the trainer a DataLoader worker belongs to."""
+
+    pid: int
+    ppid: int | None
+    user: str | None
+    name: str
+    cmdline: str
+    cpu_pct: float | None
+    rss_bytes: int | None
+    read_bytes_per_s: float | None
+    write_bytes_per_s: float | None
+    gpu_mem_bytes: int | None = None
+    num_threads: int | None = None
+    group_pid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostInfo:
+    """Static-ish facts for the header."""
+
+    hostname: str
+    uptime_s: float
+    logical_cpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorError:
+    """A collector that failed this tick; shown in the status line and retried next tick."""
+
+    collector: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseShare:
+    """Share of step time spent in one named phase over the recent window."""
+
+    name: str
+    share: float  # 0..1 of summed step time
+    mean_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSnapshot:
+    """A DataLoader worker process of a job (a child of the trainer)."""
+
+    pid: int
+    cpu_pct: float | None
+    rss_bytes: int | None
+    read_bytes_per_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobSnapshot:
+    """A training process attached through its ring buffer, summarised over a recent window.
+
+    ``state`` is one of "live", "stalled", "finished", "crashed", "restarted".
+    """
+
+    pid: int
+    name: str
+    rank: int
+    local_rank: int
+    world_size: int
+    state: str
+    steps_total: int
+    steps_per_s: float | None
+    samples_per_s: float | None
+    step_time_p50_s: float | None
+    step_time_p95_s: float | None
+    data_wait_share: float | None
+    data_wait_p50_s: float | None
+    data_wait_p95_s: float | None
+    batches_per_s: float | None
+    gpu_busy_share: float | None
+    phases: tuple[PhaseShare, ...] = ()
+    workers: tuple[WorkerSnapshot, ...] = ()
+    lost_records: int = 0
+    last_step_age_s: float | None = None
+    recent_step_times_s: tuple[float, ...] = ()
+    cuda_mem_allocated_bytes: int | None = None
+    cuda_mem_reserved_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Snapshot:
+    """Everything sampled in one tick.  Built on the sampler thread, read by the UI."""
+
+    timestamp: float  # wall clock, seconds since the epoch
+    monotonic: float  # time.monotonic() at sampling
+    interval_s: float
+    host: HostInfo
+    cpu: CpuSnapshot | None
+    memory: MemorySnapshot | None
+    disks: tuple[DiskSnapshot, ...]
+    nics: tuple[NicSnapshot, ...]
+    gpus: tuple[GpuSnapshot, ...]
+    gpu_status: GpuStatus
+    processes: tuple[ProcessSnapshot, ...]
+    jobs: tuple[JobSnapshot, ...] = ()
+    errors: tuple[CollectorError, ...] = field(default=())
