@@ -1,0 +1,95 @@
+"""CPU cores: utilization from ``cpu_times`` deltas, frequency and load average.
+
+``psutil.cpu_percent`` keeps its previous reading per calling thread and silently returns 0.0 on a
+new one, so this collector keeps its own previous ``cpu_times`` and derives percentages itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+import psutil
+
+from collectors.rates import CpuUtil, cpu_util
+from collectors.snapshot import CpuCore, CpuSnapshot
+
+TOTAL_INDEX = -1
+"""``CpuSnapshot.total.index``: the aggregate is not a real core, so it gets no core number."""
+
+
+class CpuCollector:
+    """Samples every logical CPU; the first ``collect()`` has ``None`` percentages."""
+
+    def __init__(self, ps: ModuleType | Any = psutil, clock: Callable[[], float] = time.monotonic):
+        self._ps = ps
+        self._clock = clock
+        self._prev_cores: Sequence[Any] = ()
+        self._prev_total: Any = None
+        self._physical: int | None = ps.cpu_count(logical=False)
+
+    def collect(self) -> CpuSnapshot:
+        """One reading of all cores, the aggregate, frequencies and load average."""
+        cores_now = self._ps.cpu_times(percpu=True)
+        total_now = self._ps.cpu_times()
+        freqs = self._core_freqs()
+        cores = tuple(
+            _core(i, cpu_util(self._prev_core(i), t), _at(freqs, i))
+            for i, t in enumerate(cores_now)
+        )
+        cur_mhz = [f.current for f in freqs if f.current]
+        max_mhz = [f.max for f in freqs if f.max]
+        mean_mhz = sum(cur_mhz) / len(cur_mhz) if cur_mhz else None
+        snap = CpuSnapshot(
+            cores=cores,
+            total=_core(TOTAL_INDEX, cpu_util(self._prev_total, total_now), mean_mhz),
+            load_avg=self._load_avg(),
+            freq_mhz=mean_mhz,
+            freq_max_mhz=max(max_mhz) if max_mhz else None,
+            physical_cores=self._physical,
+        )
+        self._prev_cores, self._prev_total = cores_now, total_now
+        return snap
+
+    def _prev_core(self, index: int) -> Any:
+        """Previous reading of one core, ``None`` when it was not there (first tick, hotplug)."""
+        return self._prev_cores[index] if index < len(self._prev_cores) else None
+
+    def _core_freqs(self) -> Sequence[Any]:
+        """Per-core ``scpufreq`` readings, or none where the platform or VM hides them."""
+        try:
+            freqs = self._ps.cpu_freq(percpu=True)
+        except (AttributeError, NotImplementedError, OSError):
+            return ()
+        return freqs or ()
+
+    def _load_avg(self) -> tuple[float, float, float] | None:
+        """1/5/15-minute load average; ``None`` where the OS has none."""
+        try:
+            one, five, fifteen = self._ps.getloadavg()
+        except (AttributeError, OSError):
+            return None
+        return (one, five, fifteen)
+
+
+def _at(freqs: Sequence[Any], index: int) -> float | None:
+    """Current MHz of core ``index``: 0.0 and a missing entry both mean unknown."""
+    if index >= len(freqs):
+        return None
+    return freqs[index].current or None
+
+
+def _core(index: int, util: CpuUtil | None, freq_mhz: float | None) -> CpuCore:
+    """A ``CpuCore`` from a utilization split (``None`` on the first tick)."""
+    if util is None:
+        return CpuCore(index=index, busy_pct=None, freq_mhz=freq_mhz)
+    return CpuCore(
+        index=index,
+        busy_pct=util.busy_pct,
+        user_pct=util.user_pct,
+        system_pct=util.system_pct,
+        iowait_pct=util.iowait_pct,
+        freq_mhz=freq_mhz,
+    )

@@ -1,0 +1,56 @@
+"""Builds the real collectors; the CLI, the benchmarks and the tests all go through here."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import psutil
+
+from collectors.cpu import CpuCollector
+from collectors.disks import DiskCollector
+from collectors.host import HostCollector
+from collectors.memory import MemoryCollector
+from collectors.nics import NicCollector
+from collectors.processes import ProcessCollector
+from collectors.sampler import Collectors, GpuSource, JobSource
+
+
+def build_collectors(
+    nvml: Any = None,
+    jobs: JobSource | None = None,
+    include_virtual: bool = False,
+    include_loopback: bool = False,
+    top_processes: int = 30,
+    ps: ModuleType | Any = psutil,
+    clock: Callable[[], float] = time.monotonic,
+    gpu: GpuSource | None = None,
+) -> Collectors:
+    """All collectors, sharing one ``ps`` and ``clock``.
+
+    ``nvml`` is handed to the GPU collector (``None`` = the real pynvml); ``gpu`` replaces that
+    collector outright, for tests and for hosts where another GPU source is wanted.
+    ``include_virtual`` shows loop/dm/zram disks and container NICs; ``jobs`` is an optional
+    ``JobCollector`` whose training jobs land in ``Snapshot.jobs``.
+    """
+    return Collectors(
+        gpu=gpu if gpu is not None else _nvml_gpu(nvml, clock),
+        cpu=CpuCollector(ps=ps, clock=clock),
+        memory=MemoryCollector(ps=ps, clock=clock),
+        disks=DiskCollector(ps=ps, clock=clock, include_virtual=include_virtual),
+        nics=NicCollector(
+            ps=ps, clock=clock, include_loopback=include_loopback, include_virtual=include_virtual
+        ),
+        processes=ProcessCollector(ps=ps, clock=clock, top_n=top_processes),
+        host=HostCollector(ps=ps),
+        jobs=jobs,
+    )
+
+
+def _nvml_gpu(nvml: Any, clock: Callable[[], float]) -> GpuSource:
+    """The NVML collector, imported here so an injected ``gpu`` never loads pynvml."""
+    from collectors.gpu import GpuCollector
+
+    return GpuCollector(nvml=nvml, clock=clock)

@@ -1,0 +1,313 @@
+"""Monitor-side reader of ring segments (format v1, docs/ring-format.md).
+
+Reads with ``pread`` rather than mmap: a segment truncated under an mmap reader kills the monitor
+with SIGBUS, while pread just returns a short read that becomes a clean ``SegmentError``.
+Records are validated with the bracketed-snapshot protocol (head before and after the copy, tags
+at both ends, crc when flagged) so a torn record is never returned, and every index the writer
+published is accounted for as returned, lost (overrun) or rejected.  Pure stdlib.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import stat
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from collectors.ring_header import SegmentError, SegmentHeader, parse_header
+from traintop import ring_format as ring
+from traintop import ring_paths
+
+_HOT = struct.Struct("<6Q")
+_HOT_OFFSET = ring.HEAD_WORD * 8
+_MAX_HEAD_JUMP = 1 << 40  # a head this far ahead of our cursor is garbage, not progress
+_WORDS = ring.RECORD_SIZE // 8
+
+
+class Record(NamedTuple):
+    """One step as the training process published it (times in ns of CLOCK_MONOTONIC)."""
+
+    seq: int
+    step: int
+    t_start_ns: int
+    phase_ns: tuple[int, ...]
+    samples: int
+    flags: int
+    gpu_lag: int
+    gpu_ns: int
+    mem_bytes: int
+    tokens: int
+
+
+class RecordBlock:
+    """Validated consecutive records held as raw bytes, read column-wise without per-row objects.
+
+    Column access costs a C-level strided copy, so a collector can aggregate thousands of records
+    per tick cheaply; iterating yields ``Record`` tuples for code that wants rows.
+    """
+
+    __slots__ = ("_data", "_n_phases")
+
+    def __init__(self, data: bytes, n_phases: int) -> None:
+        self._data = data
+        self._n_phases = n_phases
+
+    def __len__(self) -> int:
+        return len(self._data) // ring.RECORD_SIZE
+
+    def __iter__(self) -> Iterator[Record]:
+        n = self._n_phases
+        for v in ring.RECORD.iter_unpack(self._data):
+            yield Record(v[0], v[1], v[2], v[3 : 3 + n], *v[11:17])
+
+    def _col(self, fmt: str, index: int) -> list[int]:
+        per_record = ring.RECORD_SIZE // struct.calcsize(fmt)
+        return memoryview(self._data).cast(fmt)[index::per_record].tolist()
+
+    def seq(self) -> list[int]:
+        return self._col("Q", 0)
+
+    def steps(self) -> list[int]:
+        return self._col("q", 1)
+
+    def t_start_ns(self) -> list[int]:
+        return self._col("Q", 2)
+
+    def phase_ns(self, phase: int) -> list[int]:
+        return self._col("Q", 3 + phase)
+
+    def samples(self) -> list[int]:
+        return self._col("I", 22)
+
+    def flags(self) -> list[int]:
+        return self._col("H", 46)
+
+    def gpu_ns(self) -> list[int]:
+        return self._col("Q", 12)
+
+    def mem_bytes(self) -> list[int]:
+        return self._col("Q", 13)
+
+    def tokens(self) -> list[int]:
+        return self._col("I", 28)
+
+
+class PollResult(NamedTuple):
+    """New records since the last poll, plus what this reader missed (lost) or refused."""
+
+    records: RecordBlock
+    lost: int
+    rejected: int
+
+
+@dataclass(frozen=True, slots=True)
+class HotBlock:
+    """The writer's live words: progress, heartbeat, writer-side drops, state, current phase."""
+
+    head: int
+    heartbeat_ns: int
+    dropped: int
+    state: int
+    live_phase: int
+    live_start_ns: int
+    live_step: int
+
+
+class Segment:
+    """An open segment: a private fd, a reusable copy buffer and this reader's cursor."""
+
+    def __init__(self, path: Path, fd: int, header: SegmentHeader) -> None:
+        self.path = path
+        self.header = header
+        self._fd = fd
+        self._buf = bytearray(header.capacity * ring.RECORD_SIZE)
+        self._mask = header.capacity - 1
+        self.next_index = max(0, self.hot().head - header.capacity + 1)
+
+    def hot(self) -> HotBlock:
+        raw = os.pread(self._fd, _HOT.size, _HOT_OFFSET)
+        if len(raw) != _HOT.size:
+            raise SegmentError(f"{self.path}: segment truncated")
+        head, beat, dropped, state, live, live_step = _HOT.unpack(raw)
+        phase, start_us = live >> 56, live & ring.LIVE_START_MASK
+        return HotBlock(head, beat, dropped, state, phase, start_us * 1000, live_step)
+
+    def _head(self) -> int:
+        raw = os.pread(self._fd, 8, _HOT_OFFSET)
+        if len(raw) != 8:
+            raise SegmentError(f"{self.path}: segment truncated")
+        return int.from_bytes(raw, "little")
+
+    def poll(self) -> PollResult:
+        """Records published since the previous poll; raises SegmentError if the file went bad."""
+        h1 = self._head()
+        start = self.next_index
+        if h1 < start or h1 - start > _MAX_HEAD_JUMP:
+            raise SegmentError(f"{self.path}: head moved from {start} to {h1}: segment corrupt")
+        lo = max(start, h1 - self.header.capacity + 1)
+        block, overrun, rejected = self._snapshot(lo, h1)
+        self.next_index = h1
+        return PollResult(block, lo - start + overrun, rejected)
+
+    def last(self, n: int) -> RecordBlock:
+        """The newest ``n`` (at most capacity - 1) valid records, without moving the cursor."""
+        h1 = self._head()
+        lo = max(0, h1 - max(0, n), h1 - self.header.capacity + 1)
+        return self._snapshot(lo, h1)[0]
+
+    def _snapshot(self, lo: int, h1: int) -> tuple[RecordBlock, int, int]:
+        """Copy [lo, h1), re-read head, keep only indices the writer cannot have touched."""
+        self._copy(lo, h1)
+        h2 = self._head()
+        safe_lo = min(h1, max(lo, h2 - self.header.capacity + 1))
+        skip = (safe_lo - lo) * ring.RECORD_SIZE
+        view = memoryview(self._buf)[skip : (h1 - lo) * ring.RECORD_SIZE]
+        data, rejected = _validated(view, safe_lo, self.header.crc)
+        return RecordBlock(data, len(self.header.phases)), safe_lo - lo, rejected
+
+    def _copy(self, lo: int, hi: int) -> None:
+        """pread slots of indices [lo, hi) into the buffer in index order (two reads if wrapped)."""
+        count = hi - lo
+        first_slot = lo & self._mask
+        first = min(count, self.header.capacity - first_slot)
+        view = memoryview(self._buf)
+        size = ring.RECORD_SIZE
+        self._read_into(view[: first * size], ring.HEADER_SIZE + first_slot * size)
+        if count > first:
+            self._read_into(view[first * size : count * size], ring.HEADER_SIZE)
+
+    def _read_into(self, view: memoryview, offset: int) -> None:
+        if view.nbytes and os.preadv(self._fd, [view], offset) != view.nbytes:
+            raise SegmentError(f"{self.path}: segment truncated")
+
+    def liveness(self) -> str:
+        """ "live", "finished" (closed cleanly) or "crashed", from the writer's flock first.
+
+        The kernel drops the flock when the writer dies, even on SIGKILL; pid + start time only
+        catch the rare case of a forked child still holding the inherited lock.
+        """
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return "crashed" if self.header.writer_gone() else "live"
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        return "finished" if self.hot().state == ring.STATE_CLOSED else "crashed"
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def inode(self) -> int:
+        """Identity of the opened file, to notice a replacement under the same name."""
+        return os.fstat(self._fd).st_ino
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> Segment:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def _validated(view: memoryview, first_index: int, crc: bool) -> tuple[bytes, int]:
+    """Keep records whose tags (and crc) match their index; the common case is one comparison."""
+    words = view.cast("Q")
+    count = len(words) // _WORDS
+    seqs, ends = words[0::_WORDS].tolist(), words[_WORDS - 1 :: _WORDS].tolist()
+    expected = list(range(first_index + 1, first_index + count + 1))
+    if not crc and seqs == expected and ends == expected:
+        return view.tobytes(), 0
+    size = ring.RECORD_SIZE
+    keep = [
+        view[i * size : (i + 1) * size]
+        for i in range(count)
+        if seqs[i] == ends[i] == expected[i]
+        and (not crc or _crc_ok(view[i * size : (i + 1) * size]))
+    ]
+    return b"".join(keep), count - len(keep)
+
+
+def _crc_ok(record: memoryview) -> bool:
+    stored = int.from_bytes(record[ring.RECORD_CRC_OFFSET : ring.RECORD_CRC_OFFSET + 4], "little")
+    return stored == ring.record_crc(record)
+
+
+def open_segment(path: str | os.PathLike[str]) -> Segment:
+    """Open and validate a segment; SegmentError (one line) for anything foreign or corrupt."""
+    path = Path(path)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise SegmentError(f"{path}: cannot open: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        _check_file(path, st)
+        header = parse_header(path, os.pread(fd, ring.CRC_AREA_END, 0), st.st_size)
+        return Segment(path, fd, header)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _check_file(path: Path, st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise SegmentError(f"{path}: not a regular file")
+    if st.st_uid != os.getuid():
+        raise SegmentError(f"{path}: owned by uid {st.st_uid}, not by us")
+    if st.st_mode & 0o077:
+        raise SegmentError(f"{path}: mode {stat.S_IMODE(st.st_mode):o} is open to others")
+
+
+def discover(directory: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Segment paths in every private directory a writer may have used (names only)."""
+    found: list[Path] = []
+    for candidate in ring_paths.candidate_dirs(directory):
+        try:
+            ring_paths.check_private_dir(candidate)
+        except (OSError, ring_paths.RingDirError):
+            continue
+        found.extend(ring_paths.list_segments(candidate))
+    return found
+
+
+def remove_stale(directory: str | None = None, max_age_s: float = 600.0) -> list[Path]:
+    """Unlink finished or crashed segments (and abandoned .tmp files) idle for ``max_age_s``.
+
+    Never touches a locked (live) segment, a file we do not own, or anything not ours by name;
+    re-checks the inode right before unlinking so a replacement is never removed.
+    """
+    removed = []
+    for path in discover(directory):
+        with contextlib.suppress(SegmentError, OSError), open_segment(path) as seg:
+            idle = seg.liveness() != "live" and seg.header.idle_s(seg.hot()) > max_age_s
+            if idle and os.lstat(path).st_ino == seg.inode():
+                os.unlink(path)
+                removed.append(path)
+    return removed + _remove_stale_tmp(directory, max_age_s)
+
+
+def _remove_stale_tmp(directory: str | None, max_age_s: float) -> list[Path]:
+    """A writer that died during init leaves only a .tmp file; drop it after the grace period."""
+    removed = []
+    for candidate in ring_paths.candidate_dirs(directory):
+        with contextlib.suppress(OSError), os.scandir(candidate) as entries:
+            for entry in entries:
+                if not entry.name.startswith(ring_paths.TMP_PREFIX):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                ours = stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+                if ours and time.time() - st.st_mtime > max_age_s:
+                    os.unlink(entry.path)
+                    removed.append(Path(entry.path))
+    return removed

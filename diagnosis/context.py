@@ -1,0 +1,187 @@
+"""The whole window seen from the job's side: which GPUs, processes and workers are the job's.
+
+Built once per :func:`diagnosis.engine.diagnose` call, then read by every rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+
+from collectors.snapshot import JobSnapshot, Snapshot
+from diagnosis.stats import mean_of
+from diagnosis.views import (
+    DiskView,
+    GpuView,
+    NicView,
+    ProcView,
+    disk_view,
+    gpu_view,
+    group_by,
+    job_samples,
+    nic_view,
+    proc_view,
+)
+
+# Windows shorter than this are diagnosed with reduced confidence (see ``coverage``).
+FULL_WINDOW_S = 10.0
+SYSTEM_MODE_FACTOR = 0.7
+_NAME = attrgetter("name")
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """The focus job: its newest summary plus window means of the shares that drive rules."""
+
+    job: JobSnapshot
+    data_wait_share: float | None
+    gpu_busy_share: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Everything a rule may look at, already reduced to one value per metric."""
+
+    mode: str
+    window_s: float
+    logical_cpus: int
+    local_jobs: int
+    cpu_busy_pct: float | None
+    core_busy_pct: tuple[float, ...]
+    iowait_pct: float | None
+    load1: float | None
+    swap_bytes_per_s: float | None
+    disks: tuple[DiskView, ...]
+    nics: tuple[NicView, ...]
+    gpus: tuple[GpuView, ...]
+    has_gpus: bool
+    job: JobView | None
+    trainer: ProcView | None
+    workers: tuple[ProcView, ...]
+
+    @property
+    def coverage(self) -> float:
+        """How much a finding can be trusted from the data's breadth alone: short windows and
+        system-only mode (no step timings) both lower it."""
+        length = min(1.0, 0.5 + 0.5 * self.window_s / FULL_WINDOW_S)
+        return length * (1.0 if self.mode == "attach" else SYSTEM_MODE_FACTOR)
+
+    @property
+    def gpu_util_pct(self) -> float | None:
+        """Mean utilization of the job's GPUs."""
+        return mean_of(g.util_pct for g in self.gpus)
+
+    @property
+    def gpu_util_std(self) -> float | None:
+        """Largest utilization swing among the job's GPUs: idle gaps show up here first."""
+        stds = [g.util_std for g in self.gpus if g.util_std is not None]
+        return max(stds) if stds else None
+
+
+def pick_job(latest: Snapshot, job_pid: int | None) -> JobSnapshot | None:
+    """The job to diagnose: the one asked for, else local rank 0, else the first one seen."""
+    if job_pid is not None:
+        return next((j for j in latest.jobs if j.pid == job_pid), None)
+    if not latest.jobs:
+        return None
+    return min(latest.jobs, key=lambda j: (j.state != "live", j.local_rank, j.pid))
+
+
+def _job_view(window: Sequence[Snapshot], job: JobSnapshot) -> JobView:
+    samples = job_samples(window, job.pid)
+    return JobView(
+        job=job,
+        data_wait_share=mean_of(j.data_wait_share for j in samples),
+        gpu_busy_share=mean_of(j.gpu_busy_share for j in samples),
+    )
+
+
+def _focus_gpus(
+    gpus: list[GpuView], job: JobSnapshot | None, family: set[int]
+) -> tuple[GpuView, ...]:
+    """The job's GPUs: those its processes hold memory on, else the one at its local rank,
+    else (system mode, or NVML cannot see pids in a container) every GPU with a compute
+    process, else all of them."""
+    mine = [g for g in gpus if g.pids & family]
+    if not mine and job is not None:
+        mine = [g for g in gpus if g.index == job.local_rank]
+    if not mine and job is None:
+        mine = [g for g in gpus if g.pids]
+    return tuple(mine or gpus)
+
+
+def _trainer(
+    procs: dict[int, ProcView], job: JobSnapshot | None, gpus: tuple[GpuView, ...]
+) -> ProcView | None:
+    """The training process: the attached job's pid, else the busiest process holding a GPU."""
+    if job is not None:
+        return procs.get(job.pid)
+    holders = [procs[pid] for g in gpus for pid in g.pids if pid in procs]
+    return max(holders, key=lambda p: p.cpu_pct or 0.0, default=None)
+
+
+def _workers(
+    window: Sequence[Snapshot], procs: dict[int, ProcView], trainer: ProcView | None
+) -> tuple[ProcView, ...]:
+    """DataLoader workers: processes the collector grouped under the trainer."""
+    if trainer is None:
+        return ()
+    kids = {p.pid for p in window[-1].processes if p.group_pid == trainer.pid}
+    return tuple(procs[pid] for pid in sorted(kids - {trainer.pid}) if pid in procs)
+
+
+def _job_workers(job: JobSnapshot) -> tuple[ProcView, ...]:
+    return tuple(
+        ProcView(w.pid, "worker", w.cpu_pct, None, w.read_bytes_per_s) for w in job.workers
+    )
+
+
+def _core_means(window: Sequence[Snapshot]) -> tuple[float, ...]:
+    cores = group_by(window, lambda s: s.cpu.cores if s.cpu else (), lambda c: c.index)
+    means = (mean_of(c.busy_pct for c in cores[i]) for i in sorted(cores))
+    return tuple(m for m in means if m is not None)
+
+
+def _swap_rate(window: Sequence[Snapshot]) -> float | None:
+    mems = [s.memory for s in window if s.memory is not None]
+    rates = [
+        (m.swap_in_bytes_per_s or 0.0) + (m.swap_out_bytes_per_s or 0.0)
+        for m in mems
+        if m.swap_in_bytes_per_s is not None or m.swap_out_bytes_per_s is not None
+    ]
+    return mean_of(rates)
+
+
+def build_context(window: Sequence[Snapshot], job_pid: int | None) -> Context:
+    """Reduce a chronological, non-empty window to the per-metric values rules consume."""
+    latest = window[-1]
+    job = pick_job(latest, job_pid)
+    rows_by_pid = group_by(window, attrgetter("processes"), attrgetter("pid"))
+    procs = {pid: proc_view(rows) for pid, rows in rows_by_pid.items()}
+    family = {job.pid, *(w.pid for w in job.workers)} if job else set()
+    gpus = [
+        gpu_view(rows)
+        for rows in group_by(window, attrgetter("gpus"), attrgetter("index")).values()
+    ]
+    focus = _focus_gpus(gpus, job, family)
+    trainer = _trainer(procs, job, focus)
+    workers = _job_workers(job) if job and job.workers else _workers(window, procs, trainer)
+    return Context(
+        mode="attach" if job is not None else "system",
+        window_s=latest.monotonic - window[0].monotonic,
+        logical_cpus=max(1, latest.host.logical_cpus),
+        local_jobs=max(1, len(latest.jobs)),
+        cpu_busy_pct=mean_of(s.cpu.total.busy_pct for s in window if s.cpu),
+        core_busy_pct=_core_means(window),
+        iowait_pct=mean_of(s.cpu.total.iowait_pct for s in window if s.cpu),
+        load1=latest.cpu.load_avg[0] if latest.cpu and latest.cpu.load_avg else None,
+        swap_bytes_per_s=_swap_rate(window),
+        disks=tuple(disk_view(r) for r in group_by(window, attrgetter("disks"), _NAME).values()),
+        nics=tuple(nic_view(r) for r in group_by(window, attrgetter("nics"), _NAME).values()),
+        gpus=focus,
+        has_gpus=bool(gpus),
+        job=_job_view(window, job) if job else None,
+        trainer=trainer,
+        workers=workers,
+    )

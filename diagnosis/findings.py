@@ -1,0 +1,33 @@
+"""One constructor for rule results, so confidence is scaled the same way everywhere."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from diagnosis.context import Context
+from diagnosis.model import Candidate, Evidence, Finding
+from diagnosis.stats import clamp01
+
+
+def candidate(
+    ctx: Context,
+    bottleneck: str,
+    *,
+    strength: float,
+    severity: str,
+    summary: str,
+    evidence: Iterable[Evidence],
+    remedies: Iterable[str],
+    lost: float,
+) -> Candidate:
+    """Wrap a rule's result: ``strength`` is how clearly the signals hold (0..1) and is
+    scaled by the window's coverage; ``lost`` is the estimated share of time it costs."""
+    finding = Finding(
+        bottleneck=bottleneck,
+        confidence=round(clamp01(strength * ctx.coverage), 2),
+        severity=severity,
+        summary=summary,
+        evidence=tuple(evidence),
+        remedies=tuple(remedies),
+    )
+    return Candidate(finding=finding, lost_share=clamp01(lost))

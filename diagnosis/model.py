@@ -1,0 +1,95 @@
+"""The verdict types: what the engine says, with the numbers that justify it.
+
+These classes are part of the CLI contract (``traintop diagnose --json``) and of the UI banner,
+so they hold finished, human-readable text next to the raw value each statement is based on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BOTTLENECKS: tuple[str, ...] = (
+    "data_cpu",
+    "data_io",
+    "data_starved",
+    "compute",
+    "host_overhead",
+    "sync_stall",
+    "network",
+    "throttle_thermal",
+    "throttle_power",
+    "memory",
+    "periodic_stall",
+    "oversubscribed",
+    "idle",
+    "unknown",
+)
+
+SEVERITIES: tuple[str, ...] = ("ok", "info", "warning", "error")
+PANELS: tuple[str, ...] = (
+    "gpu",
+    "cpu",
+    "memory",
+    "disk",
+    "network",
+    "processes",
+    "training",
+    "dataloader",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One measured fact behind a finding; ``panel`` tells the UI where to point the user."""
+
+    text: str
+    metric: str
+    value: float | None
+    panel: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One bottleneck that holds over the window, with its evidence and ranked remedies."""
+
+    bottleneck: str
+    confidence: float
+    severity: str
+    summary: str
+    evidence: tuple[Evidence, ...] = ()
+    remedies: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class JobSummary:
+    """The throughput of one attached job, carried so the JSON output can list every job."""
+
+    pid: int
+    name: str
+    steps_per_s: float | None
+    samples_per_s: float | None
+    data_wait_share: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The answer to "why is my training slow?" for one window.
+
+    ``since_s`` is how long the primary has held; the stateless :func:`diagnose` cannot know it
+    and leaves ``None``, the stabilizer fills it in.
+    """
+
+    primary: Finding
+    also: tuple[Finding, ...]
+    mode: str
+    window_s: float
+    since_s: float | None
+    jobs: tuple[JobSummary, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A finding plus the share of step time it is estimated to cost, used only for ranking."""
+
+    finding: Finding
+    lost_share: float

@@ -1,0 +1,163 @@
+"""Device rules: clocks held down (thermal, power), memory pressure, and an idle GPU.
+
+Throttle findings need the NVML reason bits: a hot GPU with no reason bit set runs at full
+clocks and is not throttled, whatever its temperature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from diagnosis import remedies
+from diagnosis.context import Context
+from diagnosis.findings import candidate
+from diagnosis.model import Candidate, Evidence
+from diagnosis.reasons import HW_BITS, HW_SLOWDOWN, POWER_BITS, THERMAL_BITS, label
+from diagnosis.text import pct, rate
+from diagnosis.views import GpuView
+
+THROTTLE_SHARE = 0.3  # a reason must be active in this share of samples
+THROTTLE_MIN_UTIL_PCT = 30.0  # idle GPUs lower their clocks on purpose
+HOT_MARGIN_C = 5.0  # HW slowdown within this of the slowdown threshold counts as thermal
+HOT_FALLBACK_C = 85.0  # when the driver reports no thresholds
+GPU_MEM_FULL = 0.95
+SWAP_BYTES_PER_S = 1 << 20
+
+
+def _hot(g: GpuView) -> bool:
+    """Is the GPU near the temperature where the hardware slows it down?"""
+    if g.temp_c is None:
+        return False
+    limit = g.temp_slowdown_c or g.temp_max_operating_c
+    return g.temp_c >= (limit - HOT_MARGIN_C if limit is not None else HOT_FALLBACK_C)
+
+
+def _active(g: GpuView, bits: tuple[int, ...]) -> list[int]:
+    return [b for b in bits if g.reason_share.get(b, 0.0) >= THROTTLE_SHARE]
+
+
+def thermal_bits(g: GpuView) -> list[int]:
+    """Thermal reasons in force; HW slowdown joins them when the GPU is hot."""
+    return _active(g, THERMAL_BITS) + (_active(g, (HW_SLOWDOWN,)) if _hot(g) else [])
+
+
+def power_bits(g: GpuView) -> list[int]:
+    """Power reasons in force; HW slowdown joins them when the GPU is not hot."""
+    return _active(g, POWER_BITS) + ([] if _hot(g) else _active(g, (HW_SLOWDOWN,)))
+
+
+def _clock_deficit(g: GpuView) -> float | None:
+    if g.sm_clock_mhz is None or not g.sm_clock_max_mhz:
+        return None
+    return max(0.0, 1.0 - g.sm_clock_mhz / g.sm_clock_max_mhz)
+
+
+def _reason_fact(g: GpuView, bits: list[int]) -> Evidence:
+    share = max(g.reason_share[b] for b in bits)
+    names = " + ".join(label(b) for b in bits)
+    text = f"GPU {g.index}: {names} active in {pct(share)} of samples"
+    return Evidence(text, f"gpu.{g.index}.clocks_event_reasons", float(sum(bits)), "gpu")
+
+
+def temp_fact(g: GpuView) -> Evidence | None:
+    """``GPU 3 at 84 °C, slowdown at 89 °C (5 °C below)``."""
+    if g.temp_c is None:
+        return None
+    text = f"GPU {g.index} at {g.temp_c:.0f} °C"
+    limit = g.temp_slowdown_c or g.temp_max_operating_c
+    if limit is not None:
+        gap = limit - g.temp_c
+        side = f"{abs(gap):.0f} °C {'below' if gap > 0 else 'above'}" if gap else "at it"
+        kind = "slowdown" if g.temp_slowdown_c else "max operating"
+        text += f", {kind} at {limit:.0f} °C ({side})"
+    return Evidence(text, f"gpu.{g.index}.temp_c", g.temp_c, "gpu")
+
+
+def power_fact(g: GpuView) -> Evidence | None:
+    """``GPU 0 power 398 W of 400 W limit (99 %)``."""
+    if g.power_w is None or not g.power_limit_w:
+        return None
+    share = g.power_w / g.power_limit_w
+    text = f"GPU {g.index} power {g.power_w:.0f} W of {g.power_limit_w:.0f} W limit ({pct(share)})"
+    return Evidence(text, f"gpu.{g.index}.power_w", g.power_w, "gpu")
+
+
+def clock_fact(g: GpuView) -> Evidence | None:
+    """``SM clock 1410 of 1980 MHz (71 %)``."""
+    if g.sm_clock_mhz is None or not g.sm_clock_max_mhz:
+        return None
+    share = g.sm_clock_mhz / g.sm_clock_max_mhz
+    text = f"GPU {g.index} SM clock {g.sm_clock_mhz:.0f} of {g.sm_clock_max_mhz:.0f} MHz"
+    return Evidence(text + f" ({pct(share)})", f"gpu.{g.index}.sm_clock_mhz", g.sm_clock_mhz, "gpu")
+
+
+def _throttle(
+    ctx: Context, bottleneck: str, bits_of: Callable[[GpuView], list[int]], fact, fixes
+) -> Candidate | None:
+    """Shared shape of both throttle rules: reasons, the physical fact, the clock cost."""
+    hits = [(g, bits_of(g)) for g in ctx.gpus if (g.util_pct or 0.0) >= THROTTLE_MIN_UTIL_PCT]
+    hits = [(g, bits) for g, bits in hits if bits]
+    if not hits:
+        return None
+    facts = [e for g, bits in hits for e in (_reason_fact(g, bits), fact(g), clock_fact(g)) if e]
+    deficits = [_clock_deficit(g) for g, _ in hits]
+    lost = max((d for d in deficits if d is not None), default=0.1)
+    hw = any(b in HW_BITS for _, bits in hits for b in bits)
+    kind = "temperature" if bottleneck == "throttle_thermal" else "power"
+    gpus = ", ".join(str(g.index) for g, _ in hits)
+    return candidate(
+        ctx,
+        bottleneck,
+        strength=0.95,
+        severity="error" if hw else "warning",
+        summary=f"GPU {gpus} clocks held down by {kind}: {pct(lost)} below max",
+        evidence=facts,
+        remedies=fixes,
+        lost=max(lost, 0.02),
+    )
+
+
+def throttle_thermal(ctx: Context) -> Candidate | None:
+    """Clocks cut because the GPU is too hot."""
+    return _throttle(ctx, "throttle_thermal", thermal_bits, temp_fact, remedies.THERMAL)
+
+
+def throttle_power(ctx: Context) -> Candidate | None:
+    """Clocks cut to stay under the power limit or because the platform braked."""
+    return _throttle(ctx, "throttle_power", power_bits, power_fact, remedies.POWER)
+
+
+def _gpu_mem_facts(ctx: Context) -> list[Evidence]:
+    full = [g for g in ctx.gpus if (g.mem_used_share or 0.0) >= GPU_MEM_FULL]
+    return [
+        Evidence(
+            f"GPU {g.index} memory {pct(g.mem_used_share)} full",
+            f"gpu.{g.index}.mem",
+            g.mem_used_share,
+            "gpu",
+        )
+        for g in full
+        if g.mem_used_share is not None
+    ]
+
+
+def memory(ctx: Context) -> Candidate | None:
+    """Host swapping (slows everything) or a GPU at the edge of out-of-memory."""
+    facts = _gpu_mem_facts(ctx)
+    swap = ctx.swap_bytes_per_s
+    swapping = swap is not None and swap >= SWAP_BYTES_PER_S
+    if swapping:
+        facts.insert(0, Evidence(f"host swapping {rate(swap)}", "swap_bytes_per_s", swap, "memory"))
+    if not facts:
+        return None
+    summary = "Host is swapping" if swapping else "GPU memory almost full: close to OOM"
+    return candidate(
+        ctx,
+        "memory",
+        strength=0.9,
+        severity="error" if swapping else "info",
+        summary=summary,
+        evidence=facts,
+        remedies=remedies.memory(swapping),
+        lost=0.5 if swapping else 0.0,
+    )

@@ -1,0 +1,136 @@
+"""Host-side rules: the trainer's own CPU time, synchronisation waits, too many threads.
+
+These separate the three ways a GPU starves without the input pipeline being at fault: the
+Python thread cannot launch work fast enough (host_overhead), it waits on the GPU and then the
+GPU waits on it (sync_stall), or it fights other threads for cores (oversubscribed).
+"""
+
+from __future__ import annotations
+
+from diagnosis import remedies
+from diagnosis.context import Context
+from diagnosis.findings import candidate
+from diagnosis.model import Candidate, Evidence
+from diagnosis.signals import (
+    COMM_SHARE,
+    DATA_WAIT_SHARE,
+    TRAINER_PEGGED_PCT,
+    comm_share,
+    cpu_saturated,
+    data_wait,
+    gpu_lost_share,
+    gpu_underused,
+    io_bound,
+    trainer_pegged,
+)
+from diagnosis.text import pct, pct100
+
+GPU_LOST_MIN = 0.2  # the GPU must idle at least this share of the time to blame the host
+SYNC_GPU_LOST_MIN = 0.3
+LOAD_PER_CPU = 1.5  # runnable threads per logical CPU that counts as oversubscribed
+THREADS_PER_CPU = 4.0  # the job's threads per logical CPU, with the CPU saturated
+
+
+def gpu_gap_evidence(ctx: Context) -> tuple[Evidence, ...]:
+    """The job's GPUs idle a meaningful share of the time (step timing first, else NVML)."""
+    if ctx.job is not None and ctx.job.gpu_busy_share is not None:
+        busy = ctx.job.gpu_busy_share
+        if 1.0 - busy < GPU_LOST_MIN:
+            return ()
+        return (Evidence(f"GPU busy only {pct(busy)} of step", "gpu_busy_share", busy, "gpu"),)
+    return gpu_underused(ctx) if ctx.gpus else ()
+
+
+def _input_ok(ctx: Context) -> bool:
+    wait = data_wait(ctx)
+    return wait is None or wait < DATA_WAIT_SHARE
+
+
+def host_overhead(ctx: Context) -> Candidate | None:
+    """The trainer's Python thread is the limit: one core pegged while the GPU has gaps."""
+    gaps, pegged = gpu_gap_evidence(ctx), trainer_pegged(ctx)
+    if not gaps or not pegged or not _input_ok(ctx):
+        return None
+    if ctx.mode == "system" and (cpu_saturated(ctx) or io_bound(ctx)):
+        return None
+    lost = gpu_lost_share(ctx)
+    return candidate(
+        ctx,
+        "host_overhead",
+        strength=0.8,
+        severity="warning",
+        summary=f"Trainer CPU-bound between GPU work: GPU idle {pct(lost)}",
+        evidence=gaps + pegged,
+        remedies=remedies.HOST_OVERHEAD,
+        lost=lost,
+    )
+
+
+def _dominant_phase(ctx: Context) -> Evidence | None:
+    phases = [p for p in ctx.job.job.phases if p.name != "data"] if ctx.job else []
+    if not phases:
+        return None
+    top = max(phases, key=lambda p: p.share)
+    text = f"most of the step in phase '{top.name}' ({pct(top.share)}, {top.mean_s * 1000:.0f} ms)"
+    return Evidence(text, f"phase.{top.name}.share", top.share, "training")
+
+
+def sync_stall(ctx: Context) -> Candidate | None:
+    """Host and GPU take turns waiting for each other (``.item()``, ``.cpu()``, sync calls):
+    the GPU idles although input is on time and the trainer is not CPU-bound."""
+    if ctx.mode != "attach" or not ctx.gpus or not _input_ok(ctx) or trainer_pegged(ctx):
+        return None
+    comm = comm_share(ctx)
+    if comm is not None and comm[0] >= COMM_SHARE:
+        return None  # waiting on collectives is the network rule's case
+    lost, gaps = gpu_lost_share(ctx), gpu_gap_evidence(ctx)
+    if lost < SYNC_GPU_LOST_MIN or not gaps:
+        return None
+    cpu = ctx.trainer.cpu_pct if ctx.trainer else None
+    facts = [*gaps, _dominant_phase(ctx)]
+    if cpu is not None:
+        text = f"trainer at {pct100(cpu)} CPU: waiting, not computing"
+        facts.append(Evidence(text, "trainer_cpu_pct", cpu, "processes"))
+    strength = 0.75 if cpu is not None and cpu < TRAINER_PEGGED_PCT * 0.8 else 0.5
+    return candidate(
+        ctx,
+        "sync_stall",
+        strength=strength,
+        severity="warning",
+        summary=f"Host-GPU synchronisation stalls: GPU idle {pct(lost)}",
+        evidence=[e for e in facts if e],
+        remedies=remedies.SYNC_STALL,
+        lost=lost,
+    )
+
+
+def _thread_count(ctx: Context) -> int | None:
+    counts = [p.num_threads for p in (ctx.trainer, *ctx.workers) if p and p.num_threads]
+    return sum(counts) if counts else None
+
+
+def oversubscribed(ctx: Context) -> Candidate | None:
+    """Far more runnable threads than cores: every process gets a slice and all run slower."""
+    saturated = cpu_saturated(ctx)
+    if not saturated:
+        return None
+    cpus, load, threads = ctx.logical_cpus, ctx.load1, _thread_count(ctx)
+    facts = list(saturated)
+    if load is not None and load >= LOAD_PER_CPU * cpus:
+        facts.append(Evidence(f"load average {load:.1f} on {cpus} CPUs", "load1", load, "cpu"))
+    if threads is not None and threads >= THREADS_PER_CPU * cpus:
+        text = f"training processes run {threads} threads on {cpus} CPUs"
+        facts.append(Evidence(text, "job_threads", float(threads), "processes"))
+    if len(facts) == 1:
+        return None
+    lost = min(0.5, 1.0 - cpus / load) if load and load > cpus else 0.2
+    return candidate(
+        ctx,
+        "oversubscribed",
+        strength=0.7,
+        severity="warning",
+        summary=f"CPU oversubscribed: {facts[1].text}",
+        evidence=facts,
+        remedies=remedies.oversubscribed(ctx),
+        lost=lost,
+    )

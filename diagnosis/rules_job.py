@@ -1,0 +1,190 @@
+"""Job-level rules: healthy compute, an idle GPU, communication, and periodic long steps."""
+
+from __future__ import annotations
+
+from statistics import median
+
+from diagnosis import remedies
+from diagnosis.context import Context
+from diagnosis.findings import candidate
+from diagnosis.model import Candidate, Evidence
+from diagnosis.rules_host import gpu_gap_evidence
+from diagnosis.signals import (
+    COMM_SHARE,
+    DATA_WAIT_SHARE,
+    GPU_IDLE_PCT,
+    GPU_SWING_PCT,
+    GPU_UNDERUSED_PCT,
+    comm_share,
+    data_wait,
+    gpu_lost_share,
+    nic_busy,
+)
+from diagnosis.text import pct, pct100, seconds
+
+COMPUTE_BUSY_SHARE = 0.8  # GPU busy share of the step that counts as device-bound
+IDLE_EXPLAINED_BY_DATA = 0.5  # an idle GPU with this much data wait is a data problem
+STALL_FACTOR = 3.0  # a step this many times the median is a stall
+STALL_SHARE = 0.15  # stalls must cost this share of the window's time
+STALL_MIN_STEPS = 10
+COMPUTE_RANK = 0.01  # ranks the healthy state above purely advisory (zero-cost) findings
+
+
+def _device_busy(ctx: Context) -> tuple[Evidence, ...]:
+    """The device is saturated: GPU busy share (attach) or steady high utilization."""
+    if not ctx.gpus:
+        return _cpu_device(ctx)
+    busy = ctx.job.gpu_busy_share if ctx.job else None
+    if busy is not None:
+        if busy < COMPUTE_BUSY_SHARE:
+            return ()
+        return (Evidence(f"GPU busy {pct(busy)} of step", "gpu_busy_share", busy, "gpu"),)
+    util, swing = ctx.gpu_util_pct, ctx.gpu_util_std or 0.0
+    if util is None or util < GPU_UNDERUSED_PCT or swing >= GPU_SWING_PCT:
+        return ()
+    which = ", ".join(str(g.index) for g in ctx.gpus)
+    return (Evidence(f"GPU {which} utilization {pct100(util)}", "gpu_util_pct", util, "gpu"),)
+
+
+def _cpu_device(ctx: Context) -> tuple[Evidence, ...]:
+    """Without GPUs an attached job computes on the CPU, which is then its device."""
+    if ctx.job is None:
+        return ()
+    cpu = ctx.trainer.cpu_pct if ctx.trainer else None
+    text = "no GPU: training runs on the CPU"
+    text += f" (trainer at {pct100(cpu)} CPU)" if cpu is not None else ""
+    return (Evidence(text, "trainer_cpu_pct", cpu, "processes"),)
+
+
+def _throughput(ctx: Context) -> tuple[Evidence, ...]:
+    job = ctx.job.job if ctx.job else None
+    if job is None or job.samples_per_s is None:
+        return ()
+    return (
+        Evidence(
+            f"{job.samples_per_s:.0f} samples/s", "samples_per_s", job.samples_per_s, "training"
+        ),
+    )
+
+
+def compute(ctx: Context) -> Candidate | None:
+    """The healthy state: the training device is the limit and input keeps up."""
+    wait = data_wait(ctx)
+    busy = _device_busy(ctx)
+    if not busy or (wait is not None and wait >= DATA_WAIT_SHARE):
+        return None
+    device = "GPU" if ctx.gpus else "CPU"
+    facts = busy + _throughput(ctx)
+    if wait is not None:
+        facts += (Evidence(f"data wait {pct(wait)} of step", "data_wait_share", wait, "training"),)
+    return candidate(
+        ctx,
+        "compute",
+        strength=0.9,
+        severity="ok",
+        summary=f"{device}-bound: the device is the limit (healthy)",
+        evidence=facts,
+        remedies=remedies.compute(ctx),
+        lost=COMPUTE_RANK,
+    )
+
+
+def idle(ctx: Context) -> Candidate | None:
+    """A job runs (or holds GPU memory) but its GPU does nothing."""
+    util = ctx.gpu_util_pct
+    if util is None or util >= GPU_IDLE_PCT:
+        return None
+    if (data_wait(ctx) or 0.0) >= IDLE_EXPLAINED_BY_DATA:
+        return None
+    which = ", ".join(str(g.index) for g in ctx.gpus)
+    fact = Evidence(f"GPU {which} utilization {pct100(util)}", "gpu_util_pct", util, "gpu")
+    if ctx.job is None and not any(g.pids for g in ctx.gpus):
+        return candidate(
+            ctx,
+            "idle",
+            strength=0.9,
+            severity="info",
+            summary="GPUs idle: no process is using them",
+            evidence=(fact,),
+            remedies=(),
+            lost=0.0,
+        )
+    return candidate(
+        ctx,
+        "idle",
+        strength=0.9,
+        severity="warning",
+        summary=_idle_summary(ctx),
+        evidence=(fact, *_job_state(ctx)),
+        remedies=remedies.IDLE,
+        lost=1.0 - util / 100.0,
+    )
+
+
+def _idle_summary(ctx: Context) -> str:
+    job = ctx.job.job if ctx.job else None
+    if job is not None and job.state != "live":
+        return f"Job {job.name} is {job.state}: its GPU is idle"
+    return "A job runs but leaves its GPU idle"
+
+
+def _job_state(ctx: Context) -> tuple[Evidence, ...]:
+    job = ctx.job.job if ctx.job else None
+    if job is None or job.last_step_age_s is None:
+        return ()
+    text = f"last step {seconds(job.last_step_age_s)} ago (state {job.state})"
+    return (Evidence(text, "last_step_age_s", job.last_step_age_s, "training"),)
+
+
+def network(ctx: Context) -> Candidate | None:
+    """Communication is the limit: a comm phase dominates, or a NIC at link speed while the
+    GPUs wait (multi-rank jobs, or system mode)."""
+    comm, nics = comm_share(ctx), nic_busy(ctx)
+    facts: tuple[Evidence, ...] = ()
+    lost = 0.0
+    if comm is not None and comm[0] >= COMM_SHARE:
+        text = f"communication ({comm[1]}) {pct(comm[0])} of step"
+        facts, lost = (Evidence(text, "comm_share", comm[0], "training"),), comm[0]
+    multi = ctx.job is None or ctx.job.job.world_size > 1
+    if nics and multi and gpu_gap_evidence(ctx):
+        facts, lost = facts + gpu_gap_evidence(ctx) + nics, max(lost, gpu_lost_share(ctx))
+    if not facts:
+        return None
+    strength = 0.85 if ctx.mode == "attach" else 0.6
+    return candidate(
+        ctx,
+        "network",
+        strength=strength,
+        severity="warning",
+        summary=f"Communication-bound: {pct(lost)} of time in collectives/network",
+        evidence=facts,
+        remedies=remedies.NETWORK,
+        lost=lost,
+    )
+
+
+def periodic_stall(ctx: Context) -> Candidate | None:
+    """A few steps far longer than the rest (checkpoints, eval, logging) cost a large share."""
+    steps = ctx.job.job.recent_step_times_s if ctx.job else ()
+    if len(steps) < STALL_MIN_STEPS:
+        return None
+    mid = median(steps)
+    slow = [t for t in steps if t > STALL_FACTOR * mid]
+    lost = sum(t - mid for t in slow) / sum(steps) if sum(steps) > 0 else 0.0
+    if not slow or lost < STALL_SHARE:
+        return None
+    text = (
+        f"{len(slow)} of {len(steps)} steps took > {STALL_FACTOR:.0f}× the {seconds(mid)} "
+        f"median (max {seconds(max(slow))})"
+    )
+    facts = (Evidence(text, "stall_share", lost, "training"),)
+    return candidate(
+        ctx,
+        "periodic_stall",
+        strength=0.85,
+        severity="warning",
+        summary=f"Periodic long steps cost {pct(lost)} of training time",
+        evidence=facts,
+        remedies=remedies.PERIODIC,
+        lost=lost,
+    )

@@ -1,0 +1,148 @@
+"""Shared signals: conditions several rules test, each returning the evidence that proves it.
+
+An empty tuple means "does not hold", so a rule reads ``if io_bound(ctx): ...`` and reuses the
+same evidence in its finding.  Thresholds live here, once, and docs/diagnosis.md explains them.
+"""
+
+from __future__ import annotations
+
+from diagnosis.context import Context
+from diagnosis.model import Evidence
+from diagnosis.text import pct, pct100, rate
+
+DATA_WAIT_SHARE = 0.20  # share of step time spent waiting for the next batch
+IOWAIT_PCT = 10.0  # whole-machine iowait
+DISK_BUSY_PCT = 80.0  # iostat %util of one device ...
+DISK_AWAIT_MS = 10.0  # ... with requests queueing this long (NVMe %util alone means little)
+CPU_SATURATED_PCT = 90.0  # whole-machine busy
+WORKER_BUSY_PCT = 85.0  # a DataLoader worker is one process: ~100 % = one core
+TRAINER_PEGGED_PCT = 90.0  # the trainer's Python thread holds one core
+GPU_UNDERUSED_PCT = 80.0  # mean utilization below this leaves compute on the table
+GPU_SWING_PCT = 20.0  # utilization standard deviation revealing idle gaps
+GPU_IDLE_PCT = 5.0
+NIC_BUSY_PCT = 70.0  # share of link speed
+COMM_SHARE = 0.2  # share of step in communication phases
+COMM_PHASE_WORDS = ("comm", "reduce", "nccl", "gather", "sync_grad")
+
+
+def data_wait(ctx: Context) -> float | None:
+    """Window mean share of step time the job waited for data (attach mode only)."""
+    return ctx.job.data_wait_share if ctx.job else None
+
+
+def data_wait_evidence(ctx: Context) -> tuple[Evidence, ...]:
+    """The job waits on its input for a large share of each step."""
+    wait = data_wait(ctx)
+    if wait is None or wait < DATA_WAIT_SHARE:
+        return ()
+    return (Evidence(f"data wait {pct(wait)} of step", "data_wait_share", wait, "training"),)
+
+
+def io_bound(ctx: Context) -> tuple[Evidence, ...]:
+    """Storage is the limit: high iowait, or a device both busy and queueing."""
+    found: list[Evidence] = []
+    if ctx.iowait_pct is not None and ctx.iowait_pct >= IOWAIT_PCT:
+        found.append(
+            Evidence(f"CPU iowait {pct100(ctx.iowait_pct)}", "iowait_pct", ctx.iowait_pct, "cpu")
+        )
+    for d in ctx.disks:
+        if (d.busy_pct or 0.0) >= DISK_BUSY_PCT and (d.await_ms or 0.0) >= DISK_AWAIT_MS:
+            read = rate(d.read_bytes_per_s or 0.0)
+            text = f"disk {d.name} {read}, await {d.await_ms:.0f} ms, {pct100(d.busy_pct)} busy"
+            found.append(Evidence(text, f"disk.{d.name}.busy_pct", d.busy_pct, "disk"))
+    return tuple(found)
+
+
+def cpu_saturated(ctx: Context) -> tuple[Evidence, ...]:
+    """Every core is busy: more processes cannot get more CPU."""
+    busy = ctx.cpu_busy_pct
+    if busy is None or busy < CPU_SATURATED_PCT:
+        return ()
+    text = f"CPU {pct100(busy)} busy across {ctx.logical_cpus} logical CPUs"
+    return (Evidence(text, "cpu_busy_pct", busy, "cpu"),)
+
+
+def workers_saturated(ctx: Context) -> tuple[Evidence, ...]:
+    """Most DataLoader workers use a full core each: decoding/augmentation is the work."""
+    loads = [w.cpu_pct for w in ctx.workers if w.cpu_pct is not None]
+    hot = [c for c in loads if c >= WORKER_BUSY_PCT]
+    if not loads or len(hot) * 4 < len(loads) * 3:
+        return ()
+    mean = sum(loads) / len(loads)
+    text = f"{len(hot)}/{len(loads)} workers at {pct100(mean)} CPU"
+    return (Evidence(text, "worker_cpu_pct", mean, "dataloader"),)
+
+
+def no_workers(ctx: Context) -> tuple[Evidence, ...]:
+    """``num_workers=0``: the training process loads every batch itself."""
+    if ctx.mode != "attach" or ctx.workers:
+        return ()
+    text = "no DataLoader workers: the training process loads batches itself"
+    return (Evidence(text, "workers", 0.0, "dataloader"),)
+
+
+def trainer_pegged(ctx: Context) -> tuple[Evidence, ...]:
+    """The trainer's main thread holds one core: Python launch overhead or CPU-side work."""
+    t = ctx.trainer
+    if t is not None and t.cpu_pct is not None:
+        if t.cpu_pct < TRAINER_PEGGED_PCT:
+            return ()
+        text = f"trainer {t.name} (pid {t.pid}) at {pct100(t.cpu_pct)} CPU: one core pegged"
+        return (Evidence(text, "trainer_cpu_pct", t.cpu_pct, "processes"),)
+    return _one_core_pegged(ctx)
+
+
+def _one_core_pegged(ctx: Context) -> tuple[Evidence, ...]:
+    """Without a known trainer: one core near 100 % while the machine as a whole idles."""
+    if not ctx.core_busy_pct or (ctx.cpu_busy_pct or 0.0) >= 50.0:
+        return ()
+    top = max(ctx.core_busy_pct)
+    if top < TRAINER_PEGGED_PCT:
+        return ()
+    text = f"one core at {pct100(top)} while the CPU is {pct100(ctx.cpu_busy_pct or 0)} busy"
+    return (Evidence(text, "max_core_busy_pct", top, "cpu"),)
+
+
+def gpu_underused(ctx: Context) -> tuple[Evidence, ...]:
+    """The job's GPUs work, but little or in bursts (idle gaps between kernels)."""
+    util, swing = ctx.gpu_util_pct, ctx.gpu_util_std
+    if util is None or util < GPU_IDLE_PCT:
+        return ()  # an idle GPU is the idle rule's case
+    if ctx.mode == "system" and not any(g.pids for g in ctx.gpus):
+        return ()  # no process on the GPU: nothing is training there
+    swinging = swing is not None and swing >= GPU_SWING_PCT
+    if util >= GPU_UNDERUSED_PCT and not swinging:
+        return ()
+    which = ", ".join(str(g.index) for g in ctx.gpus)
+    text = f"GPU {which} utilization {pct100(util)}"
+    text += f" (swinging ±{swing:.0f})" if swinging else ""
+    return (Evidence(text, "gpu_util_pct", util, "gpu"),)
+
+
+def nic_busy(ctx: Context) -> tuple[Evidence, ...]:
+    """An interface runs near its link speed."""
+    found = []
+    for n in ctx.nics:
+        if n.link_util_pct is not None and n.link_util_pct >= NIC_BUSY_PCT:
+            traffic = f"rx {rate(n.rx_bytes_per_s or 0)}, tx {rate(n.tx_bytes_per_s or 0)}"
+            text = f"NIC {n.name} at {pct100(n.link_util_pct)} of link ({traffic})"
+            found.append(Evidence(text, f"nic.{n.name}.link_util_pct", n.link_util_pct, "network"))
+    return tuple(found)
+
+
+def gpu_lost_share(ctx: Context) -> float:
+    """Share of time the job's GPUs do nothing: from step timing when attached, else from
+    the utilization counter (which over-reads: a tiny kernel counts as busy)."""
+    if ctx.job is not None and ctx.job.gpu_busy_share is not None:
+        return max(0.0, 1.0 - ctx.job.gpu_busy_share)
+    util = ctx.gpu_util_pct
+    return max(0.0, 1.0 - util / 100.0) if util is not None else 0.0
+
+
+def comm_share(ctx: Context) -> tuple[float, str] | None:
+    """Summed share of the step spent in phases named like communication, and their names."""
+    phases = ctx.job.job.phases if ctx.job else ()
+    comm = [p for p in phases if any(w in p.name.lower() for w in COMM_PHASE_WORDS)]
+    if not comm:
+        return None
+    return sum(p.share for p in comm), "+".join(p.name for p in comm)

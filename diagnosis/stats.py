@@ -1,0 +1,46 @@
+"""Small numeric helpers over windows of optional values (``None`` = not measured)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from statistics import median, pstdev
+
+
+def present(values: Iterable[float | None]) -> list[float]:
+    """The measured values only: a missing sample must never count as a zero."""
+    return [float(v) for v in values if v is not None]
+
+
+def mean_of(values: Iterable[float | None]) -> float | None:
+    """Mean of the measured values, ``None`` when nothing was measured."""
+    got = present(values)
+    return sum(got) / len(got) if got else None
+
+
+def std_of(values: Iterable[float | None]) -> float | None:
+    """Population standard deviation; needs two samples to say anything about variability."""
+    got = present(values)
+    return pstdev(got) if len(got) >= 2 else None
+
+
+def max_of(values: Iterable[float | None]) -> float | None:
+    """Largest measured value, ``None`` when nothing was measured."""
+    got = present(values)
+    return max(got) if got else None
+
+
+def median_of(values: Iterable[float | None]) -> float | None:
+    """Median of the measured values, ``None`` when nothing was measured."""
+    got = present(values)
+    return median(got) if got else None
+
+
+def share_true(flags: Iterable[bool]) -> float:
+    """Fraction of samples for which a condition held (0 when there are no samples)."""
+    got = list(flags)
+    return sum(got) / len(got) if got else 0.0
+
+
+def clamp01(value: float) -> float:
+    """Confidences and shares live in 0..1 whatever the arithmetic produced."""
+    return min(1.0, max(0.0, value))

@@ -1,0 +1,34 @@
+"""Number formatting for evidence sentences.
+
+Evidence is read as a sentence in the banner and in ``traintop diagnose``, so the engine writes
+it; these helpers keep every sentence in the same units (decimal rates, as iostat and ifstat).
+"""
+
+from __future__ import annotations
+
+_RATE_UNITS = ("B/s", "kB/s", "MB/s", "GB/s", "TB/s")
+
+
+def pct(share: float) -> str:
+    """A 0..1 share as a whole percentage: ``0.62 -> "62 %"``."""
+    return f"{share * 100:.0f} %"
+
+
+def pct100(value: float) -> str:
+    """A value already in percent: ``97.4 -> "97 %"``."""
+    return f"{value:.0f} %"
+
+
+def rate(bytes_per_s: float) -> str:
+    """A byte rate with one decimal in the largest fitting decimal unit: ``3.1 MB/s``."""
+    value = float(bytes_per_s)
+    for unit in _RATE_UNITS[:-1]:
+        if abs(value) < 1000:
+            return f"{value:.1f} {unit}" if unit != "B/s" else f"{value:.0f} B/s"
+        value /= 1000
+    return f"{value:.1f} {_RATE_UNITS[-1]}"
+
+
+def seconds(value: float) -> str:
+    """A duration short enough to read at a glance: ms below one second."""
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"

@@ -1,0 +1,156 @@
+"""Per-device summaries of a window: one mean, peak or share per metric.
+
+Rules read these instead of raw snapshots so each rule stays a few lines long, and so every rule
+agrees on what "the GPU's utilization over the window" means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from collectors.snapshot import (
+    DiskSnapshot,
+    GpuSnapshot,
+    JobSnapshot,
+    NicSnapshot,
+    ProcessSnapshot,
+    Snapshot,
+)
+from diagnosis.stats import max_of, mean_of, share_true, std_of
+
+
+@dataclass(frozen=True, slots=True)
+class GpuView:
+    """One GPU over the window; ``reason_share`` maps an NVML reason bit to its active share."""
+
+    index: int
+    util_pct: float | None
+    util_std: float | None
+    mem_used_share: float | None
+    temp_c: float | None
+    temp_slowdown_c: float | None
+    temp_max_operating_c: float | None
+    power_w: float | None
+    power_limit_w: float | None
+    sm_clock_mhz: float | None
+    sm_clock_max_mhz: float | None
+    reason_share: dict[int, float]
+    pids: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class ProcView:
+    """One process over the window (``cpu_pct``: 100 = one core, as in htop)."""
+
+    pid: int
+    name: str
+    cpu_pct: float | None
+    num_threads: int | None
+    read_bytes_per_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DiskView:
+    """One block device over the window."""
+
+    name: str
+    read_bytes_per_s: float | None
+    busy_pct: float | None
+    await_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class NicView:
+    """One network interface over the window."""
+
+    name: str
+    speed_mbps: int | None
+    rx_bytes_per_s: float | None
+    tx_bytes_per_s: float | None
+    link_util_pct: float | None
+
+
+def _latest(values: Sequence[float | None]) -> float | None:
+    """Thresholds and limits are static-ish: the newest known value is the right one."""
+    return next((v for v in reversed(values) if v is not None), None)
+
+
+def _mem_share(g: GpuSnapshot) -> float | None:
+    if g.mem_used_bytes is None or not g.mem_total_bytes:
+        return None
+    return g.mem_used_bytes / g.mem_total_bytes
+
+
+def _reason_share(samples: Sequence[GpuSnapshot]) -> dict[int, float]:
+    """Share of samples in which each reason bit was set, over samples that report a mask."""
+    masks = [g.clocks_event_reasons for g in samples if g.clocks_event_reasons is not None]
+    bits = {1 << i for i in range(16) if any(m & (1 << i) for m in masks)}
+    return {bit: share_true(bool(m & bit) for m in masks) for bit in sorted(bits)}
+
+
+def gpu_view(samples: Sequence[GpuSnapshot]) -> GpuView:
+    """Summarise one GPU's samples (all with the same index, oldest first)."""
+    live = [g for g in samples if not g.lost]
+    return GpuView(
+        index=samples[-1].index,
+        util_pct=mean_of(g.util_gpu_pct for g in live),
+        util_std=std_of(g.util_gpu_pct for g in live),
+        mem_used_share=max_of(_mem_share(g) for g in live),
+        temp_c=max_of(g.temp_c for g in live),
+        temp_slowdown_c=_latest([g.temp_slowdown_c for g in live]),
+        temp_max_operating_c=_latest([g.temp_max_operating_c for g in live]),
+        power_w=mean_of(g.power_w for g in live),
+        power_limit_w=_latest([g.power_limit_w for g in live]),
+        sm_clock_mhz=mean_of(g.sm_clock_mhz for g in live),
+        sm_clock_max_mhz=_latest([g.sm_clock_max_mhz for g in live]),
+        reason_share=_reason_share(live),
+        pids=frozenset(p.pid for g in live for p in g.processes if p.kind != "G"),
+    )
+
+
+def proc_view(samples: Sequence[ProcessSnapshot]) -> ProcView:
+    """Summarise one process's rows (same pid, oldest first)."""
+    last = samples[-1]
+    return ProcView(
+        pid=last.pid,
+        name=last.name,
+        cpu_pct=mean_of(p.cpu_pct for p in samples),
+        num_threads=last.num_threads,
+        read_bytes_per_s=mean_of(p.read_bytes_per_s for p in samples),
+    )
+
+
+def disk_view(samples: Sequence[DiskSnapshot]) -> DiskView:
+    """Summarise one block device's samples."""
+    return DiskView(
+        name=samples[-1].name,
+        read_bytes_per_s=mean_of(d.read_bytes_per_s for d in samples),
+        busy_pct=mean_of(d.busy_pct for d in samples),
+        await_ms=mean_of(d.await_ms for d in samples),
+    )
+
+
+def nic_view(samples: Sequence[NicSnapshot]) -> NicView:
+    """Summarise one interface's samples."""
+    return NicView(
+        name=samples[-1].name,
+        speed_mbps=samples[-1].speed_mbps,
+        rx_bytes_per_s=mean_of(n.rx_bytes_per_s for n in samples),
+        tx_bytes_per_s=mean_of(n.tx_bytes_per_s for n in samples),
+        link_util_pct=mean_of(n.link_util_pct for n in samples),
+    )
+
+
+def group_by(window: Sequence[Snapshot], rows, key) -> dict:
+    """Collect ``rows(snapshot)`` items across the window into lists keyed by ``key(item)``."""
+    groups: dict = {}
+    for snap in window:
+        for item in rows(snap):
+            groups.setdefault(key(item), []).append(item)
+    return groups
+
+
+def job_samples(window: Sequence[Snapshot], pid: int) -> list[JobSnapshot]:
+    """Every summary of one job across the window, oldest first."""
+    return [j for snap in window for j in snap.jobs if j.pid == pid]

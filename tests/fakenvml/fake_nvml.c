@@ -1,0 +1,398 @@
+/* A fake libnvidia-ml.so.1 at the C ABI: the real pynvml wrappers, error mapping and struct
+ * marshalling run unchanged on top of it.  Only the symbols traintop needs, with the exact
+ * versioned names nvidia-ml-py 13.615 looks up.  Struct layouts are copied from nvml.h.
+ *
+ * Build with -DFAKE_NVML_OLD_DRIVER to mimic a pre-R535 driver: the newer symbols
+ * (TemperatureV, MemoryInfo_v2, *RunningProcesses_v3, *ClocksEventReasons) are then absent.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_nvml.h"
+
+typedef int nvmlReturn_t;
+typedef struct fake_device *nvmlDevice_t;
+
+typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
+typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef struct {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+typedef struct { unsigned int version; int sensorType; int temperature; } nvmlTemperature_v1_t;
+typedef struct {
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+typedef union {
+    double dVal; unsigned int uiVal; unsigned long ulVal; unsigned long long ullVal;
+    long long sllVal; int siVal; unsigned short usVal;
+} nvmlValue_t;
+typedef struct {
+    unsigned int fieldId, scopeId;
+    long long timestamp, latencyUsec;
+    int valueType, nvmlReturn;
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+
+enum { OK = 0, UNINIT = 1, INVALID = 2, NOT_SUPPORTED = 3, INSUFFICIENT = 7, LOST = 15,
+       VERSION_MISMATCH = 25, UNKNOWN = 999 };
+
+/* Checks init, handle, loss triggers and injected errors; caller holds fake.lock. */
+static int enter_locked(nvmlDevice_t d, const char *symbol) {
+    if (!fake.init_refcount) return UNINIT;
+    long idx = d - fake.dev;
+    if (!d || idx < 0 || idx >= fake.count) return INVALID;
+    d->calls++;
+    if (d->lose_after_calls && d->calls > d->lose_after_calls) d->lost = 1;
+    if (d->lose_after_s > 0.0 && fake_now_locked() >= d->lose_after_s) d->lost = 1;
+    if (d->lost) return LOST;
+    int code = fake_error_for(d->errors, d->n_errors, symbol);
+    return code ? code : fake_error_for(fake.global_errors, fake.n_global_errors, symbol);
+}
+
+#define DEVICE_CALL(h)                               \
+    pthread_mutex_lock(&fake.lock);                  \
+    int rc_ = enter_locked((h), __func__);           \
+    if (rc_) return (pthread_mutex_unlock(&fake.lock), rc_); \
+    struct fake_device *d = (h);                     \
+    (void)d
+#define DONE(rc) return (pthread_mutex_unlock(&fake.lock), (rc))
+
+static int read_key(struct fake_device *d, enum fake_key k, unsigned long long *out) {
+    long long v = fake_value(d, k);
+    if (v == FAKE_NA) return NOT_SUPPORTED;
+    *out = (unsigned long long)v;
+    return OK;
+}
+
+static int read_uint(struct fake_device *d, enum fake_key k, unsigned int *out) {
+    unsigned long long v = 0;
+    int rc = read_key(d, k, &v);
+    if (rc == OK) *out = (unsigned int)v;
+    return rc;
+}
+
+static int copy_str(char *dst, unsigned int len, const char *src) {
+    if (!dst || strlen(src) + 1 > len) return INSUFFICIENT;
+    memcpy(dst, src, strlen(src) + 1);
+    return OK;
+}
+
+/* ---- init / system ---- */
+
+static nvmlReturn_t do_init(void) {
+    pthread_mutex_lock(&fake.lock);
+    if (!fake.scenario_loaded) {
+        char err[512] = "";
+        const char *path = getenv("FAKE_NVML_SCENARIO"), *t = getenv("FAKE_NVML_TIME");
+        fake.scenario_loaded = 1;
+        fake_reset_locked(1);
+        if (path && *path && !fake_load_file(path, err, sizeof err)) {
+            fprintf(stderr, "fake_nvml: %s\n", err);
+            fake_reset_locked(0);
+            fake.global_errors[0] = (struct fake_error){"nvmlInitWithFlags", UNKNOWN};
+            fake.n_global_errors = 1;
+        }
+        if (t && *t) { fake.frozen = 1; fake.fixed_time_s = atof(t); }
+    }
+    int code = fake_error_for(fake.global_errors, fake.n_global_errors, "nvmlInitWithFlags");
+    if (!code) fake.init_refcount++;
+    DONE(code);
+}
+
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags) { (void)flags; return do_init(); }
+nvmlReturn_t nvmlInit_v2(void) { return do_init(); }
+
+nvmlReturn_t nvmlShutdown(void) {
+    pthread_mutex_lock(&fake.lock);
+    int rc = fake.init_refcount > 0 ? OK : UNINIT;
+    if (rc == OK) fake.init_refcount--;
+    DONE(rc);
+}
+
+const char *nvmlErrorString(nvmlReturn_t rc) {
+    switch (rc) {
+    case OK: return "Success";
+    case UNINIT: return "Uninitialized";
+    case INVALID: return "Invalid Argument";
+    case NOT_SUPPORTED: return "Not Supported";
+    case 4: return "Insufficient Permissions";
+    case INSUFFICIENT: return "Insufficient Size";
+    case 9: return "Driver Not Loaded";
+    case 13: return "Function Not Found";
+    case LOST: return "GPU is lost";
+    case 21: return "No data";
+    case VERSION_MISMATCH: return "Argument version mismatch";
+    case 26: return "Requested functionality has been deprecated";
+    default: return "Unknown Error";
+    }
+}
+
+static nvmlReturn_t system_string(char *buf, unsigned int len, int nvml_version) {
+    pthread_mutex_lock(&fake.lock);
+    if (!fake.init_refcount) DONE(UNINIT);
+    char text[96];
+    snprintf(text, sizeof text, nvml_version ? "13.%s" : "%s", fake.driver);
+    DONE(copy_str(buf, len, text));
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char *b, unsigned int n) { return system_string(b, n, 0); }
+nvmlReturn_t nvmlSystemGetNVMLVersion(char *b, unsigned int n) { return system_string(b, n, 1); }
+
+nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *version) {
+    pthread_mutex_lock(&fake.lock);
+    if (!fake.init_refcount) DONE(UNINIT);
+    *version = fake.cuda_version;
+    DONE(OK);
+}
+
+nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v) { return nvmlSystemGetCudaDriverVersion(v); }
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
+    pthread_mutex_lock(&fake.lock);
+    if (!fake.init_refcount) DONE(UNINIT);
+    int code = fake_error_for(fake.global_errors, fake.n_global_errors, __func__);
+    if (!code) *count = (unsigned int)fake.count;
+    DONE(code);
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *out) {
+    pthread_mutex_lock(&fake.lock);
+    if (!fake.init_refcount) DONE(UNINIT);
+    if (index >= (unsigned int)fake.count) DONE(INVALID);
+    int rc = enter_locked(&fake.dev[index], __func__);
+    if (rc == OK) *out = &fake.dev[index];
+    DONE(rc);
+}
+
+/* ---- static facts ---- */
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t h, char *buf, unsigned int len) {
+    DEVICE_CALL(h);
+    DONE(copy_str(buf, len, d->name));
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char *buf, unsigned int len) {
+    DEVICE_CALL(h);
+    DONE(copy_str(buf, len, d->uuid));
+}
+
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t h, unsigned int *index) {
+    DEVICE_CALL(h);
+    *index = (unsigned int)(d - fake.dev);
+    DONE(OK);
+}
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t h, nvmlPciInfo_t *pci) {
+    DEVICE_CALL(h);
+    memset(pci, 0, sizeof *pci);
+    snprintf(pci->busId, sizeof pci->busId, "%s", d->bus_id);
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%s", d->bus_id + 4);
+    sscanf(d->bus_id, "%x:%x:%x", &pci->domain, &pci->bus, &pci->device);
+    pci->pciDeviceId = 0x233010DE;
+    DONE(OK);
+}
+
+nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t h, int type, unsigned int *mhz) {
+    DEVICE_CALL(h);
+    if (type == 0 || type == 1) DONE(read_uint(d, K_CLOCK_MAX_SM, mhz));
+    DONE(type == 2 ? read_uint(d, K_CLOCK_MAX_MEM, mhz) : NOT_SUPPORTED);
+}
+
+nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t h, int type, unsigned int *t) {
+    DEVICE_CALL(h);
+    static const enum fake_key keys[] = {K_THR_SHUTDOWN, K_THR_SLOWDOWN, K_THR_MEM_MAX,
+                                         K_THR_GPU_MAX};
+    DONE(type >= 0 && type <= 3 ? read_uint(d, keys[type], t) : NOT_SUPPORTED);
+}
+
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t h, unsigned int *mw) {
+    DEVICE_CALL(h);
+    DONE(read_uint(d, K_POWER_LIMIT, mw));
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t h, unsigned int *mw) {
+    DEVICE_CALL(h);
+    DONE(read_uint(d, K_POWER_LIMIT, mw));
+}
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t h, unsigned int *current, unsigned int *pending) {
+    DEVICE_CALL(h);
+    int rc = read_uint(d, K_MIG, current);
+    if (rc == OK) *pending = *current;
+    DONE(rc);
+}
+
+/* ---- per-tick readings ---- */
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t h, nvmlUtilization_t *u) {
+    DEVICE_CALL(h);
+    if (fake_value(d, K_MIG) == 1) DONE(NOT_SUPPORTED);
+    int rc = read_uint(d, K_UTIL_GPU, &u->gpu);
+    DONE(rc ? rc : read_uint(d, K_UTIL_MEM, &u->memory));
+}
+
+/* v1 "used" counts the reserved memory too; v2 reports it separately (as nvidia-smi does). */
+static void memory_parts(struct fake_device *d, unsigned long long p[4]) {
+    p[0] = (unsigned long long)fake_value(d, K_MEM_TOTAL);
+    p[1] = (unsigned long long)fake_value(d, K_MEM_RESERVED);
+    p[2] = (unsigned long long)fake_value(d, K_MEM_USED);
+    p[3] = p[0] - p[1] - p[2];
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *m) {
+    DEVICE_CALL(h);
+    unsigned long long p[4];
+    memory_parts(d, p);
+    *m = (nvmlMemory_t){.total = p[0], .free = p[3], .used = p[1] + p[2]};
+    DONE(OK);
+}
+
+#ifndef FAKE_NVML_OLD_DRIVER
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t *m) {
+    DEVICE_CALL(h);
+    if (m->version != 0x02000028) DONE(VERSION_MISMATCH);
+    unsigned long long p[4];
+    memory_parts(d, p);
+    m->total = p[0], m->reserved = p[1], m->used = p[2], m->free = p[3];
+    DONE(OK);
+}
+
+nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t h, nvmlTemperature_v1_t *t) {
+    DEVICE_CALL(h);
+    if (t->version != 0x0100000C) DONE(VERSION_MISMATCH);
+    if (t->sensorType != 0) DONE(INVALID);
+    unsigned int v = 0;
+    int rc = read_uint(d, K_TEMP, &v);
+    t->temperature = (int)v;
+    DONE(rc);
+}
+#endif
+
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t h, int sensor, unsigned int *t) {
+    DEVICE_CALL(h);
+    DONE(sensor == 0 ? read_uint(d, K_TEMP, t) : INVALID);
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t h, unsigned int *mw) {
+    DEVICE_CALL(h);
+    DONE(read_uint(d, K_POWER, mw));
+}
+
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t h, int type, unsigned int *mhz) {
+    DEVICE_CALL(h);
+    if (type == 0 || type == 1) DONE(read_uint(d, K_CLOCK_SM, mhz));
+    DONE(type == 2 ? read_uint(d, K_CLOCK_MEM, mhz) : NOT_SUPPORTED);
+}
+
+nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t h, int type, unsigned int *mhz) {
+    DEVICE_CALL(h);
+    DONE(type == 2 ? read_uint(d, K_CLOCK_MAX_MEM, mhz) : read_uint(d, K_CLOCK_MAX_SM, mhz));
+}
+
+nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t h, unsigned int *pstate) {
+    DEVICE_CALL(h);
+    DONE(read_uint(d, K_PSTATE, pstate));
+}
+
+nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t h, unsigned int *pct) {
+    DEVICE_CALL(h);
+    DONE(read_uint(d, K_FAN, pct));
+}
+
+static nvmlReturn_t reasons(nvmlDevice_t h, enum fake_key k, unsigned long long *m,
+                            const char *symbol) {
+    pthread_mutex_lock(&fake.lock);
+    int rc = enter_locked(h, symbol);
+    DONE(rc ? rc : read_key(h, k, m));
+}
+
+#ifndef FAKE_NVML_OLD_DRIVER
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t h, unsigned long long *m) {
+    return reasons(h, K_REASONS, m, __func__);
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t h, unsigned long long *m) {
+    return reasons(h, K_REASONS_SUPPORTED, m, __func__);
+}
+#endif
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t h, unsigned long long *m) {
+    return reasons(h, K_REASONS, m, __func__);
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t h, unsigned long long *m) {
+    return reasons(h, K_REASONS_SUPPORTED, m, __func__);
+}
+
+/* Cumulative PCIe byte counters (fields 197 TX / 198 RX) grow at the scripted rates. */
+static void field_value(struct fake_device *d, nvmlFieldValue_t *f, double now) {
+    char symbol[32];
+    snprintf(symbol, sizeof symbol, "field%u", f->fieldId);
+    int code = fake_error_for(d->errors, d->n_errors, symbol);
+    enum fake_key k = f->fieldId == 197 ? K_PCIE_TX_RATE : K_PCIE_RX_RATE;
+    f->timestamp = (long long)(now * 1e6);
+    f->latencyUsec = 0;
+    if (code || (f->fieldId != 197 && f->fieldId != 198) || d->value[k] == FAKE_NA) {
+        f->nvmlReturn = code ? code : NOT_SUPPORTED;
+        return;
+    }
+    f->valueType = 3; /* NVML_VALUE_TYPE_UNSIGNED_LONG_LONG */
+    f->nvmlReturn = OK;
+    f->value.ullVal = (unsigned long long)((double)d->value[k] * now);
+}
+
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t h, int count, nvmlFieldValue_t *values) {
+    DEVICE_CALL(h);
+    double now = fake_now_locked();
+    for (int i = 0; i < count; i++) field_value(d, &values[i], now);
+    DONE(OK);
+}
+
+/* The two-call protocol: a too-small buffer answers INSUFFICIENT_SIZE with the needed count. */
+static nvmlReturn_t processes(nvmlDevice_t h, unsigned int *count, nvmlProcessInfo_t *out,
+                              char kind, const char *symbol) {
+    pthread_mutex_lock(&fake.lock);
+    int rc = enter_locked(h, symbol);
+    if (rc) DONE(rc);
+    unsigned int n = 0;
+    for (int i = 0; i < h->n_procs; i++) n += h->procs[i].kind == kind;
+    if (n > *count || (n && !out)) { *count = n; DONE(n ? INSUFFICIENT : OK); }
+    *count = 0;
+    for (int i = 0; i < h->n_procs; i++) {
+        if (h->procs[i].kind != kind) continue;
+        out[(*count)++] = (nvmlProcessInfo_t){h->procs[i].pid, h->procs[i].used_bytes,
+                                              0xFFFFFFFFu, 0xFFFFFFFFu};
+    }
+    DONE(OK);
+}
+
+#ifndef FAKE_NVML_OLD_DRIVER
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned int *n,
+                                                     nvmlProcessInfo_t *p) {
+    return processes(h, n, p, 'C', __func__);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t h, unsigned int *n,
+                                                      nvmlProcessInfo_t *p) {
+    return processes(h, n, p, 'G', __func__);
+}
+#endif
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t h, unsigned int *n,
+                                                     nvmlProcessInfo_t *p) {
+    return processes(h, n, p, 'C', __func__);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t h, unsigned int *n,
+                                                      nvmlProcessInfo_t *p) {
+    return processes(h, n, p, 'G', __func__);
+}

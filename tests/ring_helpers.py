@@ -1,0 +1,93 @@
+"""Writer and reader processes for the ring tests: deterministic content makes tearing visible."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from collectors.ring_reader import Record, open_segment
+from traintop.ring import RingWriter
+
+PHASES = ("data", "forward", "backward")
+
+
+def fields(i: int) -> tuple:
+    """Every field of record ``i`` is a function of i, so a mix of two records never matches."""
+    return (i, 7 * i + 1, (i + 1, 2 * i + 3, 3 * i + 5), i % 4096, 11 * i, 13 * i)
+
+
+def write(writer: RingWriter, i: int) -> None:
+    step, t0, phases, samples, gpu, mem = fields(i)
+    writer.record(step, t0, phases, samples, gpu_ns=gpu, mem_bytes=mem)
+
+
+def consistent(rec: Record) -> bool:
+    i = rec.seq - 1
+    step, t0, phases, samples, gpu, mem = fields(i)
+    actual = (rec.step, rec.t_start_ns, rec.phase_ns, rec.samples, rec.gpu_ns, rec.mem_bytes)
+    return actual == (step, t0, phases, samples, gpu, mem)
+
+
+def writer_proc(directory: str, capacity: int, seconds: float, crc: bool, queue) -> None:
+    """Write flat out for ``seconds``; reports the path first and the count at the end."""
+    w = RingWriter.create(name="stress", phases=PHASES, capacity=capacity, directory=directory,
+                          crc=crc)  # fmt: skip
+    queue.put(str(w.path))
+    end, i = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        for _ in range(1000):
+            write(w, i)
+            i += 1
+    queue.put(i)
+    w.close()
+
+
+def reader_proc(path: str, seconds: float, queue) -> None:
+    """Poll as fast as possible, verify every returned record, report the accounting."""
+    seg = open_segment(path)
+    start = seg.next_index
+    returned = lost = rejected = torn = 0
+    last = start - 1
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        result = seg.poll()
+        lost, rejected = lost + result.lost, rejected + result.rejected
+        for rec in result.records:
+            returned += 1
+            torn += not consistent(rec) or rec.seq - 1 <= last
+            last = rec.seq - 1
+    queue.put((returned, lost, rejected, torn, seg.next_index - start))
+
+
+def wrong_order_reader_proc(path: str, seconds: float, queue) -> None:
+    """NEGATIVE CONTROL: reads a slot's tags first and its body afterwards (no re-check)."""
+    seg = open_segment(path)
+    fd, cap = os.open(path, os.O_RDONLY), seg.header.capacity
+    accepted = torn = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        head = int.from_bytes(os.pread(fd, 8, 1024), "little")
+        for i in range(max(0, head - cap + 1), head):
+            off = 4096 + (i & (cap - 1)) * 128
+            seq = int.from_bytes(os.pread(fd, 8, off), "little")
+            seq_end = int.from_bytes(os.pread(fd, 8, off + 120), "little")
+            body = os.pread(fd, 128, off)
+            if seq == seq_end == i + 1:
+                accepted += 1
+                rec = _unpack(body, i + 1)
+                torn += not consistent(rec)
+    queue.put((accepted, torn))
+
+
+def _unpack(body: bytes, seq: int) -> Record:
+    from traintop.ring_format import RECORD
+
+    v = RECORD.unpack(body)
+    return Record(seq, v[1], v[2], v[3:6], *v[11:17])
+
+
+def make_segment(directory: Path, **kwargs) -> RingWriter:
+    kwargs.setdefault("name", "job")
+    kwargs.setdefault("phases", PHASES)
+    return RingWriter.create(directory=str(directory), **kwargs)

@@ -1,0 +1,1 @@
+"""Real-workload bottleneck scenarios: PyTorch jobs that `traintop diagnose` must explain."""

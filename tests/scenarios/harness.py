@@ -1,0 +1,202 @@
+"""Run a real training workload under `traintop run`, then ask `traintop diagnose` about it.
+
+Everything here talks to the installed `traintop` console script through subprocesses, exactly
+as a user would, so a scenario proves the whole pipeline: probe -> ring -> collectors ->
+diagnosis -> CLI.  Every process a scenario starts gets its own session and is killed with all
+of its descendants when the scenario ends, whatever happened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from traintop.ring_paths import ENV_DIR, SEGMENT_NAME_RE
+
+WORKLOADS = Path(__file__).parent / "workloads"
+DIAGNOSE_FOR_S = 12.0
+SEGMENT_TIMEOUT_S = 30.0
+
+
+class ScenarioUnavailable(Exception):
+    """The machine cannot host this scenario (no loop devices, no netns...): skip, say why."""
+
+
+@dataclass
+class Workload:
+    """One started training process (or launcher) and where its output went."""
+
+    proc: subprocess.Popen
+    started: float  # time.monotonic() just before the process was started
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log_tail(self, chars: int = 2000) -> str:
+        """The end of the workload's output, for assertion messages."""
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError as exc:
+            return f"(no log: {exc})"
+
+    def stop(self) -> None:
+        """Kill the whole tree: the session, then any descendant that left it."""
+        kill_tree(self.proc)
+
+
+@dataclass(frozen=True)
+class DiagnoseRun:
+    """One `traintop diagnose --json` subprocess and what it printed."""
+
+    returncode: int
+    verdict: dict | None
+    stderr: str
+    started: float
+    finished: float
+
+    @property
+    def bottleneck(self) -> str | None:
+        return self.verdict.get("bottleneck") if self.verdict else None
+
+
+def scenario_env(ring_dir: Path, **extra: str) -> dict[str, str]:
+    """The environment for both the workload and diagnose: a private ring directory."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **extra)
+    env[ENV_DIR] = str(ring_dir)
+    return env
+
+
+def traintop_cmd() -> list[str]:
+    """`traintop` run by the interpreter running the tests (no reliance on $PATH)."""
+    return [sys.executable, "-c", "import sys; from tui.cli import main; sys.exit(main())"]
+
+
+def traintop_run(script: str, *args: str, prefix: Sequence[str] = ()) -> list[str]:
+    """`[prefix...] traintop run -- python workloads/<script> args...`: zero-code probe."""
+    target = [sys.executable, str(WORKLOADS / script), *args]
+    return [*prefix, *traintop_cmd(), "run", "--", *target]
+
+
+def start_workload(argv: Sequence[str], env: dict[str, str], log_path: Path) -> Workload:
+    """Start ``argv`` in a new session with its output in ``log_path``."""
+    with open(log_path, "wb") as log:
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            list(argv),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return Workload(proc, started, log_path)
+
+
+@contextmanager
+def running(workloads: list[Workload]) -> Iterator[list[Workload]]:
+    """Yield the list, then kill every workload in it, even when the scenario failed."""
+    try:
+        yield workloads
+    finally:
+        for workload in workloads:
+            workload.stop()
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL the session led by ``proc`` and every descendant seen before the kill."""
+    try:
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for child in descendants:
+        with suppress(psutil.Error):
+            child.kill()
+    proc.wait()
+    psutil.wait_procs(descendants, timeout=5)
+
+
+def segment_pids(ring_dir: Path) -> dict[int, int]:
+    """``{pid: rank}`` of every ring segment published in ``ring_dir``."""
+    found: dict[int, int] = {}
+    for name in os.listdir(ring_dir) if ring_dir.is_dir() else ():
+        match = SEGMENT_NAME_RE.match(name)
+        if match:
+            found[int(match.group(1))] = int(match.group(2))
+    return found
+
+
+def wait_for_segments(
+    ring_dir: Path, count: int, workloads: Sequence[Workload], timeout_s: float = SEGMENT_TIMEOUT_S
+) -> dict[int, int]:
+    """Wait until ``count`` segments exist; fail early with the log of a workload that died."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = segment_pids(ring_dir)
+        if len(found) >= count:
+            return found
+        for workload in workloads:
+            if workload.proc.poll() is not None:
+                raise AssertionError(
+                    f"workload exited with {workload.proc.returncode} before publishing its "
+                    f"ring segment:\n{workload.log_tail()}"
+                )
+        time.sleep(0.1)
+    raise AssertionError(f"only {len(segment_pids(ring_dir))}/{count} ring segments after "
+                         f"{timeout_s:.0f} s:\n{workloads[0].log_tail()}")  # fmt: skip
+
+
+def run_diagnose(
+    env: dict[str, str],
+    job_pid: int | None = None,
+    for_s: float = DIAGNOSE_FOR_S,
+    prefix: Sequence[str] = (),
+) -> DiagnoseRun:
+    """Run `traintop diagnose --for S --json [--job PID]` to completion and parse its JSON."""
+    argv = [*prefix, *traintop_cmd(), "diagnose", "--for", str(for_s), "--json"]
+    if job_pid is not None:
+        argv += ["--job", str(job_pid)]
+    started = time.monotonic()
+    done = subprocess.run(
+        argv, env=env, capture_output=True, text=True, timeout=for_s + 60, stdin=subprocess.DEVNULL
+    )
+    finished = time.monotonic()
+    try:
+        verdict = json.loads(done.stdout) if done.stdout.strip() else None
+    except json.JSONDecodeError:
+        verdict = None
+    stderr = done.stderr if verdict is not None else done.stderr + done.stdout
+    return DiagnoseRun(done.returncode, verdict, stderr.strip(), started, finished)
+
+
+def time_to_verdict(job_started: float, run: DiagnoseRun) -> float | None:
+    """Seconds from job start until the reported verdict began to hold.
+
+    ``since_s`` is how long the stabilised primary had held when the window closed; the window
+    closes just before diagnose exits, so this errs on the late side.
+    """
+    if run.verdict is None:
+        return None
+    since = run.verdict.get("since_s")
+    held = float(since) if isinstance(since, (int, float)) else 0.0
+    return max(0.0, run.finished - job_started - held)
+
+
+def describe(run: DiagnoseRun) -> str:
+    """One block for assertion messages: the verdict JSON, or why there is none."""
+    if run.verdict is None:
+        return f"diagnose exited {run.returncode} without JSON: {run.stderr}"
+    return json.dumps(run.verdict, indent=1)[:4000]

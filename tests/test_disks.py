@@ -1,0 +1,87 @@
+"""Disk collector: physical-disk filtering from a fake /sys/block, iostat-style rates."""
+
+from collections import namedtuple
+
+import pytest
+
+from collectors.disks import DiskClassifier, DiskCollector
+
+Io = namedtuple(
+    "Io", "read_count write_count read_bytes write_bytes read_time write_time busy_time"
+)
+IDLE = Io(0, 0, 0, 0, 0, 0, 0)
+
+
+@pytest.fixture
+def sys_block(tmp_path):
+    """sda and nvme0n1 are hardware; loop0, dm-0, zram0 and md0 are not."""
+    for name in ("sda", "nvme0n1"):
+        (tmp_path / name / "device").mkdir(parents=True)
+    for name in ("loop0", "dm-0", "zram0", "md0"):
+        (tmp_path / name).mkdir()
+    return tmp_path
+
+
+class FakeDiskPs:
+    def __init__(self, counters):
+        self.counters = counters
+
+    def disk_io_counters(self, perdisk=False):
+        return dict(self.counters)
+
+
+NAMES = ("sda", "sda1", "nvme0n1", "nvme0n1p1", "loop0", "dm-0", "zram0", "md0")
+
+
+@pytest.mark.parametrize(
+    ("include_virtual", "shown"),
+    [(False, ["nvme0n1", "sda"]), (True, ["dm-0", "loop0", "md0", "nvme0n1", "sda", "zram0"])],
+)
+def test_only_whole_disks_are_shown(sys_block, include_virtual, shown):
+    ps = FakeDiskPs(dict.fromkeys(NAMES, IDLE))
+    collector = DiskCollector(
+        ps=ps, include_virtual=include_virtual, classifier=DiskClassifier(sys_block)
+    )
+    assert [d.name for d in collector.collect()] == shown
+
+
+@pytest.mark.parametrize(
+    ("name", "whole"),
+    [("sda", True), ("sda1", False), ("nvme0n1p2", False), ("mmcblk0p1", False), ("vdb", True)],
+)
+def test_fallback_without_sysfs_recognises_partitions(tmp_path, name, whole):
+    assert DiskClassifier(tmp_path / "missing").classify(name)[0] is whole
+
+
+def test_rates_busy_and_await(sys_block):
+    now = [0.0]
+    ps = FakeDiskPs({"sda": IDLE})
+    collector = DiskCollector(ps=ps, clock=lambda: now[0], classifier=DiskClassifier(sys_block))
+    first = collector.collect()[0]
+    assert first.read_bytes_per_s is None and first.busy_pct is None
+    ps.counters = {"sda": Io(100, 50, 4 << 20, 2 << 20, 300, 150, 500)}
+    now[0] = 2.0
+    disk = collector.collect()[0]
+    assert (disk.read_bytes_per_s, disk.write_bytes_per_s) == (2 << 20, 1 << 20)
+    assert (disk.read_iops, disk.write_iops) == (50.0, 25.0)
+    assert disk.busy_pct == pytest.approx(25.0)
+    assert disk.await_ms == pytest.approx(3.0)
+
+
+def test_idle_disk_has_no_await_and_new_disk_has_no_rates(sys_block):
+    now = [0.0]
+    ps = FakeDiskPs({"sda": IDLE})
+    collector = DiskCollector(ps=ps, clock=lambda: now[0], classifier=DiskClassifier(sys_block))
+    collector.collect()
+    ps.counters, now[0] = {"sda": IDLE, "nvme0n1": IDLE}, 1.0
+    sda, nvme = sorted(collector.collect(), key=lambda d: d.name, reverse=True)
+    assert (sda.busy_pct, sda.await_ms) == (0.0, None)
+    assert nvme.read_bytes_per_s is None
+
+
+def test_real_psutil_smoke():
+    collector = DiskCollector()
+    collector.collect()
+    for disk in collector.collect():
+        assert disk.busy_pct is None or 0.0 <= disk.busy_pct <= 100.0
+        assert not disk.name.startswith(("loop", "ram", "zram", "dm-"))

@@ -1,0 +1,216 @@
+"""Pilot tests of the monitor: snapshots in through the source, keys in, screen contents out."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+
+from collectors.snapshot import CollectorError
+from tests.snapshot_fixtures import (
+    EPOCH,
+    TRAINER_PID,
+    WORKER_PIDS,
+    ScriptedSource,
+    feed,
+    machine,
+    series,
+)
+from tui.app import build_app
+from tui.screens.help import HelpScreen
+from tui.widgets.cpu import CpuPanel
+from tui.widgets.gpu import GpuPanel
+from tui.widgets.header import HeaderBar
+from tui.widgets.processes import ProcessTable
+from tui.widgets.status import StatusLine
+
+
+def async_test(test):
+    """Run an async Pilot test on a fresh event loop (no async pytest plugin is installed)."""
+
+    @functools.wraps(test)
+    def run() -> None:
+        asyncio.run(test())
+
+    return run
+
+
+def make(snapshots, **kwargs):
+    source = ScriptedSource(snapshots)
+    return source, build_app(source, clock=lambda: EPOCH, **kwargs)
+
+
+def text(app, widget_type) -> str:
+    return app.query_one(widget_type).render().plain
+
+
+@async_test
+async def test_panels_show_the_snapshot():
+    ticks = series(3, gpus=8)
+    source, app = make(ticks[:1])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await feed(pilot, source, ticks[1:])
+        gpu = text(app, GpuPanel)
+        assert source.started
+        assert gpu.count("H100 80GB HBM3") == 8
+        assert "84°C" in gpu and "SW Power Cap" in gpu and "HW Slow, SW Thermal" in gpu
+        assert "1410/1980 MHz" in gpu
+        assert "32 cpus (16 cores)" in text(app, CpuPanel)
+        assert "gpu-node-07" in text(app, HeaderBar)
+        assert app.query_one("#gpu").border_title == "1 GPU"
+        assert len(app.query_one(GpuPanel).history(0)) == 3
+
+
+@async_test
+async def test_process_table_groups_workers_under_trainer_and_updates_in_place():
+    source, app = make([machine(gpus=1, tick=0)])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        table = app.query_one(ProcessTable)
+        keys = [row.key.value for row in table.ordered_rows]
+        trainer = keys.index(str(TRAINER_PID))
+        assert keys[trainer + 1 : trainer + 5] == [str(pid) for pid in WORKER_PIDS]
+        worker_cmd = table.get_cell(str(WORKER_PIDS[0]), "command").plain
+        assert worker_cmd.startswith("└ python train.py")
+        before = table.get_cell(str(TRAINER_PID), "cpu").plain
+        next_tick = machine(gpus=1, tick=1)
+        source.push(
+            next_tick.__class__(
+                **{
+                    **{f: getattr(next_tick, f) for f in next_tick.__slots__},
+                    "processes": next_tick.processes[:-1],
+                }
+            )
+        )
+        await pilot.pause()
+        assert table.get_cell(str(TRAINER_PID), "cpu").plain != before
+        assert table.row_count == len(next_tick.processes) - 1
+        assert "880" not in [row.key.value for row in table.ordered_rows]
+
+
+@async_test
+async def test_number_keys_toggle_panels():
+    _, app = make([machine(gpus=1)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("1", "4")
+        assert not app.query_one("#gpu").display
+        assert not app.query_one("#disk").display
+        assert app.query_one("#cpu").display
+        await pilot.press("1")
+        assert app.query_one("#gpu").display
+
+
+@async_test
+async def test_pause_freezes_display_while_history_goes_on():
+    source, app = make([machine(gpus=1, tick=0)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("p")
+        frozen = text(app, GpuPanel)
+        source.push(machine(gpus=1, tick=3))
+        await pilot.pause()
+        assert text(app, GpuPanel) == frozen
+        assert "PAUSED" in text(app, HeaderBar)
+        assert len(app.query_one(GpuPanel).history(0)) == 2
+        await pilot.press("p")
+        assert text(app, GpuPanel) != frozen
+        assert "PAUSED" not in text(app, HeaderBar)
+
+
+@async_test
+async def test_plus_minus_change_the_source_interval():
+    source, app = make([machine(gpus=0)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("plus")
+        assert source.interval_s == 2.0
+        assert "every 2s" in text(app, HeaderBar)
+        await pilot.press("minus", "minus", "minus", "minus")
+        assert source.interval_s == 0.25
+
+
+@async_test
+async def test_help_opens_and_escape_closes():
+    _, app = make([machine(gpus=0)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        keys = app.screen.query_one("#help-keys").render().plain
+        assert "Pause" in keys and "Slower" in keys and "GPU" in keys
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+@async_test
+async def test_q_quits_and_stops_the_source():
+    source, app = make([machine(gpus=0)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("q")
+        await pilot.pause()
+    assert source.stopped
+    assert app.return_code == 0
+
+
+@async_test
+async def test_tiny_terminal_shows_a_message():
+    _, app = make([machine(gpus=8)])
+    async with app.run_test(size=(50, 12)) as pilot:
+        await pilot.pause()
+        assert app.query_one("#too-small").display
+        assert app.screen.has_class("-tiny")
+        assert "too small" in app.query_one("#too-small-message").render().plain
+
+
+@async_test
+async def test_lost_gpu_row_and_status():
+    _, app = make([machine(gpus=8, lost=[3])])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        rows = text(app, GpuPanel).splitlines()
+        assert rows[3].split()[0] == "3" and " LOST GPU is lost" in rows[3]
+        assert "gpu 3: lost (GPU is lost)" in text(app, StatusLine)
+
+
+@async_test
+async def test_nvml_unavailable_is_explained():
+    _, app = make([machine(nvml=False)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert text(app, GpuPanel) == "NVML unavailable: NVML library not found"
+        assert "gpu: NVML library not found" in text(app, StatusLine)
+
+
+@async_test
+async def test_no_gpu_is_one_line():
+    _, app = make([machine(gpus=0)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert text(app, GpuPanel) == "no NVIDIA GPU found (driver 590.48.01)"
+
+
+@async_test
+async def test_collector_error_in_status_line():
+    error = CollectorError("disks", "/proc/diskstats: permission denied")
+    _, app = make([machine(gpus=1, errors=[error])])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert "disks: /proc/diskstats: permission denied" in text(app, StatusLine)
+
+
+@async_test
+async def test_sixteen_gpus_use_two_columns_on_wide_terminals():
+    _, app = make([machine(gpus=16)])
+    async with app.run_test(size=(250, 70)) as pilot:
+        await pilot.pause()
+        rows = text(app, GpuPanel).splitlines()
+        assert len(rows) == 8
+        assert all(len(row) <= app.query_one(GpuPanel).content_size.width for row in rows)
+
+
+@async_test
+async def test_256_cores_stay_within_the_panel():
+    _, app = make([machine(gpus=1, cores=256)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        panel = app.query_one(CpuPanel)
+        lines = text(app, CpuPanel).splitlines()
+        assert all(len(line) <= panel.content_size.width for line in lines)
+        assert len(lines) <= 10

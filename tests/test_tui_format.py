@@ -1,0 +1,172 @@
+"""Table tests for tui/format.py: every unit, None and the edges of bars and sparklines."""
+
+from __future__ import annotations
+
+import pytest
+
+from tui.format import (
+    bar_cells,
+    fmt_bytes,
+    fmt_count,
+    fmt_duration,
+    fmt_interval,
+    fmt_mhz,
+    fmt_pct,
+    fmt_rate,
+    fmt_watts,
+    level_style,
+    short_gpu_name,
+    sparkline,
+    split_bar,
+    temp_style,
+    truncate,
+)
+from tui.source import next_interval
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, "n/a"),
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1536 * 2**20, "1.5 GiB"),
+        (81_559 * 2**20, "79.6 GiB"),
+        (3 * 2**40, "3.0 TiB"),
+        (2**60, "1024.0 PiB"),
+    ],
+)
+def test_fmt_bytes(value, text):
+    assert fmt_bytes(value) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, "n/a"),
+        (0.0, "0 B/s"),
+        (999, "999 B/s"),
+        (12_300_000, "12.3 MB/s"),
+        (1.25e9, "1.2 GB/s"),
+        (2.5e13, "25.0 TB/s"),
+    ],
+)
+def test_fmt_rate(value, text):
+    assert fmt_rate(value) == text
+
+
+@pytest.mark.parametrize(
+    ("func", "value", "text"),
+    [
+        (fmt_pct, None, "n/a"),
+        (fmt_pct, 45.6, "46%"),
+        (fmt_mhz, 1980, "1980 MHz"),
+        (fmt_mhz, None, "n/a"),
+        (fmt_watts, 699.6, "700 W"),
+        (fmt_count, 9_671.2, "9671"),
+        (fmt_count, 14_000, "14k"),
+        (fmt_count, 1.4e6, "1.4M"),
+        (fmt_count, None, "n/a"),
+        (fmt_duration, 3 * 86400 + 4 * 3600 + 5 * 60, "3d 04:05"),
+        (fmt_duration, 3725, "01:02:05"),
+        (fmt_interval, 0.25, "0.25s"),
+        (fmt_interval, 1.0, "1s"),
+    ],
+)
+def test_small_formatters(func, value, text):
+    assert func(value) == text
+
+
+def test_pct_decimals():
+    assert fmt_pct(166.25, 1) == "166.2%"
+
+
+@pytest.mark.parametrize(
+    ("text", "width", "out"),
+    [
+        ("python train.py", 20, "python train.py"),
+        ("python train.py", 8, "python …"),
+        ("abc", 0, ""),
+    ],
+)
+def test_truncate(text, width, out):
+    assert truncate(text, width) == out
+
+
+@pytest.mark.parametrize(
+    ("name", "short"),
+    [
+        ("NVIDIA H100 80GB HBM3", "H100 80GB HBM3"),
+        ("NVIDIA GeForce RTX 3090", "RTX 3090"),
+        (None, "GPU"),
+        ("Tesla V100-SXM2-16GB", "V100-SXM2-16GB"),
+    ],
+)
+def test_short_gpu_name(name, short):
+    assert short_gpu_name(name) == short
+
+
+@pytest.mark.parametrize(
+    ("pct", "width", "bar"),
+    [
+        (None, 4, "    "),
+        (0, 4, "    "),
+        (100, 4, "████"),
+        (50, 4, "██  "),
+        (150, 2, "██"),
+        (-5, 2, "  "),
+        (56.25, 2, "█▏"),
+    ],
+)
+def test_bar_cells(pct, width, bar):
+    assert bar_cells(pct, width) == bar
+
+
+def test_split_bar_never_exceeds_width():
+    assert split_bar([60, 30, 20], 10) == [6, 3, 1]
+    assert split_bar([None, 50], 10) == [0, 5]
+
+
+def test_sparkline_scales_and_pads():
+    assert sparkline([0, 50, 100], 5) == "   ▄█"
+    assert sparkline([0, 100], 2) == " █"
+    assert sparkline([None, 100], 2) == " █"
+    assert sparkline([25, 50, 100, 200], 2, top=200) == "▄█"
+    assert sparkline([1, 2, 3], 0) == ""
+
+
+@pytest.mark.parametrize(
+    ("pct", "style"), [(None, "dim"), (10, "$success"), (80, "$warning"), (95, "$error")]
+)
+def test_level_style(pct, style):
+    assert level_style(pct) == style
+
+
+@pytest.mark.parametrize(
+    ("temp", "slowdown", "style"),
+    [
+        (None, 89, "dim"),
+        (58, 89, "$success"),
+        (76, 89, "$warning"),
+        (84, 89, "$error"),
+        (84, None, "$error"),
+        (70, 95, "$success"),
+    ],
+)
+def test_temp_style_uses_the_gpus_own_threshold(temp, slowdown, style):
+    assert temp_style(temp, slowdown) == style
+
+
+@pytest.mark.parametrize(
+    ("current", "step", "new"),
+    [
+        (1.0, 1, 2.0),
+        (1.0, -1, 0.5),
+        (0.25, -1, 0.25),
+        (10.0, 1, 10.0),
+        (3.0, 1, 5.0),
+        (3.0, -1, 2.0),
+    ],
+)
+def test_next_interval(current, step, new):
+    assert next_interval(current, step) == new

@@ -1,0 +1,79 @@
+"""``traintop run [--name NAME] -- COMMAND [ARGS...]``: instrument a training job, unmodified.
+
+The command replaces this process (``execvpe``), so it keeps our PID, terminal, stdout/stderr,
+signals and exit status: ``traintop run -- python train.py`` behaves exactly like
+``python train.py``.  The only change is the environment: the shim directory goes first on
+PYTHONPATH, so every Python process of the command (torchrun's workers included, each with its
+own ring segment) loads ``traintop/shim/sitecustomize.py``, which instruments torch on import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+SHIM_DIR = Path(__file__).resolve().parent / "shim"
+EXIT_NOT_FOUND = 127  # what a shell returns for an unknown command
+EXIT_NOT_EXECUTABLE = 126
+EXIT_USAGE = 2
+
+
+def run_command(argv: list[str], name: str | None) -> NoReturn:
+    """Exec ``argv`` with the shim on PYTHONPATH; exits 127/126 with one line if it cannot."""
+    if not argv:
+        _die("traintop run: no command given (usage: traintop run [--name NAME] -- CMD ...)", 2)
+    env = instrumented_env(os.environ, name or job_name(argv))
+    try:
+        os.execvpe(argv[0], argv, env)
+    except FileNotFoundError:
+        _die(f"traintop run: {argv[0]}: command not found", EXIT_NOT_FOUND)
+    except PermissionError:
+        _die(f"traintop run: {argv[0]}: permission denied", EXIT_NOT_EXECUTABLE)
+    except OSError as exc:
+        _die(f"traintop run: {argv[0]}: {exc.strerror or exc}", EXIT_NOT_EXECUTABLE)
+
+
+def instrumented_env(base: os._Environ[str] | dict[str, str], name: str) -> dict[str, str]:
+    """A copy of ``base`` with the shim first on PYTHONPATH and the job name set."""
+    env = dict(base)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(SHIM_DIR)]
+    env["PYTHONPATH"] = os.pathsep.join([str(SHIM_DIR), *paths])
+    env["TRAINTOP_RUN_NAME"] = name
+    return env
+
+
+def job_name(argv: Sequence[str]) -> str:
+    """``python train.py`` -> "train", ``python -m pkg.train`` -> "pkg.train", else the program."""
+    for i, arg in enumerate(argv[1:], start=1):
+        if arg.endswith(".py"):
+            return Path(arg).stem
+        if arg == "-m" and i + 1 < len(argv):
+            return argv[i + 1]
+    return Path(argv[0]).name
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point for ``traintop run``: ``argv`` is what follows "run"."""
+    parser = argparse.ArgumentParser(
+        prog="traintop run", description="Run a training command with traintop instrumentation."
+    )
+    parser.add_argument("--name", help="job name shown by the monitor (default: script name)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if args.name is not None and not args.name.strip():
+        _die("traintop run: --name must not be empty", EXIT_USAGE)
+    run_command(command, args.name)
+
+
+def _die(message: str, code: int) -> NoReturn:
+    print(message, file=sys.stderr)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

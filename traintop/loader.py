@@ -1,0 +1,92 @@
+"""``probe.loader(loader)``: time every wait for the next batch and count its samples.
+
+The wrapper is re-iterable (one pass per epoch, like the DataLoader itself) and forwards
+``len()`` and attribute access, so ``loader.sampler.set_epoch(e)`` or ``len(loader)`` keep
+working.  Creating the iterator counts as data wait: that is when DataLoader workers start.
+
+Batch sizes are found by duck typing (the probe must not import torch or numpy): the leading
+dimension of the first value with a non-empty ``shape`` inside tensors, tuples, lists and dicts,
+else the loader's ``batch_size``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from traintop.probe import Probe
+
+_MAX_DEPTH = 4
+
+
+class TimedLoader:
+    """Iterable view of ``loader`` whose batches are timed by ``probe``."""
+
+    def __init__(self, probe: Probe, loader: Iterable[Any]) -> None:
+        self._probe = probe
+        self._loader = loader
+        size = getattr(loader, "batch_size", None)
+        self._fallback = size if isinstance(size, int) else None
+
+    def __iter__(self) -> Iterator[Any]:
+        iterator = self._timed(iter, self._loader, count=False)
+        while True:
+            try:
+                batch = self._timed(next, iterator, count=True)
+            except StopIteration:
+                return
+            yield batch
+
+    def _timed(self, fetch: Callable[[Any], Any], source: Any, *, count: bool) -> Any:
+        """``fetch(source)`` inside a data-wait phase; the user's exceptions pass unchanged."""
+        probe = self._probe
+        probe._wait_begin()
+        try:
+            item = fetch(source)
+        except BaseException:
+            probe._wait_end(None, None)
+            raise
+        probe._wait_end(item if count else None, self._fallback if count else None)
+        return item
+
+    def __len__(self) -> int:
+        return len(self._loader)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_probe", "_loader", "_fallback"):
+            raise AttributeError(name)
+        return getattr(self._loader, name)
+
+
+def infer_batch_size(batch: Any, depth: int = 0) -> int | None:
+    """Leading dimension of the first tensor-like in ``batch``, or None when there is none."""
+    shape = getattr(batch, "shape", None)
+    if shape is not None:
+        return _leading_dim(shape)
+    if depth >= _MAX_DEPTH or isinstance(batch, (str, bytes)):
+        return None
+    if isinstance(batch, Mapping):
+        return _first_size(batch.values(), depth)
+    if isinstance(batch, (tuple, list)):
+        return _first_size(batch, depth)
+    return None
+
+
+def _first_size(items: Iterable[Any], depth: int) -> int | None:
+    for item in items:
+        size = infer_batch_size(item, depth + 1)
+        if size is not None:
+            return size
+    return None
+
+
+def _leading_dim(shape: Any) -> int | None:
+    """``shape[0]`` as an int; a 0-d tensor (``shape == ()``) holds no batch dimension."""
+    try:
+        if len(shape) == 0:
+            return None
+        size = int(shape[0])
+    except (TypeError, ValueError, IndexError):
+        return None
+    return size if size >= 0 else None

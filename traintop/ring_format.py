@@ -1,0 +1,151 @@
+"""Ring segment format v1: constants, struct layouts and the header writer.
+
+Kept apart from the writer so the monitor side can share one definition of the layout
+(docs/ring-format.md documents it for other implementers).  Stdlib only.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import platform
+import socket
+import struct
+import time
+import zlib
+
+MAGIC = b"TTRING\x00\x01"
+VERSION_MAJOR, VERSION_MINOR = 1, 0
+HEADER_SIZE = 4096
+RECORD_SIZE = 128
+ENDIAN_TAG = 0x01020304
+MAX_PHASES = 8
+MIN_CAPACITY, MAX_CAPACITY = 16, 1 << 20
+NO_DATA_PHASE = 0xFFFFFFFF
+CLOCK_MONOTONIC_ID = 1
+
+# Static header, offsets 0..143 (see docs/ring-format.md); crc32 at 252 over [0,252) + [256,1024).
+HEADER = struct.Struct("<8sHHIIIQQIIQqQQIIqqiiiIII16s")
+HEADER_CRC_OFFSET = 252
+PHASES_OFFSET, PHASE_NAME_SIZE = 256, 32
+RUN_ID_OFFSET, HOSTNAME_OFFSET, NAME_OFFSET, TEXT_SIZE = 512, 576, 640, 64
+CRC_AREA_END = 1024
+
+# Hot block: u64 words at 1024.., each only ever written with one aligned 8-byte store.
+HEAD_WORD, HEARTBEAT_WORD, DROPPED_WORD, STATE_WORD, LIVE_WORD, LIVE_STEP_WORD = range(128, 134)
+STATE_INIT, STATE_RUNNING, STATE_CLOSED = 0, 1, 2
+LIVE_START_MASK = (1 << 56) - 1
+
+# Record: seq, step, t_start_ns, phase_ns[8], samples, flags, gpu_lag, gpu_ns, mem_bytes,
+# tokens, crc32, seq_end.
+RECORD = struct.Struct("<QqQ8QIHHQQIIQ")
+RECORD_CRC_OFFSET = 116
+
+# Header flags.
+FLAG_CRC = 1 << 0  # every record carries a crc32 (weakly ordered CPUs)
+# Record flags.
+FLAG_GPU_VALID = 1 << 0  # gpu_ns holds a measured GPU time (of step - gpu_lag)
+FLAG_MEM_VALID = 1 << 1  # mem_bytes holds a reading of the header's mem_kind
+FLAG_CLAMPED = 1 << 2  # some value was out of range and was clamped by the writer
+FLAG_EVAL = 1 << 3  # evaluation step
+FLAG_CKPT = 1 << 4  # checkpointing happened in this step
+
+MEM_NONE, MEM_CUDA_ALLOCATED, MEM_CUDA_RESERVED, MEM_RSS = 0, 1, 2, 3
+
+_X86 = {"x86_64", "amd64", "i386", "i686", "x86"}
+
+
+def default_crc() -> bool:
+    """Records need a crc where pure-Python stores are not ordered (everything but x86)."""
+    return platform.machine().lower() not in _X86
+
+
+def segment_size(capacity: int) -> int:
+    return HEADER_SIZE + capacity * RECORD_SIZE
+
+
+def header_crc(first_kib: bytes | bytearray | memoryview) -> int:
+    """crc32 of the static header with its own crc field left out."""
+    view = memoryview(first_kib)
+    return zlib.crc32(view[CRC_AREA_END - 768 : CRC_AREA_END], zlib.crc32(view[:HEADER_CRC_OFFSET]))
+
+
+def record_crc(record: bytes | bytearray | memoryview) -> int:
+    """crc32 of one record with its crc field read as zero."""
+    view = memoryview(record)
+    crc = zlib.crc32(view[:RECORD_CRC_OFFSET])
+    crc = zlib.crc32(b"\0\0\0\0", crc)
+    return zlib.crc32(view[RECORD_CRC_OFFSET + 4 : RECORD_SIZE], crc)
+
+
+def fixed_text(text: str, size: int) -> bytes:
+    """UTF-8, cut on a character boundary so the NUL-padded field always decodes."""
+    return text.encode()[: size - 1].decode(errors="ignore").encode()
+
+
+def proc_start_ticks() -> int:
+    """Field 22 of /proc/self/stat: with the pid it identifies this process across pid reuse."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def stat_ino(path: str) -> int:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return 0
+
+
+def boot_id() -> bytes:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return bytes.fromhex(f.read().strip().replace("-", ""))[:16]
+    except (OSError, ValueError):
+        return b"\0" * 16
+
+
+def header_fields(name, phases, rank, local_rank, world_size, capacity, mem_kind) -> dict:
+    """Validated header values; a ValueError here disables monitoring, never training."""
+    phases = tuple(str(p) for p in phases)
+    if not 1 <= len(phases) <= MAX_PHASES:
+        raise ValueError(f"need 1..{MAX_PHASES} phases, got {len(phases)}")
+    if capacity < MIN_CAPACITY or capacity > MAX_CAPACITY or capacity & (capacity - 1):
+        raise ValueError(f"capacity must be a power of two in [{MIN_CAPACITY}, {MAX_CAPACITY}]")
+    if rank < 0 or local_rank < 0 or world_size < 1:
+        raise ValueError("rank and local_rank must be >= 0 and world_size >= 1")
+    data = phases.index("data") if "data" in phases else NO_DATA_PHASE
+    return {"name": str(name), "phases": phases, "rank": int(rank), "local_rank": int(local_rank),
+            "world_size": int(world_size), "capacity": int(capacity), "mem_kind": int(mem_kind),
+            "data_phase_index": data}  # fmt: skip
+
+
+def write_header(mm: mmap.mmap, h: dict) -> None:
+    """Fill the header page; the magic is stored last so a reader never trusts a partial one."""
+    page = bytearray(CRC_AREA_END)
+    HEADER.pack_into(
+        page, 0, MAGIC, VERSION_MAJOR, VERSION_MINOR, HEADER_SIZE, RECORD_SIZE, h["capacity"],
+        HEADER_SIZE, segment_size(h["capacity"]), FLAG_CRC if h["crc"] else 0, ENDIAN_TAG,
+        int.from_bytes(os.urandom(8), "little"), os.getpid(), proc_start_ticks(),
+        stat_ino("/proc/self/ns/pid"), os.getuid(), CLOCK_MONOTONIC_ID, time.monotonic_ns(),
+        time.time_ns(), h["rank"], h["local_rank"], h["world_size"], len(h["phases"]),
+        h["data_phase_index"], h["mem_kind"], boot_id(),
+    )  # fmt: skip
+    for i, phase in enumerate(h["phases"]):
+        _put_text(page, PHASES_OFFSET + i * PHASE_NAME_SIZE, PHASE_NAME_SIZE, phase)
+    _put_text(page, RUN_ID_OFFSET, TEXT_SIZE, h["run_id"])
+    _put_text(page, HOSTNAME_OFFSET, TEXT_SIZE, socket.gethostname())
+    _put_text(page, NAME_OFFSET, TEXT_SIZE, h["name"])
+    struct.pack_into("<I", page, HEADER_CRC_OFFSET, header_crc(page))
+    mm[8:CRC_AREA_END] = page[8:]
+    q = memoryview(mm).cast("Q")
+    q[STATE_WORD] = STATE_RUNNING
+    q.release()
+    mm[0:8] = MAGIC
+
+
+def _put_text(page: bytearray, offset: int, size: int, text: str) -> None:
+    encoded = fixed_text(text, size)
+    page[offset : offset + len(encoded)] = encoded

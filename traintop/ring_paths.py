@@ -1,0 +1,162 @@
+"""Where ring segments live, and the checks that keep that place private.
+
+Segments sit in a per-user directory so that neither another user nor an unrelated tool can
+plant, read or replace them.  ``/dev/shm`` is preferred because it is RAM (no writeback can ever
+stall the training loop); when it is missing, read-only, full or tiny (Docker's 64 MB default,
+which the DataLoader needs far more than we do), the writer falls back to the next directory.
+Stdlib only: this module is imported by the training process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import mmap
+import os
+import re
+import secrets
+import stat
+import tempfile
+from pathlib import Path
+
+ENV_DIR = "TRAINTOP_RING_DIR"
+SEGMENT_NAME_RE = re.compile(r"^(\d+)-r(\d+)-([0-9a-f]{8})\.ring$")
+TMP_PREFIX = ".tmp-"
+MIN_FREE_BYTES = 32 * 1024 * 1024
+MIN_FREE_FRACTION = 0.10
+_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+
+
+class RingDirError(Exception):
+    """A segment directory that must not be used (foreign owner, symlink, lax mode...)."""
+
+
+def candidate_dirs(directory: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Directories to try, best first.
+
+    An explicit ``directory`` or ``$TRAINTOP_RING_DIR`` replaces the defaults; either may list
+    several directories separated by ``os.pathsep`` so a caller can choose its own fallbacks.
+    """
+    override = os.fspath(directory) if directory is not None else os.environ.get(ENV_DIR)
+    if override:
+        return [Path(part) for part in override.split(os.pathsep) if part]
+    uid = os.getuid()
+    dirs = [Path("/dev/shm") / f"traintop-{uid}"]
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        dirs.append(Path(runtime) / "traintop")
+    dirs.append(Path(tempfile.gettempdir()) / f"traintop-{uid}")
+    return dirs
+
+
+def check_private_dir(path: Path) -> None:
+    """Refuse a directory we do not own exclusively; never "repair" it with chmod/chown."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise RingDirError(f"{path}: is a symlink, refusing to use it")
+    if not stat.S_ISDIR(st.st_mode):
+        raise RingDirError(f"{path}: not a directory")
+    if st.st_uid != os.getuid():
+        raise RingDirError(f"{path}: owned by uid {st.st_uid}, not by us ({os.getuid()})")
+    if st.st_mode & 0o077:
+        raise RingDirError(f"{path}: mode {stat.S_IMODE(st.st_mode):o} is open to others")
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create ``path`` with mode 0700 if needed, then check it is really ours and private."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    check_private_dir(path)
+    return path
+
+
+def has_room(path: Path, size: int) -> bool:
+    """True if ``size`` bytes still leave max(32 MiB, 10 %) of the filesystem free.
+
+    The free-space floor protects the DataLoader, whose shared-memory tensors need it more.
+    """
+    st = os.statvfs(path)
+    free = st.f_bavail * st.f_frsize
+    total = st.f_blocks * st.f_frsize
+    return free - size >= max(MIN_FREE_BYTES, int(total * MIN_FREE_FRACTION))
+
+
+def segment_name(pid: int, rank: int) -> str:
+    """A fresh name; the random part separates equal pids from containers sharing /dev/shm."""
+    return f"{pid}-r{rank}-{secrets.token_hex(4)}.ring"
+
+
+def list_segments(directory: Path) -> list[Path]:
+    """Published segment paths in ``directory`` (names only: contents are checked on open)."""
+    try:
+        with os.scandir(directory) as entries:
+            return sorted(
+                Path(entry.path)
+                for entry in entries
+                if SEGMENT_NAME_RE.match(entry.name) and entry.is_file(follow_symlinks=False)
+            )
+    except OSError:
+        return []
+
+
+class NewSegmentFile:
+    """A freshly created, fully allocated, mapped and locked file not yet visible to readers."""
+
+    def __init__(self, tmp_path: Path, final_path: Path, mm: mmap.mmap, lock_fd: int, ino: int):
+        self.tmp_path = tmp_path
+        self.final_path = final_path
+        self.mm = mm
+        self.lock_fd = lock_fd
+        self.ino = ino
+
+    def publish(self) -> None:
+        """Make the (initialised) file discoverable; link() never replaces an existing name."""
+        os.link(self.tmp_path, self.final_path)
+        os.unlink(self.tmp_path)
+
+    def discard(self) -> None:
+        """Undo a failed initialisation so nothing half-made is left behind."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.tmp_path)
+        self.mm.close()
+        os.close(self.lock_fd)
+
+
+def create_segment_file(directory: Path, pid: int, rank: int, size: int) -> NewSegmentFile:
+    """Create ``size`` bytes in ``directory`` the SIGBUS-proof way, or raise OSError/RingDirError.
+
+    posix_fallocate makes a full tmpfs fail here instead of as SIGBUS in the training loop;
+    MAP_POPULATE keeps page faults out of the hot path.  The liveness flock goes on a second,
+    separate open file description because mmap keeps a dup of the first one, which forked
+    children would inherit and so keep a dead trainer looking alive.
+    """
+    ensure_private_dir(directory)
+    if not has_room(directory, size):
+        raise OSError(errno.ENOSPC, f"{directory}: too little free space left for the ring")
+    tmp_path, final_path, fd = _open_exclusive(directory, pid, rank)
+    try:
+        os.posix_fallocate(fd, 0, size)
+        mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _MAP_POPULATE)
+        ino = os.fstat(fd).st_ino
+        lock_fd = os.open(tmp_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException:
+        os.unlink(tmp_path)
+        raise
+    finally:
+        os.close(fd)
+    return NewSegmentFile(tmp_path, final_path, mm, lock_fd, ino)
+
+
+def _open_exclusive(directory: Path, pid: int, rank: int) -> tuple[Path, Path, int]:
+    """O_EXCL create; a name clash (same pid in another container) retries with a new suffix."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(8):
+        name = segment_name(pid, rank)
+        tmp_path = directory / (TMP_PREFIX + name)
+        try:
+            return tmp_path, directory / name, os.open(tmp_path, flags, 0o600)
+        except FileExistsError:
+            continue
+    raise OSError(errno.EEXIST, f"{directory}: could not find a free segment name")

@@ -1,0 +1,137 @@
+"""Zero-code instrumentation: patch torch so an unmodified training loop feeds the probe.
+
+``traintop run`` cannot edit the user's script, so it hooks the few places every PyTorch loop
+passes through, each costing one extra Python call per step or per batch:
+
+* ``_BaseDataLoaderIter.__next__``: the wait for each batch (data phase) and its sample count;
+  ``DataLoader.__iter__``: iterator creation, when workers start, counts as data wait too.
+  Patching the iterator's class instead of wrapping the iterator keeps its type and ``len()``.
+* ``Tensor.backward``: backward time; from batch arrival to backward is counted as "forward".
+* torch's global optimizer step pre/post hooks: optimizer time, and the step boundary.
+
+Module forward hooks are deliberately not used: any global one moves every module call onto
+torch's slow path.  The hooks stand aside (call straight through) when the script also uses the
+explicit ``traintop.attach()`` API, in DataLoader workers, and after any probe failure.
+Everything is resolved before anything is patched, so a torch lacking one API is left untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+from traintop.probe import BACKWARD, FORWARD, NO_PHASE, OPTIMIZER, Probe, Writer
+
+
+class _SilentWriter:
+    """Stands in for the ring inside DataLoader workers: they must never write."""
+
+    def record(self, *_args: object, **_kwargs: object) -> None: ...
+
+    def set_live(self, *_args: object) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def install(probe: Probe, torch: ModuleType) -> None:
+    """Patch ``torch`` for ``probe``; raises (having patched nothing) if an API is missing."""
+    data = importlib.import_module(f"{torch.__name__}.utils.data")
+    iterator_class = importlib.import_module(f"{data.__name__}.dataloader")._BaseDataLoaderIter
+    loader_class = data.DataLoader
+    tensor_class = torch.Tensor
+    optimizer_module = importlib.import_module(f"{torch.__name__}.optim.optimizer")
+    register_pre = optimizer_module.register_optimizer_step_pre_hook
+    register_post = optimizer_module.register_optimizer_step_post_hook
+    originals = (iterator_class.__next__, loader_class.__iter__, tensor_class.backward)
+    probe._writer_factory = _outside_workers(probe, data.get_worker_info)
+    iterator_class.__next__ = _timed_next(probe, originals[0])
+    loader_class.__iter__ = _timed_iter(probe, originals[1])
+    tensor_class.backward = _timed_backward(probe, originals[2])
+    register_pre(_optimizer_pre_hook(probe))
+    register_post(_optimizer_post_hook(probe))
+    probe._auto = True
+
+
+def _outside_workers(probe: Probe, get_worker_info: Callable[[], Any]) -> Callable[..., Writer]:
+    """Create the segment lazily, except in a DataLoader worker (spawned ones included)."""
+    create = probe._writer_factory
+
+    def factory(phases: Sequence[str]) -> Writer:
+        if get_worker_info() is not None:
+            probe._auto = False
+            return _SilentWriter()
+        return create(phases)
+
+    return factory
+
+
+def _timed_next(probe: Probe, original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    @functools.wraps(original)
+    def __next__(self: Any) -> Any:
+        if not probe._auto:
+            return original(self)
+        probe._wait_begin()
+        try:
+            batch = original(self)
+        except BaseException:
+            probe._wait_end(None, None)
+            raise
+        probe._wait_end(batch, _loader_batch_size(self))
+        probe._switch(FORWARD)
+        return batch
+
+    return __next__
+
+
+def _loader_batch_size(iterator: Any) -> int | None:
+    """The sampler's batch size: the fallback when the batch holds no tensor-like."""
+    size = getattr(getattr(iterator, "_index_sampler", None), "batch_size", None)
+    return size if isinstance(size, int) else None
+
+
+def _timed_iter(probe: Probe, original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    @functools.wraps(original)
+    def __iter__(self: Any) -> Any:
+        if not probe._auto:
+            return original(self)
+        probe._wait_begin()
+        try:
+            return original(self)
+        finally:
+            probe._wait_end(None, None)
+
+    return __iter__
+
+
+def _timed_backward(probe: Probe, original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not probe._auto:
+            return original(self, *args, **kwargs)
+        probe._switch(BACKWARD)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            probe._switch(NO_PHASE)
+
+    return backward
+
+
+def _optimizer_pre_hook(probe: Probe) -> Callable[..., None]:
+    def traintop_optimizer_pre(_optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        if probe._auto:
+            probe._switch(OPTIMIZER)
+
+    return traintop_optimizer_pre
+
+
+def _optimizer_post_hook(probe: Probe) -> Callable[..., None]:
+    def traintop_optimizer_post(_optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        if probe._auto:
+            probe._switch(NO_PHASE)
+            probe._end_step(None, 0)
+
+    return traintop_optimizer_post

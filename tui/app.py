@@ -1,0 +1,196 @@
+"""The traintop monitor: one App fed by a SnapshotSource, panels toggled by number keys.
+
+The sampler thread calls ``on_snapshot`` from its own thread; the app turns that into a
+``SnapshotReady`` message (thread-safe, and replaceable so a slow UI skips stale frames), lets
+every panel record history, and, unless paused, sets one reactive inside ``batch_update()`` so
+all panels repaint in a single frame.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Center, Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Footer, Static
+
+from collectors.snapshot import Snapshot
+from tui.screens.help import HelpScreen
+from tui.source import SnapshotSource, next_interval
+from tui.widgets.cpu import CpuPanel
+from tui.widgets.dataloader import DataLoaderPanel
+from tui.widgets.disk import DiskPanel
+from tui.widgets.gpu import GpuPanel
+from tui.widgets.header import HeaderBar
+from tui.widgets.memory import MemoryPanel
+from tui.widgets.network import NetworkPanel
+from tui.widgets.panel import Panel
+from tui.widgets.processes import ProcessTable
+from tui.widgets.status import StatusLine
+from tui.widgets.training import TrainingPanel
+
+_STYLES = Path(__file__).parent / "styles"
+MIN_SIZE = (60, 16)
+TOO_SMALL = f"Terminal too small for traintop: needs at least {MIN_SIZE[0]}x{MIN_SIZE[1]}"
+# Toggle key -> id of the panel it shows or hides.
+PANEL_KEYS = {
+    "1": ("gpu", "GPU"),
+    "2": ("cpu", "CPU"),
+    "3": ("memory", "Mem"),
+    "4": ("disk", "Disk"),
+    "5": ("network", "Net"),
+    "6": ("processes", "Procs"),
+    "7": ("training", "Training"),
+    "8": ("dataloader", "DataLoader"),
+}
+
+
+class SnapshotReady(Message):
+    """A new snapshot from the sampler thread; a newer one replaces it if still queued."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SnapshotReady)
+
+
+class TraintopApp(App[None]):
+    """htop for training: GPUs, CPU, memory, disks, network, processes and attached jobs."""
+
+    TITLE = "traintop"
+    CSS_PATH: ClassVar[list[Path]] = [_STYLES / "app.tcss", _STYLES / "training.tcss"]
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [
+        (0, "-tiny"),
+        (MIN_SIZE[0], "-narrow"),
+        (120, "-medium"),
+        (180, "-wide"),
+    ]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [
+        (0, "-tiny"),
+        (MIN_SIZE[1], "-short"),
+        (36, "-tall"),
+    ]
+    BINDINGS: ClassVar[list[Binding]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("p", "toggle_pause", "Pause"),
+        Binding("plus", "change_interval(1)", "Slower", key_display="+"),
+        Binding("minus", "change_interval(-1)", "Faster", key_display="-"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        *(
+            Binding(key, f"toggle_panel('{panel}')", label, show=key <= "6")
+            for key, (panel, label) in PANEL_KEYS.items()
+        ),
+    ]
+
+    snapshot: reactive[Snapshot | None] = reactive(None, init=False)
+    paused: reactive[bool] = reactive(False, init=False)
+
+    def __init__(
+        self,
+        source: SnapshotSource,
+        *,
+        clock: Callable[[], float] = time.time,
+        hostname: str | None = None,
+        focus_job: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self._clock = clock
+        self._hostname = hostname
+        self._focus_job = focus_job
+        self._latest: Snapshot | None = None
+
+    def compose(self) -> ComposeResult:
+        yield HeaderBar(self._clock, self._hostname, id="header")
+        with Center(id="too-small"):
+            yield Static(TOO_SMALL, id="too-small-message")
+        with VerticalScroll(id="main"):
+            yield GpuPanel(id="gpu")
+            yield CpuPanel(id="cpu")
+            with Horizontal(id="io-row"):
+                yield MemoryPanel(id="memory")
+                yield DiskPanel(id="disk")
+                yield NetworkPanel(id="network")
+            with Horizontal(id="jobs-row"):
+                yield TrainingPanel(focus_pid=self._focus_job, id="training")
+                yield DataLoaderPanel(focus_pid=self._focus_job, id="dataloader")
+            with Vertical(id="process-box"):
+                yield ProcessTable(id="processes")
+        yield StatusLine(id="status")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self._show_header()
+        self.source.start(self._deliver)
+
+    def on_unmount(self) -> None:
+        self.source.stop()
+
+    def _deliver(self, snapshot: Snapshot) -> None:
+        """Runs on the sampler thread: hand over to the UI thread, nothing else."""
+        self.post_message(SnapshotReady(snapshot))
+
+    def on_snapshot_ready(self, message: SnapshotReady) -> None:
+        self._latest = message.snapshot
+        for panel in self.query(Panel):
+            panel.record(message.snapshot)
+        if not self.paused:
+            with self.batch_update():
+                self.snapshot = message.snapshot
+        self._show_header()
+
+    def watch_snapshot(self, snapshot: Snapshot | None) -> None:
+        if snapshot is None:
+            return
+        for panel in self.query(Panel):
+            panel.show(snapshot)
+        self.query_one(ProcessTable).show_processes(snapshot.processes)
+        self.screen.set_class(bool(snapshot.jobs), "-jobs")
+        if snapshot.jobs:
+            self.query_one(TrainingPanel).update_jobs(snapshot.jobs)
+            self.query_one(DataLoaderPanel).update_jobs(snapshot.jobs)
+        self.query_one(StatusLine).show(snapshot)
+
+    def watch_paused(self, paused: bool) -> None:
+        if not paused and self._latest is not None:
+            with self.batch_update():
+                self.snapshot = self._latest
+        self._show_header()
+
+    def _show_header(self) -> None:
+        header = self.query_one(HeaderBar)
+        header.show(self.snapshot or self._latest, self.source.interval_s, self.paused)
+
+    def action_toggle_pause(self) -> None:
+        """Freeze the display; the sampler and every panel's history keep going."""
+        self.paused = not self.paused
+
+    def action_change_interval(self, step: int) -> None:
+        """Move the sampler one preset step slower (+1) or faster (-1)."""
+        self.source.interval_s = next_interval(self.source.interval_s, step)
+        self._show_header()
+
+    def action_toggle_panel(self, panel_id: str) -> None:
+        self.query_one(f"#{panel_id}").toggle_class("-hidden")
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(list(self.BINDINGS)))
+
+
+def build_app(
+    source: SnapshotSource,
+    *,
+    clock: Callable[[], float] = time.time,
+    hostname: str | None = None,
+    focus_job: int | None = None,
+) -> TraintopApp:
+    """The one factory the CLI, the tests and the screenshot script all use."""
+    return TraintopApp(source, clock=clock, hostname=hostname, focus_job=focus_job)

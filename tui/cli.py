@@ -1,0 +1,139 @@
+"""The `traintop` command line: one parser, subcommands dispatched to their layers.
+
+Imports are lazy so that `traintop run`, `query` and `snapshot` start fast and never load
+Textual; only the monitor subcommands (`traintop`, `attach`, `demo`) pay for the UI.
+Every user error is one line on stderr and a non-zero exit; no traceback reaches the user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A bad command line: printed as one line, exit 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse prints usage plus the error on two lines; we promise one line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def _version() -> str:
+    try:
+        return version("traintop")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"interval must be a number of seconds, got {text!r}"
+        ) from None
+    if not 0.1 <= value <= 60:
+        raise argparse.ArgumentTypeError(f"interval must be between 0.1 and 60 seconds, got {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"seconds must be a positive number, got {text}")
+    return value
+
+
+def build_parser() -> OneLineParser:
+    """The whole CLI contract in one place; `run` and `query` parse their own tails."""
+    parser = OneLineParser(
+        prog="traintop", description="htop for training: why is my training slow?"
+    )
+    parser.add_argument("--version", action="version", version=f"traintop {_version()}")
+    parser.add_argument(
+        "--interval", "-i", type=_interval, default=1.0, help="seconds between samples (1)"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    snap = sub.add_parser("snapshot", help="print one sample of everything")
+    snap.add_argument("--json", action="store_true", required=True, help="JSON output")
+    jobs = sub.add_parser("jobs", help="list attachable training jobs of this user")
+    jobs.add_argument("--json", action="store_true", help="JSON output")
+    attach = sub.add_parser("attach", help="open the monitor focused on one training job")
+    attach.add_argument("job", nargs="?", help="PID or name of the job (default: the only one)")
+    attach.add_argument("--interval", "-i", type=_interval, default=None)
+    demo = sub.add_parser("demo", help="run a small CPU training job and monitor it")
+    demo.add_argument("--bottleneck", choices=("data", "io", "compute", "none"), default="data")
+    demo.add_argument("--seconds", type=_seconds, default=None, help="stop the job after N s")
+    diag = sub.add_parser("diagnose", help="observe for a while and name the bottleneck")
+    diag.add_argument("--for", dest="for_s", type=_seconds, default=10.0, metavar="SECONDS")
+    diag.add_argument("--job", type=int, default=None, metavar="PID")
+    diag.add_argument("--json", action="store_true", help="JSON output")
+    sub.add_parser("query", help="nvidia-smi --query-gpu compatible output", add_help=False)
+    sub.add_parser("run", help="run a command with zero-code instrumentation", add_help=False)
+    return parser
+
+
+def _dispatch_raw(argv: Sequence[str]) -> int | None:
+    """`query` and `run` own their argument syntax (nvidia-smi's, and `-- COMMAND...`)."""
+    if argv and argv[0] == "query":
+        from collectors.nvsmi_query import main_query
+
+        return main_query(list(argv[1:]))
+    if argv and argv[0] == "run":
+        from traintop.launcher import main as run_main
+
+        return run_main(list(argv[1:]))
+    return None
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from tui import commands
+
+    handlers = {
+        None: commands.monitor,
+        "snapshot": commands.snapshot,
+        "jobs": commands.jobs,
+        "attach": commands.attach,
+        "demo": commands.demo,
+        "diagnose": commands.diagnose,
+    }
+    return handlers[args.command](args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        raw = _dispatch_raw(argv)
+        if raw is not None:
+            return raw
+        return _dispatch(build_parser().parse_args(argv))
+    except UsageError as exc:
+        print(f"traintop: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 0
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # the last line of defence: one line, never a traceback
+        if os.environ.get("TRAINTOP_DEBUG"):
+            raise
+        print(f"traintop: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One Textual widget per module; each panel renders one part of a Snapshot."""

@@ -1,0 +1,135 @@
+"""The CPU panel (key 2): htop-style per-core bars in as many columns as the width allows.
+
+Three densities keep 2 to 256 cores readable: bar cells, then compact percentage cells, then a
+one-character heat map per core, each chosen only when the previous one would need more than
+``MAX_ROWS`` lines.
+"""
+
+from __future__ import annotations
+
+import math
+
+from textual.content import Content
+
+from collectors.snapshot import CpuCore, CpuSnapshot, Snapshot
+from tui.format import NA, fmt_pct, level_style, sparkline
+from tui.widgets.bars import stacked_meter
+from tui.widgets.panel import Panel
+
+MAX_ROWS = 8
+_BAR_CELL_MIN = 18  # "  0[||||||||] 45%": index 3, brackets 2, bar >= 8, percent 5
+_BAR_CELL_EXTRA = 10
+_BAR_MAX = 40
+_COMPACT_CELL = 8  # "  0  45%"
+USER_STYLE, SYSTEM_STYLE, IOWAIT_STYLE = "$success", "$error", "$secondary"
+
+
+class CpuPanel(Panel):
+    """Per-core utilization split into user/system/iowait, plus load average and frequency."""
+
+    KEY = "2"
+    TITLE = "CPU"
+
+    def build(self, snapshot: Snapshot, width: int) -> Content:
+        cpu = snapshot.cpu
+        if cpu is None:
+            return Content.styled("CPU statistics unavailable", "$warning")
+        return Content("\n").join([summary_line(cpu, width), *core_grid(cpu.cores, width)])
+
+
+def core_grid(cores: tuple[CpuCore, ...], width: int) -> list[Content]:
+    """The densest-needed layout of ``cores`` into lines of at most ``width`` cells."""
+    if not cores:
+        return []
+    rows = math.ceil(len(cores) / max(1, (width + 1) // (_BAR_CELL_MIN + 1)))
+    if rows <= MAX_ROWS:
+        return _grid(cores, rows, width, _bar_cell)
+    rows = math.ceil(len(cores) / max(1, (width + 1) // (_COMPACT_CELL + 1)))
+    if rows <= MAX_ROWS:
+        return _grid(cores, rows, width, _compact_cell)
+    return heat_map(cores, width)
+
+
+def _grid(cores: tuple[CpuCore, ...], rows: int, width: int, cell) -> list[Content]:
+    """Fill column by column like htop, so core numbers run down each column."""
+    columns = math.ceil(len(cores) / rows)
+    cell_width = (width + 1) // columns - 1
+    lines = []
+    for row in range(rows):
+        cells = [cell(cores[i], cell_width) for i in range(row, len(cores), rows)]
+        lines.append(Content(" ").join(cells))
+    return lines
+
+
+def _bar_cell(core: CpuCore, width: int) -> Content:
+    bar = min(width - _BAR_CELL_EXTRA, _BAR_MAX)
+    if core.user_pct is None and core.system_pct is None:
+        segments = [(core.busy_pct, USER_STYLE)]
+    else:
+        segments = [
+            (core.user_pct, USER_STYLE),
+            (core.system_pct, SYSTEM_STYLE),
+            (core.iowait_pct, IOWAIT_STYLE),
+        ]
+    percent = (fmt_pct(core.busy_pct) if core.busy_pct is not None else NA).rjust(5)
+    return Content.assemble(
+        (f"{core.index:>3}", "dim"), stacked_meter(segments, bar), percent
+    ).pad_right(width - bar - _BAR_CELL_EXTRA)
+
+
+def _compact_cell(core: CpuCore, width: int) -> Content:
+    percent = fmt_pct(core.busy_pct).rjust(width - 3)
+    return Content.assemble((f"{core.index:>3}", "dim"), (percent, level_style(core.busy_pct)))
+
+
+def heat_map(cores: tuple[CpuCore, ...], width: int) -> list[Content]:
+    """One block per core, height and colour by load; each line starts with its first index."""
+    per_line = max(1, width - 4)
+    lines = []
+    for start in range(0, len(cores), per_line):
+        chunk = cores[start : start + per_line]
+        blocks = [
+            (sparkline([core.busy_pct], 1).replace(" ", "▁"), level_style(core.busy_pct))
+            for core in chunk
+        ]
+        lines.append(Content.assemble((f"{start:>3} ", "dim"), *blocks))
+    return lines
+
+
+def summary_line(cpu: CpuSnapshot, width: int) -> Content:
+    """Whole-machine bar, load average, frequency and core counts, htop's header in one line."""
+    total = cpu.total
+    segments = [
+        (total.user_pct, USER_STYLE),
+        (total.system_pct, SYSTEM_STYLE),
+        (total.iowait_pct, IOWAIT_STYLE),
+    ]
+    if total.user_pct is None:
+        segments = [(total.busy_pct, USER_STYLE)]
+    load = NA if cpu.load_avg is None else " ".join(f"{v:.2f}" for v in cpu.load_avg)
+    physical = f" ({cpu.physical_cores} cores)" if cpu.physical_cores else ""
+    line = Content.assemble(
+        ("avg", "bold"),
+        stacked_meter(segments, max(10, min(30, width // 5))),
+        (fmt_pct(total.busy_pct).rjust(5), level_style(total.busy_pct)),
+        ("  load ", "dim"),
+        load,
+        ("  freq ", "dim"),
+        _frequency(cpu),
+        ("  ", ""),
+        f"{len(cpu.cores)} cpus{physical}",
+        "  ",
+        ("usr", USER_STYLE),
+        " ",
+        ("sys", SYSTEM_STYLE),
+        " ",
+        ("iowait", IOWAIT_STYLE),
+    )
+    return line.truncate(width)
+
+
+def _frequency(cpu: CpuSnapshot) -> str:
+    if cpu.freq_mhz is None:
+        return NA
+    top = f"/{cpu.freq_max_mhz / 1000:.1f}" if cpu.freq_max_mhz else ""
+    return f"{cpu.freq_mhz / 1000:.1f}{top} GHz"

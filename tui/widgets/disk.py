@@ -1,0 +1,58 @@
+"""The disk panel (key 4): iostat -x for every block device, with a throughput sparkline."""
+
+from __future__ import annotations
+
+from textual.content import Content
+
+from collectors.snapshot import DiskSnapshot, Snapshot
+from tui.format import NA, fmt_count, fmt_pct, fmt_rate, level_style
+from tui.widgets.device_table import RateHistory, scale, table, total
+from tui.widgets.panel import Panel
+
+SPARK_FLOOR_BYTES_PER_S = 1e6
+HEADER = (
+    ("device", 9),
+    ("read", 10),
+    ("write", 10),
+    ("r/s", 6),
+    ("w/s", 6),
+    ("busy", 5),
+    ("await", 7),
+)
+
+
+class DiskPanel(Panel):
+    """Read/write rates, IOPS, busy % and await per device; busy and await show saturation."""
+
+    KEY = "4"
+    TITLE = "Disk"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._history = RateHistory()
+
+    def record(self, snapshot: Snapshot) -> None:
+        for disk in snapshot.disks:
+            self._history.add(disk.name, total(disk.read_bytes_per_s, disk.write_bytes_per_s))
+
+    def build(self, snapshot: Snapshot, width: int) -> Content:
+        if not snapshot.disks:
+            return Content.styled("no block devices", "dim")
+        rows = []
+        for disk in snapshot.disks:
+            history = self._history.get(disk.name)
+            rows.append((disk_cells(disk), history, scale(history, SPARK_FLOOR_BYTES_PER_S)))
+        return table(HEADER, rows, width)
+
+
+def disk_cells(disk: DiskSnapshot) -> list[Content | str]:
+    await_text = NA if disk.await_ms is None else f"{disk.await_ms:.1f}ms"
+    return [
+        disk.name,
+        fmt_rate(disk.read_bytes_per_s),
+        fmt_rate(disk.write_bytes_per_s),
+        fmt_count(disk.read_iops),
+        fmt_count(disk.write_iops),
+        Content.styled(fmt_pct(disk.busy_pct), level_style(disk.busy_pct, 60, 90)),
+        await_text,
+    ]

@@ -1,0 +1,57 @@
+"""The GPU panel (key 1): one compact row per GPU plus a utilization history per GPU."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from textual.content import Content
+
+from collectors.snapshot import Snapshot
+from tui.widgets.gpu_row import gpu_row, plan_layout
+from tui.widgets.panel import Panel
+
+HISTORY_LEN = 120
+_TWO_COLUMNS_MIN_WIDTH = 196  # two 97-cell columns still hold bars, clocks and the badge
+_SEPARATOR = " │ "
+
+
+class GpuPanel(Panel):
+    """Every GPU on one line each; more than 8 GPUs use two columns on wide terminals."""
+
+    KEY = "1"
+    TITLE = "GPU"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._history: dict[int, deque[float | None]] = {}
+
+    def record(self, snapshot: Snapshot) -> None:
+        for gpu in snapshot.gpus:
+            series = self._history.setdefault(gpu.index, deque(maxlen=HISTORY_LEN))
+            series.append(None if gpu.lost else gpu.util_gpu_pct)
+
+    def history(self, index: int) -> tuple[float | None, ...]:
+        """Utilization samples of GPU ``index``, oldest first (for tests and diagnosis views)."""
+        return tuple(self._history.get(index, ()))
+
+    def build(self, snapshot: Snapshot, width: int) -> Content:
+        status = snapshot.gpu_status
+        if not status.available:
+            reason = status.message or "reason unknown"
+            return Content.styled(f"NVML unavailable: {reason}", "$warning")
+        if not snapshot.gpus:
+            driver = f" (driver {status.driver_version})" if status.driver_version else ""
+            return Content.styled(f"no NVIDIA GPU found{driver}", "dim")
+        two_columns = len(snapshot.gpus) > 8 and width >= _TWO_COLUMNS_MIN_WIDTH
+        column_width = (width - len(_SEPARATOR)) // 2 if two_columns else width
+        layout = plan_layout(column_width)
+        rows = [gpu_row(gpu, layout, self._history.get(gpu.index, ())) for gpu in snapshot.gpus]
+        if not two_columns:
+            return Content("\n").join(rows)
+        half = (len(rows) + 1) // 2
+        left, right = rows[:half], rows[half:]
+        pairs = [
+            Content.assemble(a.pad_right(column_width - a.cell_length), (_SEPARATOR, "dim"), b)
+            for a, b in zip(left, [*right, Content("")], strict=False)
+        ]
+        return Content("\n").join(pairs)

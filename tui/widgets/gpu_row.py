@@ -1,0 +1,162 @@
+"""One GPU as one line: which columns fit a given width, and the styled row itself.
+
+Columns are added greedily in priority order so that 80 columns still show utilization, memory,
+temperature, power and the throttle badge, while 200 columns add bars, clocks, PCIe and history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from textual.content import Content
+
+from collectors.gpu_reasons import SEVERITY_RANK, throttling_reasons
+from collectors.snapshot import GpuSnapshot
+from tui.format import (
+    NA,
+    fmt_celsius,
+    fmt_gib,
+    fmt_pct,
+    fmt_rate,
+    level_style,
+    short_gpu_name,
+    sparkline,
+    temp_style,
+    truncate,
+)
+from tui.widgets.bars import meter
+
+# index, " util 97%", "  mem 70.2/79.6 GiB", temperature, power, the gap before the badge
+_FIXED = 3 + 10 + 19 + 6 + 11 + 2
+_BADGE_MIN = 14
+# (column, cells it costs); "util+" and "mem+" widen bars that are already shown.
+_WANTS = (
+    ("util", 8),
+    ("mem", 8),
+    ("clocks", 15),
+    ("pstate", 5),
+    ("pcie", 23),
+    ("fan", 9),
+    ("util+", 10),
+    ("mem+", 10),
+    ("spark", 18),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLayout:
+    """Widths chosen for every row of one render, so the columns line up."""
+
+    width: int
+    name: int
+    util_bar: int = 0
+    mem_bar: int = 0
+    clocks: bool = False
+    pstate: bool = False
+    pcie: bool = False
+    fan: bool = False
+    spark: int = 0
+    badge: int = _BADGE_MIN
+
+
+def plan_layout(width: int) -> GpuLayout:
+    """Pick the columns that fit ``width`` cells; what is left widens the throttle badge."""
+    name = 15 if width >= 116 else 10 if width >= 76 else 5
+    free = width - _FIXED - name - _BADGE_MIN
+    chosen: dict[str, int] = {}
+    for column, cost in _WANTS:
+        if cost <= free and (not column.endswith("+") or column[:-1] in chosen):
+            chosen[column] = cost
+            free -= cost
+    return GpuLayout(
+        width=width,
+        name=name,
+        util_bar=chosen.get("util", 2) - 2 + chosen.get("util+", 0),
+        mem_bar=chosen.get("mem", 2) - 2 + chosen.get("mem+", 0),
+        clocks="clocks" in chosen,
+        pstate="pstate" in chosen,
+        pcie="pcie" in chosen,
+        fan="fan" in chosen,
+        spark=chosen.get("spark", 2) - 2,
+        badge=max(_BADGE_MIN + free, 0),
+    )
+
+
+def gpu_row(gpu: GpuSnapshot, layout: GpuLayout, history: Sequence[float | None]) -> Content:
+    """The full line for one GPU; a lost GPU becomes a single error-coloured LOST line."""
+    head = Content.assemble(
+        f"{gpu.index:>2} ",
+        (truncate(short_gpu_name(gpu.name), layout.name).ljust(layout.name), "bold"),
+    )
+    if gpu.lost:
+        reason = gpu.error or "GPU has fallen off the bus"
+        return Content.assemble(head, (" LOST ", "bold $error"), (reason, "$error"))
+    parts = [head, _util(gpu, layout), _memory(gpu, layout), _temperature(gpu), _power(gpu)]
+    parts += _optional_columns(gpu, layout)
+    if layout.spark:
+        parts.append(Content.assemble("  ", (sparkline(history, layout.spark), "$primary")))
+    row = Content("").join(parts)
+    badge = throttle_badge(gpu.clocks_event_reasons, layout.width - row.cell_length - 2)
+    return Content.assemble(row, "  ", badge).truncate(layout.width)
+
+
+def throttle_badge(mask: int | None, width: int) -> Content:
+    """Active clock-limiting reasons in nvidia-smi words, worst first, coloured by severity.
+
+    When the full names do not fit, "Slowdown" shortens to "Slow" before anything is cut.
+    """
+    reasons = sorted(throttling_reasons(mask), key=lambda r: -SEVERITY_RANK[r.severity])
+    if not reasons:
+        return Content("")
+    worst = reasons[0].severity
+    style = {"error": "bold $error", "warning": "bold $warning"}.get(worst, "")
+    names = ", ".join(reason.name for reason in reasons)
+    if len(names) > width:
+        names = names.replace("Slowdown", "Slow")
+    return Content.styled(truncate(names, width), style)
+
+
+def _util(gpu: GpuSnapshot, layout: GpuLayout) -> Content:
+    pct = gpu.util_gpu_pct
+    # High utilization is the goal in training, so it is not drawn as a warning.
+    bar = meter(pct, layout.util_bar, "$primary") if layout.util_bar else ""
+    return Content.assemble((" util", "dim"), bar, " ", fmt_pct(pct).rjust(4))
+
+
+def _memory(gpu: GpuSnapshot, layout: GpuLayout) -> Content:
+    used, total = gpu.mem_used_bytes, gpu.mem_total_bytes
+    pct = used / total * 100 if used is not None and total else None
+    # Training fills VRAM on purpose; only the last few percent before OOM are a warning.
+    bar = meter(pct, layout.mem_bar, level_style(pct, 95, 99)) if layout.mem_bar else ""
+    text = f"{fmt_gib(used)}/{fmt_gib(total)} GiB" if total is not None else NA
+    return Content.assemble("  ", ("mem", "dim"), bar, " ", text.rjust(13))
+
+
+def _temperature(gpu: GpuSnapshot) -> Content:
+    text = fmt_celsius(gpu.temp_c).rjust(6)
+    return Content.styled(text, temp_style(gpu.temp_c, gpu.temp_slowdown_c))
+
+
+def _power(gpu: GpuSnapshot) -> Content:
+    if gpu.power_w is None:
+        return Content(f"{NA:>11}")
+    limit = f"/{gpu.power_limit_w:.0f}" if gpu.power_limit_w is not None else ""
+    pct = gpu.power_w / gpu.power_limit_w * 100 if gpu.power_limit_w else None
+    return Content.styled(f"{gpu.power_w:.0f}{limit} W".rjust(11), level_style(pct, 90, 98))
+
+
+def _optional_columns(gpu: GpuSnapshot, layout: GpuLayout) -> list[Content]:
+    columns: list[Content] = []
+    if layout.clocks:
+        clock = NA if gpu.sm_clock_mhz is None else str(gpu.sm_clock_mhz)
+        top = "" if gpu.sm_clock_max_mhz is None else f"/{gpu.sm_clock_max_mhz}"
+        columns.append(Content(f"{clock}{top} MHz".rjust(15)))
+    if layout.pstate:
+        columns.append(Content(("" if gpu.pstate is None else f"P{gpu.pstate}").rjust(5)))
+    if layout.pcie:
+        rx, tx = fmt_rate(gpu.pcie_rx_bytes_per_s), fmt_rate(gpu.pcie_tx_bytes_per_s)
+        columns.append(Content.assemble(("  ↓", "dim"), rx.rjust(9), (" ↑", "dim"), tx.rjust(9)))
+    if layout.fan:
+        columns.append(Content.assemble(("  fan", "dim"), fmt_pct(gpu.fan_pct).rjust(4)))
+    return columns
