@@ -23,7 +23,7 @@ OUT = ROOT / "screenshots"
 TICKS = 20
 SHOTS = (
     ("traintop-8gpu.svg", (200, 50), {"gpus": 8, "cores": 32}),
-    ("traintop-cpu-only.svg", (120, 40), {"gpus": 0, "cores": 16}),
+    ("traintop-cpu-only.svg", (120, 40), {"gpus": 0, "cores": 16, "nvml": False}),
 )
 
 

@@ -13,7 +13,7 @@ from textual.color import Color
 
 from collectors.snapshot import JobSnapshot, PhaseShare
 from tests import job_fixtures as jf
-from tui.widgets.dataloader import EMPTY_MESSAGE, JobCard, JobPanel, fmt_seconds
+from tui.widgets.job_cards import EMPTY_MESSAGE, JobCard, JobPanel, fmt_seconds
 from tui.widgets.training import (
     HISTORY_LEN,
     TrainingCard,

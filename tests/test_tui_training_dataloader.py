@@ -8,7 +8,8 @@ import pytest
 
 from tests import job_fixtures as jf
 from tests.test_tui_training import PanelApp, cards, feed, run_panel, texts, theme_color
-from tui.widgets.dataloader import EMPTY_MESSAGE, DataLoaderCard, DataLoaderPanel, JobCard
+from tui.widgets.dataloader import DataLoaderCard, DataLoaderPanel
+from tui.widgets.job_cards import EMPTY_MESSAGE, JobCard
 
 
 def test_data_bound_job_shows_rates_and_every_worker() -> None:

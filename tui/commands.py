@@ -118,21 +118,29 @@ def _other_users_process(pid: int) -> str | None:
         return str(uid)
 
 
+def _as_pid(text: str | None) -> int | None:
+    """`text` as a PID when it is plain ASCII digits: "²".isdigit() holds but int() refuses it."""
+    if text and text.isascii() and text.isdigit():
+        return int(text)
+    return None
+
+
 def _select_job(found, wanted: str | None):
     """The job `wanted` names (PID or name), or None; several ranks pick rank 0."""
     candidates = [j for j in found if j.state in ("live", "stalled")] or list(found)
     if wanted is None:
         names = {j.name for j in candidates}
         return min(candidates, key=lambda j: j.rank) if len(names) == 1 else None
-    if wanted.isdigit():
-        return next((j for j in found if j.pid == int(wanted)), None)
+    pid = _as_pid(wanted)
+    if pid is not None:
+        return next((j for j in found if j.pid == pid), None)
     named = [j for j in candidates if j.name == wanted]
     return min(named, key=lambda j: j.rank) if named else None
 
 
 def _no_job_message(found, wanted: str | None) -> str:
     listing = ", ".join(f"{j.pid} ({j.name}, {j.state})" for j in found) or "none"
-    what = f"no training job {wanted!r}" if wanted else "several jobs, name one"
+    what = f"no training job {wanted!r}" if wanted is not None else "several jobs, name one"
     if not found:
         what = "no training job found" if wanted is None else what
     return f"traintop: {what}; attachable jobs: {listing}"
@@ -140,8 +148,9 @@ def _no_job_message(found, wanted: str | None) -> str:
 
 def attach(args: argparse.Namespace) -> int:
     """`traintop attach [PID|NAME]`: the monitor focused on one training job."""
-    if args.job and args.job.isdigit():
-        owner = _other_users_process(int(args.job))
+    pid = _as_pid(args.job)
+    if pid is not None:
+        owner = _other_users_process(pid)
         if owner is not None:
             print(
                 f"traintop: process {args.job} belongs to user {owner}; "

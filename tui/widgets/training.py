@@ -18,7 +18,7 @@ from textual.content import Content
 
 from collectors.snapshot import JobSnapshot
 from tui.format import fmt_bytes, split_bar
-from tui.widgets.dataloader import (
+from tui.widgets.job_cards import (
     JobCard,
     JobPanel,
     flow,
