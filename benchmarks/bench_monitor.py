@@ -77,18 +77,6 @@ def _tmux(*args: str, env: dict[str, str] | None = None) -> str:
     ).stdout
 
 
-def _child_pid(pane_pid: int, name: str, timeout: float = 10.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        out = subprocess.run(
-            ["pgrep", "-P", str(pane_pid), "-f", name], capture_output=True, text=True
-        ).stdout.split()
-        if out:
-            return int(out[0])
-        time.sleep(0.01)
-    raise RuntimeError(f"{name} did not start")
-
-
 def run_in_tmux(argv: list[str], ready: str, seconds: float, env: dict[str, str]) -> dict:
     """Start argv in a 200x50 tmux pane, time its first frame, then its CPU over `seconds`."""
     _tmux("kill-server")
@@ -120,6 +108,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--skip-baselines", action="store_true")
     args = parser.parse_args()
+    print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     full_us, gpu_us = sample_cost_us()
     print(f"one full sample (8 fake GPUs + host): {full_us:9.1f} µs median")
     print(f"  of which GPU collector:              {gpu_us:9.1f} µs median")
@@ -144,6 +133,7 @@ def main() -> int:
     ok = base["cpu_pct"] <= 1.5 and base["peak_rss_mb"] <= 70 and base["first_frame_s"] <= 0.5
     print(f"\ntargets (<=1.5 % CPU, <=70 MB, <=0.5 s first frame): {'met' if ok else 'NOT met'}")
     print(f"interval 1 s; steady window {args.seconds:.0f} s; terminal 200x50")
+    print("load average after:  {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     return 0
 
 

@@ -5,8 +5,8 @@
 1. Micro: ns per ``probe.step()`` record and per full step (data wait through ``probe.loader``,
    four ``probe.phase`` blocks, ``step()``: five phase marks) against a bare
    ``time.perf_counter_ns()`` pair and ``torch.profiler.record_function``.
-2. Macro: a real CPU training loop (steps of several ms) plain vs under ``traintop run``,
-   runs interleaved, medians of the in-loop wall time (interpreter start-up excluded).
+2. Macro: a real CPU training loop (steps >= 5 ms) plain vs under ``traintop run``, pairs run
+   in ABBA order; medians, the per-pair slowdown and its spread (interpreter start-up excluded).
 """
 
 from __future__ import annotations
@@ -24,20 +24,26 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from collectors.ring_reader import discover  # noqa: E402
 from traintop.probe import Probe  # noqa: E402
 from traintop.ring import RingWriter  # noqa: E402
 
 LOOP_STEPS = 300
 
 
-def per_call_ns(body: Callable[[int], None], n: int = 20_000, repeats: int = 15) -> float:
-    """Median over ``repeats`` batches of the mean ns per call of ``body(n)``."""
+def per_call_ns(
+    body: Callable[[int], None], n: int = 20_000, repeats: int = 15
+) -> tuple[float, float]:
+    """Median and best over ``repeats`` batches of the mean ns per call of ``body(n)``.
+
+    The best batch is what the code costs; the median adds the shared machine's preemptions.
+    """
     samples = []
     for _ in range(repeats):
         t0 = time.perf_counter_ns()
         body(n)
         samples.append((time.perf_counter_ns() - t0) / n)
-    return statistics.median(samples)
+    return statistics.median(samples), min(samples)
 
 
 def make_probe(directory: str) -> Probe:
@@ -47,7 +53,7 @@ def make_probe(directory: str) -> Probe:
     return Probe("bench", writer_factory=factory)
 
 
-def bench_micro(directory: str) -> dict[str, float]:
+def bench_micro(directory: str) -> dict[str, tuple[float, float]]:
     probe = make_probe(directory)
     probe.step()  # create the segment outside the timed region
 
@@ -85,7 +91,7 @@ def bench_micro(directory: str) -> dict[str, float]:
     return results
 
 
-def bench_record_function() -> float:
+def bench_record_function() -> tuple[float, float]:
     import torch.profiler
 
     def uses(n: int) -> None:
@@ -97,7 +103,11 @@ def bench_record_function() -> float:
 
 
 def training_loop() -> None:
-    """The macro workload: an unmodified CPU loop; prints its own wall time in seconds."""
+    """The macro workload: an unmodified CPU loop; prints its wall and CPU seconds.
+
+    CPU time is reported too because the machine is shared: preemption by other processes
+    inflates wall time at random, while this process's own CPU time barely moves.
+    """
     import torch
 
     torch.manual_seed(0)
@@ -109,29 +119,110 @@ def training_loop() -> None:
                                 torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
                                 torch.nn.Linear(1024, 1))  # fmt: skip
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for xb, yb in loader:
         optimizer.zero_grad()
         torch.nn.functional.mse_loss(model(xb), yb).backward()
         optimizer.step()
-    print(time.perf_counter() - t0)
+    print(time.perf_counter() - t0, time.process_time() - c0)
 
 
-def bench_macro(pairs: int, directory: str) -> tuple[float, float]:
+def bench_hooks(directory: str, rounds: int = 9) -> None:
+    """What ``traintop run``'s torch hooks add per step, in-process, on a tiny model.
+
+    The patched methods are swapped in and out between epochs (plain and hooked alternate), so
+    both see the same process, caches and load; the global optimizer hooks stay registered and
+    call straight through while the probe's ``_auto`` is off.
+    """
+    import torch
+    from torch.utils.data import dataloader
+
+    from traintop import torch_hooks
+
+    model, optimizer, loader = _tiny_job(torch)
+    patched = ((dataloader._BaseDataLoaderIter, "__next__"),
+               (dataloader.DataLoader, "__iter__"), (torch.Tensor, "backward"))  # fmt: skip
+    plain = [getattr(owner, name) for owner, name in patched]
+    probe = make_probe(directory)
+    torch_hooks.install(probe, torch)
+    hooked = [getattr(owner, name) for owner, name in patched]
+    timings: dict[bool, list[float]] = {False: [], True: []}
+    for i in range(2 * rounds):
+        on = bool(i % 2) ^ bool(i // 2 % 2)  # ABBA
+        for (owner, name), method in zip(patched, hooked if on else plain, strict=True):
+            setattr(owner, name, method)
+        probe._auto = on
+        t0 = time.process_time()
+        steps = _epoch(torch, model, optimizer, loader)
+        timings[on].append((time.process_time() - t0) / steps * 1e6)
+    base, extra = statistics.median(timings[False]), statistics.median(timings[True])
+    print(
+        f"torch hooks, tiny model ({base:.0f} us/step CPU): +{extra - base:.1f} us per step"
+        f" = {100 * (extra - base) / 5000:.3f} % of a 5 ms step"
+    )
+
+
+def _tiny_job(torch):
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    x = torch.randn(4096, 8)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x[:, :1]), batch_size=8)
+    model = torch.nn.Linear(8, 1)
+    return model, torch.optim.SGD(model.parameters(), lr=1e-3), loader
+
+
+def _epoch(torch, model, optimizer, loader) -> int:
+    steps = 0
+    for xb, yb in loader:
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(xb), yb).backward()
+        optimizer.step()
+        steps += 1
+    return steps
+
+
+Run = tuple[float, float]  # (wall s, CPU s) of the training loop
+
+
+def bench_macro(pairs: int, directory: str) -> list[tuple[Run, Run]]:
+    """(plain, shimmed) loop times per pair, run in ABBA order.
+
+    Alternating which run goes first cancels drifts in machine load and warm-cache effects that
+    a fixed plain-then-shimmed order would book as overhead.
+    """
     env = {**os.environ, "TRAINTOP_RING_DIR": directory, "PYTHONPATH": str(REPO)}
     loop = [sys.executable, __file__, "--loop"]
     launcher = [sys.executable, "-m", "traintop.launcher", "--", *loop]
-    plain, shimmed = [], []
-    for _ in range(pairs):
-        for command, times in ((loop, plain), (launcher, shimmed)):
+    results = []
+    for pair in range(pairs):
+        order = (loop, launcher) if pair % 2 == 0 else (launcher, loop)
+        times = {}
+        for command in order:
             out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-            times.append(float(out.stdout.split()[-1]))
-    return statistics.median(plain), statistics.median(shimmed)
+            wall, cpu = out.stdout.split()[-2:]
+            times[command is launcher] = (float(wall), float(cpu))
+        results.append((times[False], times[True]))
+    return results
+
+
+def report_macro(results: list[tuple[Run, Run]]) -> None:
+    plain_wall = statistics.median(p[0] for p, _ in results)
+    print(f"training loop ({LOOP_STEPS} steps, {plain_wall / LOOP_STEPS * 1e3:.1f} ms/step), "
+          f"{len(results)} ABBA pairs:")  # fmt: skip
+    for kind, i in (("wall", 0), ("CPU", 1)):
+        plain = statistics.median(p[i] for p, _ in results)
+        shimmed = statistics.median(s[i] for _, s in results)
+        ratios = sorted(100 * (s[i] / p[i] - 1) for p, s in results)
+        print(f"  {kind:4s} plain {plain:.3f} s  traintop run {shimmed:.3f} s  per-pair slowdown "
+              f"median {statistics.median(ratios):+.2f} %, range {ratios[0]:+.2f} .. "
+              f"{ratios[-1]:+.2f} %")  # fmt: skip
+    pairs = ", ".join(f"({p[0]:.2f}, {s[0]:.2f})" for p, s in results)
+    print(f"  wall s per pair (plain, traintop run): {pairs}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--pairs", type=int, default=7, help="interleaved macro runs")
+    parser.add_argument("--pairs", type=int, default=6, help="ABBA-interleaved macro run pairs")
     parser.add_argument("--loop", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.loop:
@@ -139,16 +230,17 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as directory:
         micro = bench_micro(directory)
-        base = micro["perf_counter_ns() pair"]
-        for name, ns in micro.items():
-            print(f"{name:28s} {ns:8.0f} ns   {ns / base:5.1f}x timer pair")
-        ratio = micro["full step, 5 phase marks"] / micro["torch record_function"]
+        base = micro["perf_counter_ns() pair"][0]
+        for name, (median, best) in micro.items():
+            print(f"{name:28s} median {median:6.0f} ns  best {best:6.0f} ns  "
+                  f"{median / base:5.1f}x timer pair")  # fmt: skip
+        ratio = micro["full step, 5 phase marks"][0] / micro["torch record_function"][0]
         print(f"full probe step = {ratio:.2f}x one record_function use")
-        plain, shimmed = bench_macro(args.pairs, directory)
-    step_ms = plain / LOOP_STEPS * 1e3
-    print(f"training loop ({LOOP_STEPS} steps, {step_ms:.1f} ms/step), median of {args.pairs}:")
-    print(f"  plain {plain:.3f} s   traintop run {shimmed:.3f} s   "
-          f"slowdown {100 * (shimmed / plain - 1):+.2f} %")  # fmt: skip
+        bench_hooks(os.path.join(directory, "hooks"))
+        macro_dir = os.path.join(directory, "macro")
+        report_macro(bench_macro(args.pairs, macro_dir))
+        segments = discover(macro_dir)
+        print(f"  segments written by the traintop runs: {len(segments)} (expected {args.pairs})")
 
 
 if __name__ == "__main__":

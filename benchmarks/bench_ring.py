@@ -1,4 +1,5 @@
-"""Ring buffer figures measured in one run: writer cost, reader cost, 8-job collector load.
+"""Ring buffer figures measured in one run: writer cost, reader cost, a frozen monitor's effect
+on the writer, 8-job collector load.
 
 Run: python benchmarks/bench_ring.py   (uses a temporary TRAINTOP_RING_DIR)
 """
@@ -6,24 +7,30 @@ Run: python benchmarks/bench_ring.py   (uses a temporary TRAINTOP_RING_DIR)
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 from collectors.jobs import JobCollector
 from collectors.ring_reader import open_segment
 from traintop.ring import RingWriter
 
+REPO = Path(__file__).resolve().parents[1]
 PHASES = ("data", "forward", "backward", "optimizer", "other")
 BATCH = 2000
 
 
-def _median_ns(fn, rounds: int = 200) -> float:
+def _median_ns(batch, rounds: int = 200) -> float:
+    """Median over ``rounds`` of the mean ns per call in ``batch(BATCH)`` (a loop, no wrapper)."""
     samples = []
     for _ in range(rounds):
         t = time.perf_counter_ns()
-        for _ in range(BATCH):
-            fn()
+        batch(BATCH)
         samples.append((time.perf_counter_ns() - t) / BATCH)
     return statistics.median(samples)
 
@@ -31,8 +38,17 @@ def _median_ns(fn, rounds: int = 200) -> float:
 def bench_writer(directory: str) -> RingWriter:
     w = RingWriter.create(name="bench", phases=PHASES, directory=directory)
     phases, t0, record, clock = (1, 2, 3, 4, 5), time.monotonic_ns(), w.record, time.perf_counter_ns
-    per_record = _median_ns(lambda: record(1, t0, phases, 32))
-    timer_pair = _median_ns(lambda: (clock(), clock()))
+
+    def records(n: int) -> None:
+        for _ in range(n):
+            record(1, t0, phases, 32)
+
+    def timer_pairs(n: int) -> None:
+        for _ in range(n):
+            clock()
+            clock()
+
+    per_record, timer_pair = _median_ns(records), _median_ns(timer_pairs)
     print(f"writer record(): {per_record:.0f} ns median  (target <= 500 ns)")
     print(f"bare perf_counter_ns() pair: {timer_pair:.0f} ns  ratio {per_record / timer_pair:.1f}x")
     return w
@@ -52,6 +68,46 @@ def bench_reader(w: RingWriter) -> None:
         f"reader last({len(block)}) validated: {statistics.median(runs):.0f} us median"
         f"  (target <= 100 us); + materialising {len(rows)} Record tuples: {rows_us:.0f} us"
     )
+
+
+_POLLER = """import sys
+from collectors.ring_reader import open_segment
+segment = open_segment(sys.argv[1])
+print("ok", flush=True)
+while True:
+    segment.poll()
+    segment.liveness()
+"""
+
+
+def _records_per_s(w: RingWriter, seconds: float = 1.0) -> float:
+    record, phases, clock = w.record, (1, 2, 3, 4, 5), time.monotonic
+    count, end = 0, clock() + seconds
+    while clock() < end:
+        for _ in range(1000):
+            record(count, count, phases, 32)
+            count += 1
+    return count / seconds
+
+
+def bench_frozen_monitor(directory: str) -> None:
+    """Writer throughput alone, with a monitor polling flat out, SIGSTOPped, then SIGKILLed."""
+    w = RingWriter.create(name="frozen", phases=PHASES, directory=directory)
+    rates = {"no monitor": _records_per_s(w)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    reader = subprocess.Popen([sys.executable, "-c", _POLLER, str(w.path)], env=env,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    reader.stdout.readline()
+    rates["monitor polling flat out"] = _records_per_s(w)
+    reader.send_signal(signal.SIGSTOP)
+    rates["monitor SIGSTOPped"] = _records_per_s(w)
+    reader.kill()
+    reader.wait()
+    rates["monitor SIGKILLed"] = _records_per_s(w)
+    w.close()
+    print("writer throughput (records/s, 1 s each, one process shares 2 cores with the monitor):")
+    for name, rate in rates.items():
+        print(f"  {name:26s} {rate / 1e6:5.2f} M/s")
 
 
 def _trainer(directory: str, seconds: float, rate: int) -> None:
@@ -92,6 +148,7 @@ def main() -> None:
         w = bench_writer(f"{tmp}/w")
         bench_reader(w)
         w.close()
+        bench_frozen_monitor(f"{tmp}/f")
         bench_collector(f"{tmp}/c")
 
 

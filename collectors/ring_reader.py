@@ -15,87 +15,30 @@ import os
 import stat
 import struct
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from collectors.ring_header import SegmentError, SegmentHeader, parse_header
+from collectors.ring_records import Record, RecordBlock, validated
 from traintop import ring_format as ring
 from traintop import ring_paths
+
+__all__ = [
+    "HotBlock",
+    "PollResult",
+    "Record",
+    "RecordBlock",
+    "Segment",
+    "SegmentError",
+    "discover",
+    "open_segment",
+    "remove_stale",
+]
 
 _HOT = struct.Struct("<6Q")
 _HOT_OFFSET = ring.HEAD_WORD * 8
 _MAX_HEAD_JUMP = 1 << 40  # a head this far ahead of our cursor is garbage, not progress
-_WORDS = ring.RECORD_SIZE // 8
-
-
-class Record(NamedTuple):
-    """One step as the training process published it (times in ns of CLOCK_MONOTONIC)."""
-
-    seq: int
-    step: int
-    t_start_ns: int
-    phase_ns: tuple[int, ...]
-    samples: int
-    flags: int
-    gpu_lag: int
-    gpu_ns: int
-    mem_bytes: int
-    tokens: int
-
-
-class RecordBlock:
-    """Validated consecutive records held as raw bytes, read column-wise without per-row objects.
-
-    Column access costs a C-level strided copy, so a collector can aggregate thousands of records
-    per tick cheaply; iterating yields ``Record`` tuples for code that wants rows.
-    """
-
-    __slots__ = ("_data", "_n_phases")
-
-    def __init__(self, data: bytes, n_phases: int) -> None:
-        self._data = data
-        self._n_phases = n_phases
-
-    def __len__(self) -> int:
-        return len(self._data) // ring.RECORD_SIZE
-
-    def __iter__(self) -> Iterator[Record]:
-        n = self._n_phases
-        for v in ring.RECORD.iter_unpack(self._data):
-            yield Record(v[0], v[1], v[2], v[3 : 3 + n], *v[11:17])
-
-    def _col(self, fmt: str, index: int) -> list[int]:
-        per_record = ring.RECORD_SIZE // struct.calcsize(fmt)
-        return memoryview(self._data).cast(fmt)[index::per_record].tolist()
-
-    def seq(self) -> list[int]:
-        return self._col("Q", 0)
-
-    def steps(self) -> list[int]:
-        return self._col("q", 1)
-
-    def t_start_ns(self) -> list[int]:
-        return self._col("Q", 2)
-
-    def phase_ns(self, phase: int) -> list[int]:
-        return self._col("Q", 3 + phase)
-
-    def samples(self) -> list[int]:
-        return self._col("I", 22)
-
-    def flags(self) -> list[int]:
-        return self._col("H", 46)
-
-    def gpu_ns(self) -> list[int]:
-        return self._col("Q", 12)
-
-    def mem_bytes(self) -> list[int]:
-        return self._col("Q", 13)
-
-    def tokens(self) -> list[int]:
-        return self._col("I", 28)
 
 
 class PollResult(NamedTuple):
@@ -135,8 +78,8 @@ class Segment:
         if len(raw) != _HOT.size:
             raise SegmentError(f"{self.path}: segment truncated")
         head, beat, dropped, state, live, live_step = _HOT.unpack(raw)
-        phase, start_us = live >> 56, live & ring.LIVE_START_MASK
-        return HotBlock(head, beat, dropped, state, phase, start_us * 1000, live_step)
+        phase, start_ns = live & ring.LIVE_PHASE_BITS, live & ~ring.LIVE_PHASE_BITS
+        return HotBlock(head, beat, dropped, state, phase, start_ns, live_step)
 
     def _head(self) -> int:
         raw = os.pread(self._fd, 8, _HOT_OFFSET)
@@ -168,7 +111,7 @@ class Segment:
         safe_lo = min(h1, max(lo, h2 - self.header.capacity + 1))
         skip = (safe_lo - lo) * ring.RECORD_SIZE
         view = memoryview(self._buf)[skip : (h1 - lo) * ring.RECORD_SIZE]
-        data, rejected = _validated(view, safe_lo, self.header.crc)
+        data, rejected = validated(view, safe_lo, self.header.crc)
         return RecordBlock(data, len(self.header.phases)), safe_lo - lo, rejected
 
     def _copy(self, lo: int, hi: int) -> None:
@@ -217,29 +160,6 @@ class Segment:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
-
-
-def _validated(view: memoryview, first_index: int, crc: bool) -> tuple[bytes, int]:
-    """Keep records whose tags (and crc) match their index; the common case is one comparison."""
-    words = view.cast("Q")
-    count = len(words) // _WORDS
-    seqs, ends = words[0::_WORDS].tolist(), words[_WORDS - 1 :: _WORDS].tolist()
-    expected = list(range(first_index + 1, first_index + count + 1))
-    if not crc and seqs == expected and ends == expected:
-        return view.tobytes(), 0
-    size = ring.RECORD_SIZE
-    keep = [
-        view[i * size : (i + 1) * size]
-        for i in range(count)
-        if seqs[i] == ends[i] == expected[i]
-        and (not crc or _crc_ok(view[i * size : (i + 1) * size]))
-    ]
-    return b"".join(keep), count - len(keep)
-
-
-def _crc_ok(record: memoryview) -> bool:
-    stored = int.from_bytes(record[ring.RECORD_CRC_OFFSET : ring.RECORD_CRC_OFFSET + 4], "little")
-    return stored == ring.record_crc(record)
 
 
 def open_segment(path: str | os.PathLike[str]) -> Segment:

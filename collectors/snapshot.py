@@ -216,6 +216,8 @@ class JobSnapshot:
     recent_step_times_s: tuple[float, ...] = ()
     cuda_mem_allocated_bytes: int | None = None
     cuda_mem_reserved_bytes: int | None = None
+    live_phase: str | None = None  # the phase the trainer is in right now (from the live word)
+    live_phase_s: float | None = None  # how long it has been in it
 
 
 @dataclass(frozen=True, slots=True, eq=False)

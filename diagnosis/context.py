@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from collectors.snapshot import JobSnapshot, Snapshot
+from collectors.snapshot import JobSnapshot, ProcessSnapshot, Snapshot
+from diagnosis.demand import CpuDemand, cpu_demand
 from diagnosis.stats import mean_of
 from diagnosis.views import (
     DiskView,
@@ -22,6 +23,7 @@ from diagnosis.views import (
     job_samples,
     nic_view,
     proc_view,
+    window_step_times,
 )
 
 # Windows shorter than this are diagnosed with reduced confidence (see ``coverage``).
@@ -37,6 +39,7 @@ class JobView:
     job: JobSnapshot
     data_wait_share: float | None
     gpu_busy_share: float | None
+    step_times_s: tuple[float, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,7 @@ class Context:
     job: JobView | None
     trainer: ProcView | None
     workers: tuple[ProcView, ...]
+    demand: CpuDemand | None
 
     @property
     def coverage(self) -> float:
@@ -94,6 +98,7 @@ def _job_view(window: Sequence[Snapshot], job: JobSnapshot) -> JobView:
         job=job,
         data_wait_share=mean_of(j.data_wait_share for j in samples),
         gpu_busy_share=mean_of(j.gpu_busy_share for j in samples),
+        step_times_s=window_step_times(samples),
     )
 
 
@@ -153,17 +158,32 @@ def _swap_rate(window: Sequence[Snapshot]) -> float | None:
     return mean_of(rates)
 
 
+def _relevant_procs(window: Sequence[Snapshot], gpus: list[GpuView]) -> dict[int, ProcView]:
+    """Window summaries of the only processes rules look at: attached trainers, processes on
+    a GPU, and their DataLoader workers.  A host runs hundreds of others; skipping them halves
+    the cost of a diagnosis."""
+    latest = window[-1]
+    roots = {j.pid for j in latest.jobs} | {w.pid for j in latest.jobs for w in j.workers}
+    roots.update(pid for g in gpus for pid in g.pids)
+    wanted = roots | {p.pid for p in latest.processes if p.group_pid in roots}
+    rows: dict[int, list[ProcessSnapshot]] = {}
+    for snap in window:
+        for p in snap.processes:
+            if p.pid in wanted:
+                rows.setdefault(p.pid, []).append(p)
+    return {pid: proc_view(found) for pid, found in rows.items()}
+
+
 def build_context(window: Sequence[Snapshot], job_pid: int | None) -> Context:
     """Reduce a chronological, non-empty window to the per-metric values rules consume."""
     latest = window[-1]
     job = pick_job(latest, job_pid)
-    rows_by_pid = group_by(window, attrgetter("processes"), attrgetter("pid"))
-    procs = {pid: proc_view(rows) for pid, rows in rows_by_pid.items()}
     family = {job.pid, *(w.pid for w in job.workers)} if job else set()
     gpus = [
         gpu_view(rows)
         for rows in group_by(window, attrgetter("gpus"), attrgetter("index")).values()
     ]
+    procs = _relevant_procs(window, gpus)
     focus = _focus_gpus(gpus, job, family)
     trainer = _trainer(procs, job, focus)
     workers = _job_workers(job) if job and job.workers else _workers(window, procs, trainer)
@@ -184,4 +204,5 @@ def build_context(window: Sequence[Snapshot], job_pid: int | None) -> Context:
         job=_job_view(window, job) if job else None,
         trainer=trainer,
         workers=workers,
+        demand=cpu_demand(latest, procs, max(1, latest.host.logical_cpus)),
     )

@@ -11,12 +11,14 @@ from diagnosis.context import Context
 from diagnosis.findings import candidate
 from diagnosis.model import Candidate, Evidence
 from diagnosis.signals import (
+    LOADER_CROWDED_PCT,
     cpu_saturated,
     data_wait,
     data_wait_evidence,
     gpu_lost_share,
     gpu_underused,
     io_bound,
+    loader_cpu_pct,
     nic_busy,
     no_workers,
     trainer_pegged,
@@ -33,9 +35,13 @@ def _starving(ctx: Context) -> tuple[tuple[Evidence, ...], float]:
 
 
 def _cpu_evidence(ctx: Context) -> tuple[Evidence, ...]:
-    """Loading is CPU-bound: saturated workers, a saturated host, or a pegged trainer doing
-    the loading itself (num_workers=0)."""
-    found = workers_saturated(ctx) + cpu_saturated(ctx)
+    """Loading is CPU-bound: saturated workers, a saturated host on which the loaders get a
+    slice (sleeping loaders on a host others fill are not short of CPU), or a pegged trainer
+    doing the loading itself (num_workers=0)."""
+    host = cpu_saturated(ctx)
+    if ctx.mode == "attach" and (loader_cpu_pct(ctx) or 0.0) < LOADER_CROWDED_PCT:
+        host = ()
+    found = workers_saturated(ctx) + host
     if found or ctx.mode == "system":
         return found
     inline, pegged = no_workers(ctx), trainer_pegged(ctx)

@@ -27,8 +27,10 @@ from diagnosis.text import pct, pct100
 
 GPU_LOST_MIN = 0.2  # the GPU must idle at least this share of the time to blame the host
 SYNC_GPU_LOST_MIN = 0.3
-LOAD_PER_CPU = 1.5  # runnable threads per logical CPU that counts as oversubscribed
-THREADS_PER_CPU = 4.0  # the job's threads per logical CPU, with the CPU saturated
+LOAD_PER_CPU = 1.5  # load average per logical CPU quoted as supporting evidence
+THREADS_PER_CPU = 6.0  # the attached jobs' threads per logical CPU (a torch process idles 2-3) ...
+GOT_SHARE_MAX = 0.6  # ... getting at most this share of the CPU those threads could use
+LOST_MAX = 0.5  # contention slows every job, but rarely by more than half
 
 
 def gpu_gap_evidence(ctx: Context) -> tuple[Evidence, ...]:
@@ -104,33 +106,42 @@ def sync_stall(ctx: Context) -> Candidate | None:
     )
 
 
-def _thread_count(ctx: Context) -> int | None:
-    counts = [p.num_threads for p in (ctx.trainer, *ctx.workers) if p and p.num_threads]
-    return sum(counts) if counts else None
+def _short_of_cpu(ctx: Context) -> tuple[Evidence, ...]:
+    """The attached jobs run far more threads than cores and get far less CPU than those
+    threads could use: they are the ones fighting over the cores."""
+    d, cpus = ctx.demand, ctx.logical_cpus
+    if d is None or d.threads < THREADS_PER_CPU * cpus or d.got_share > GOT_SHARE_MAX:
+        return ()
+    jobs = f"{d.jobs} training jobs" if d.jobs > 1 else "the training job"
+    threads = f"{jobs} run {d.threads} threads on {cpus} CPUs"
+    got = f"they get {pct100(d.cpu_pct)} CPU of the {pct100(d.want_pct)} their threads could use"
+    return (
+        Evidence(threads, "job_threads", float(d.threads), "processes"),
+        Evidence(got, "job_cpu_got_share", d.got_share, "processes"),
+    )
 
 
 def oversubscribed(ctx: Context) -> Candidate | None:
-    """Far more runnable threads than cores: every process gets a slice and all run slower."""
-    saturated = cpu_saturated(ctx)
-    if not saturated:
+    """Far more runnable threads than cores: every process gets a slice and all run slower.
+    Judged from the jobs' own threads and CPU (idle threads inflate what they could use, so
+    a GPU job must also show GPU gaps); the load average only supports it."""
+    saturated, short = cpu_saturated(ctx), _short_of_cpu(ctx)
+    if not saturated or not short:
         return None
-    cpus, load, threads = ctx.logical_cpus, ctx.load1, _thread_count(ctx)
-    facts = list(saturated)
+    if ctx.gpus and not gpu_gap_evidence(ctx):
+        return None  # the GPU stays busy: CPU contention costs this job nothing
+    cpus, load = ctx.logical_cpus, ctx.load1
+    facts = [*short, *saturated]
     if load is not None and load >= LOAD_PER_CPU * cpus:
         facts.append(Evidence(f"load average {load:.1f} on {cpus} CPUs", "load1", load, "cpu"))
-    if threads is not None and threads >= THREADS_PER_CPU * cpus:
-        text = f"training processes run {threads} threads on {cpus} CPUs"
-        facts.append(Evidence(text, "job_threads", float(threads), "processes"))
-    if len(facts) == 1:
-        return None
-    lost = min(0.5, 1.0 - cpus / load) if load and load > cpus else 0.2
+    got = ctx.demand.got_share if ctx.demand else 1.0
     return candidate(
         ctx,
         "oversubscribed",
-        strength=0.7,
+        strength=0.8,
         severity="warning",
-        summary=f"CPU oversubscribed: {facts[1].text}",
+        summary=f"CPU oversubscribed: {short[0].text}",
         evidence=facts,
         remedies=remedies.oversubscribed(ctx),
-        lost=lost,
+        lost=min(LOST_MAX, 1.0 - got),
     )

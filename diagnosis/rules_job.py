@@ -15,7 +15,9 @@ from diagnosis.signals import (
     GPU_IDLE_PCT,
     GPU_SWING_PCT,
     GPU_UNDERUSED_PCT,
+    TRAINER_PEGGED_PCT,
     comm_share,
+    cpu_saturated,
     data_wait,
     gpu_lost_share,
     nic_busy,
@@ -28,6 +30,8 @@ STALL_FACTOR = 3.0  # a step this many times the median is a stall
 STALL_SHARE = 0.15  # stalls must cost this share of the window's time
 STALL_MIN_STEPS = 10
 COMPUTE_RANK = 0.01  # ranks the healthy state above purely advisory (zero-cost) findings
+CPU_BUSY_SHARE = 0.8  # CPU-only job: trainer CPU vs what its threads could use
+CROWDED_CPU_SHARE = 0.1  # ... or this share of it while other processes fill the machine
 
 
 def _device_busy(ctx: Context) -> tuple[Evidence, ...]:
@@ -47,13 +51,25 @@ def _device_busy(ctx: Context) -> tuple[Evidence, ...]:
 
 
 def _cpu_device(ctx: Context) -> tuple[Evidence, ...]:
-    """Without GPUs an attached job computes on the CPU, which is then its device."""
-    if ctx.job is None:
+    """Without GPUs an attached job computes on the CPU, which is then its device, but only
+    while the trainer is busy: a trainer at 3 % CPU waits on something the probe cannot see."""
+    t = ctx.trainer
+    if ctx.job is None or t is None or t.cpu_pct is None:
         return ()
-    cpu = ctx.trainer.cpu_pct if ctx.trainer else None
-    text = "no GPU: training runs on the CPU"
-    text += f" (trainer at {pct100(cpu)} CPU)" if cpu is not None else ""
-    return (Evidence(text, "trainer_cpu_pct", cpu, "processes"),)
+    budget = min(t.num_threads or 1, ctx.logical_cpus) * 100.0
+    if not _trainer_busy(ctx, t.cpu_pct, budget):
+        return ()
+    text = f"no GPU: training runs on the CPU (trainer at {pct100(t.cpu_pct)} CPU"
+    text += f" of {pct100(budget)} its threads could use)"
+    return (Evidence(text, "trainer_cpu_pct", t.cpu_pct, "processes"),)
+
+
+def _trainer_busy(ctx: Context, cpu: float, budget: float) -> bool:
+    """Busy: most of what its threads could use, or one core pegged, or a fair slice of a
+    machine that other processes fill (then it runs whenever the scheduler lets it)."""
+    if cpu >= CPU_BUSY_SHARE * budget or cpu >= TRAINER_PEGGED_PCT:
+        return True
+    return bool(cpu_saturated(ctx)) and cpu >= CROWDED_CPU_SHARE * budget
 
 
 def _throughput(ctx: Context) -> tuple[Evidence, ...]:
@@ -165,7 +181,7 @@ def network(ctx: Context) -> Candidate | None:
 
 def periodic_stall(ctx: Context) -> Candidate | None:
     """A few steps far longer than the rest (checkpoints, eval, logging) cost a large share."""
-    steps = ctx.job.job.recent_step_times_s if ctx.job else ()
+    steps = ctx.job.step_times_s if ctx.job else ()
     if len(steps) < STALL_MIN_STEPS:
         return None
     mid = median(steps)

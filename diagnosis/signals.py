@@ -8,14 +8,19 @@ from __future__ import annotations
 
 from diagnosis.context import Context
 from diagnosis.model import Evidence
+from diagnosis.stats import mean_of
 from diagnosis.text import pct, pct100, rate
+from diagnosis.views import ProcView
 
 DATA_WAIT_SHARE = 0.20  # share of step time spent waiting for the next batch
 IOWAIT_PCT = 10.0  # whole-machine iowait
 DISK_BUSY_PCT = 80.0  # iostat %util of one device ...
 DISK_AWAIT_MS = 10.0  # ... with requests queueing this long (NVMe %util alone means little)
+READ_MIN_BYTES_PER_S = 512 * 1024  # storage-bound input reads at least this (writes do not count)
 CPU_SATURATED_PCT = 90.0  # whole-machine busy
 WORKER_BUSY_PCT = 85.0  # a DataLoader worker is one process: ~100 % = one core
+LOADER_IDLE_PCT = 25.0  # loaders below this while reading and late are waiting on storage
+LOADER_CROWDED_PCT = 25.0  # ... at or above it on a saturated host they are short of CPU
 TRAINER_PEGGED_PCT = 90.0  # the trainer's Python thread holds one core
 GPU_UNDERUSED_PCT = 80.0  # mean utilization below this leaves compute on the table
 GPU_SWING_PCT = 20.0  # utilization standard deviation revealing idle gaps
@@ -39,7 +44,41 @@ def data_wait_evidence(ctx: Context) -> tuple[Evidence, ...]:
 
 
 def io_bound(ctx: Context) -> tuple[Evidence, ...]:
-    """Storage is the limit: high iowait, or a device both busy and queueing."""
+    """Storage limits reading: data is being read, and either the machine shows storage
+    pressure or the job's loaders sit idle while they read.  Machine-wide iowait alone cannot
+    tell dataset reads from a checkpoint's fsync, and it vanishes on a busy host (it is idle
+    time) or thins out on a big one, so the loaders' own CPU is the second witness."""
+    reads = read_traffic(ctx)
+    if not reads:
+        return ()
+    pressure = _storage_pressure(ctx) or _idle_readers(ctx)
+    return pressure + reads if pressure else ()
+
+
+def loaders(ctx: Context) -> tuple[ProcView, ...]:
+    """The processes that load batches: the DataLoader workers, else the trainer itself."""
+    if ctx.workers:
+        return ctx.workers
+    return (ctx.trainer,) if ctx.trainer is not None else ()
+
+
+def loader_cpu_pct(ctx: Context) -> float | None:
+    """Mean CPU of the loading processes (100 = one core)."""
+    return mean_of(p.cpu_pct for p in loaders(ctx))
+
+
+def _idle_readers(ctx: Context) -> tuple[Evidence, ...]:
+    """The job waits for batches while its loaders read and barely use a CPU: blocked on I/O."""
+    cpu = loader_cpu_pct(ctx)
+    if ctx.mode != "attach" or cpu is None or cpu >= LOADER_IDLE_PCT:
+        return ()
+    if (data_wait(ctx) or 0.0) < DATA_WAIT_SHARE:
+        return ()
+    text = f"{len(loaders(ctx))} loading processes at {pct100(cpu)} CPU each while reading"
+    return (Evidence(text, "loader_cpu_pct", cpu, "dataloader"),)
+
+
+def _storage_pressure(ctx: Context) -> tuple[Evidence, ...]:
     found: list[Evidence] = []
     if ctx.iowait_pct is not None and ctx.iowait_pct >= IOWAIT_PCT:
         found.append(
@@ -51,6 +90,24 @@ def io_bound(ctx: Context) -> tuple[Evidence, ...]:
             text = f"disk {d.name} {read}, await {d.await_ms:.0f} ms, {pct100(d.busy_pct)} busy"
             found.append(Evidence(text, f"disk.{d.name}.busy_pct", d.busy_pct, "disk"))
     return tuple(found)
+
+
+def read_traffic(ctx: Context) -> tuple[Evidence, ...]:
+    """The job reads from storage: its trainer's and workers' read bytes when known (other
+    processes' reads are not its problem), else any disk's read rate (system mode)."""
+    own = [p.read_bytes_per_s for p in (ctx.trainer, *ctx.workers) if p is not None]
+    measured = [r for r in own if r is not None]
+    if measured:
+        total = sum(measured)
+        if total < READ_MIN_BYTES_PER_S:
+            return ()
+        text = f"job reads {rate(total)} from storage"
+        return (Evidence(text, "job_read_bytes_per_s", total, "dataloader"),)
+    disk = max(ctx.disks, key=lambda d: d.read_bytes_per_s or 0.0, default=None)
+    if disk is None or (disk.read_bytes_per_s or 0.0) < READ_MIN_BYTES_PER_S:
+        return ()
+    text = f"disk {disk.name} reads {rate(disk.read_bytes_per_s or 0.0)}"
+    return (Evidence(text, f"disk.{disk.name}.read_bytes_per_s", disk.read_bytes_per_s, "disk"),)
 
 
 def cpu_saturated(ctx: Context) -> tuple[Evidence, ...]:

@@ -154,3 +154,22 @@ def group_by(window: Sequence[Snapshot], rows, key) -> dict:
 def job_samples(window: Sequence[Snapshot], pid: int) -> list[JobSnapshot]:
     """Every summary of one job across the window, oldest first."""
     return [j for snap in window for j in snap.jobs if j.pid == pid]
+
+
+def window_step_times(samples: Sequence[JobSnapshot]) -> tuple[float, ...]:
+    """Every step time seen across the window, oldest first, each step once.
+
+    One summary holds only its last ``RECENT_STEPS`` steps (about a second for a fast job), so
+    a verdict from the newest one alone hinges on whether a checkpoint fell in that second.
+    ``steps_total`` says how many of each summary's steps are new since the previous one.
+    """
+    if not samples:
+        return ()
+    steps = list(samples[0].recent_step_times_s)
+    prev = samples[0].steps_total
+    for job in samples[1:]:
+        new = job.steps_total - prev
+        if new > 0 and job.recent_step_times_s:
+            steps.extend(job.recent_step_times_s[-new:])
+        prev = job.steps_total
+    return tuple(steps)

@@ -27,6 +27,7 @@ from collectors.snapshot import (
 )
 
 TRAINER_PID = 4242
+RECENT = 120  # steps a JobSnapshot keeps, as collectors.job_window.RECENT_STEPS
 GIB = 1 << 30
 
 
@@ -54,6 +55,8 @@ class Scene:
     reasons: int = 0
     trainer_cpu: float = 60.0
     trainer_threads: int = 24
+    trainer_read: float = 0.0
+    extra_jobs: int = 0  # more trainers like the first (no workers), attached beside it
     workers: int = 4
     worker_cpu: float = 30.0
     worker_read: float = 5e6
@@ -63,6 +66,7 @@ class Scene:
     gpu_busy: float | None = 0.95
     phases: tuple[tuple[str, float], ...] = ()
     step_times: tuple[float, ...] = ()
+    steps_per_tick: int = 0  # > 0: step_times is the whole window's series, revealed per tick
     world_size: int = 1
     state: str = "live"
     last_step_age: float | None = 0.2
@@ -107,7 +111,7 @@ class Scene:
             gpus=tuple(self._gpu(i, odd) for i in range(self.gpu_count)),
             gpu_status=GpuStatus(True, driver_version="590.48.01"),
             processes=self._processes(),
-            jobs=(self._job(odd),) if self.attach else (),
+            jobs=self._jobs(odd, tick) if self.attach else (),
         )
 
     def _cpu(self) -> CpuSnapshot:
@@ -143,21 +147,27 @@ class Scene:
             processes=procs,
         )
 
-    def _processes(self) -> tuple[ProcessSnapshot, ...]:
-        trainer = ProcessSnapshot(
-            TRAINER_PID,
+    def _trainer(self, pid: int) -> ProcessSnapshot:
+        return ProcessSnapshot(
+            pid,
             1,
             "me",
             "python",
             "python train.py",
             self.trainer_cpu,
             8 * GIB,
-            0.0,
+            self.trainer_read,
             0.0,
             40 * GIB,
             self.trainer_threads,
-            TRAINER_PID,
+            pid,
         )
+
+    def _extra_pids(self) -> range:
+        return range(TRAINER_PID + 1000, TRAINER_PID + 1000 + self.extra_jobs)
+
+    def _processes(self) -> tuple[ProcessSnapshot, ...]:
+        trainers = tuple(self._trainer(pid) for pid in (TRAINER_PID, *self._extra_pids()))
         workers = tuple(
             ProcessSnapshot(
                 pid,
@@ -175,13 +185,26 @@ class Scene:
             )
             for pid in self._worker_pids()
         )
-        return (trainer, *workers)
+        return (*trainers, *workers)
 
     def _worker_pids(self) -> range:
         return range(TRAINER_PID + 100, TRAINER_PID + 100 + self.workers)
 
-    def _job(self, odd: bool) -> JobSnapshot:
+    def _jobs(self, odd: bool, tick: int) -> tuple[JobSnapshot, ...]:
+        first = self._job(odd, tick)
+        extra = (replace(first, pid=pid, workers=()) for pid in self._extra_pids())
+        return (first, *extra)
+
+    def _steps(self, tick: int) -> tuple[int, tuple[float, ...]]:
+        """``steps_total`` and the newest ``RECENT`` step times as of ``tick``."""
+        if not self.steps_per_tick:
+            return 5000, self.step_times
+        done = min(len(self.step_times), (tick + 1) * self.steps_per_tick)
+        return 5000 + done, self.step_times[max(0, done - RECENT) : done]
+
+    def _job(self, odd: bool, tick: int) -> JobSnapshot:
         wait = self.data_wait_alt if odd and self.data_wait_alt is not None else self.data_wait
+        total, recent = self._steps(tick)
         return JobSnapshot(
             pid=TRAINER_PID,
             name="train.py",
@@ -189,7 +212,7 @@ class Scene:
             local_rank=0,
             world_size=self.world_size,
             state=self.state,
-            steps_total=5000,
+            steps_total=total,
             steps_per_s=4.0,
             samples_per_s=1024.0,
             step_time_p50_s=0.25,
@@ -204,6 +227,6 @@ class Scene:
                 WorkerSnapshot(pid, self.worker_cpu, GIB, self.worker_read)
                 for pid in self._worker_pids()
             ),
-            recent_step_times_s=self.step_times,
+            recent_step_times_s=recent,
             last_step_age_s=self.last_step_age,
         )

@@ -87,7 +87,8 @@ def _unpack(body: bytes, seq: int) -> Record:
     return Record(seq, v[1], v[2], v[3:6], *v[11:17])
 
 
-def make_segment(directory: Path, **kwargs) -> RingWriter:
+def make_segment(directory: Path | None, **kwargs) -> RingWriter:
+    """A segment in ``directory`` (None: $TRAINTOP_RING_DIR or the default location)."""
     kwargs.setdefault("name", "job")
     kwargs.setdefault("phases", PHASES)
-    return RingWriter.create(directory=str(directory), **kwargs)
+    return RingWriter.create(directory=None if directory is None else str(directory), **kwargs)

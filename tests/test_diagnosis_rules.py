@@ -39,7 +39,18 @@ ATTACH_CASES = {
         "data_starved",
     ),
     "compute: healthy": (HEALTHY, "compute"),
-    "compute: CPU-only job": (HEALTHY.but(gpu_count=0, gpu_busy=None, cpu_busy=85), "compute"),
+    "compute: CPU-only job": (
+        HEALTHY.but(
+            cpus=2,
+            gpu_count=0,
+            gpu_busy=None,
+            workers=0,
+            trainer_threads=4,
+            trainer_cpu=192,
+            cpu_busy=99,
+        ),
+        "compute",
+    ),
     "host_overhead: trainer pegged, GPU gaps": (
         HEALTHY.but(gpu_busy=0.55, gpu_util=60, gpu_util_alt=25, trainer_cpu=99),
         "host_overhead",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from traintop.loader import TimedLoader, infer_batch_size
-from traintop.probe import DATA, FORWARD, OTHER, Probe
+from traintop.probe import BACKWARD, DATA, FORWARD, NO_PHASE, OTHER, Probe
 
 
 class FakeWriter:
@@ -18,7 +18,7 @@ class FakeWriter:
     def __init__(self, phases: Sequence[str]) -> None:
         self.phases = tuple(phases)
         self.records: list[dict] = []
-        self.live: list[tuple[int, int, int]] = []
+        self.live: list[tuple[int, int]] = []
         self.closed = False
 
     def record(self, step, t_start_ns, phase_ns, samples, gpu_ns=0, gpu_lag=0, mem_bytes=0,
@@ -27,8 +27,8 @@ class FakeWriter:
                                  samples=samples, gpu_ns=gpu_ns, gpu_lag=gpu_lag,
                                  mem=mem_bytes, flags=flags, tokens=tokens))  # fmt: skip
 
-    def set_live(self, phase_index: int, start_ns: int, step: int) -> None:
-        self.live.append((phase_index, start_ns, step))
+    def set_live(self, phase_index: int, start_ns: int) -> None:
+        self.live.append((phase_index, start_ns))
 
     def close(self) -> None:
         self.closed = True
@@ -146,11 +146,21 @@ def test_nested_phase_pauses_the_outer_one() -> None:
 
 
 def test_live_phase_is_published_once_the_segment_exists() -> None:
-    probe, writers, _ = make_probe()
+    probe, writers, clock = make_probe()
+    with probe.phase("forward"):  # no segment yet: nothing to publish into
+        pass
     probe.step()
     with probe.phase("backward"):
         pass
-    assert writers[0].live[-1][0] == 2 and writers[0].live[-1][2] == 1
+    assert writers[0].live == [(2, clock.now - clock.tick)]  # the entry, not the exit, time
+
+
+def test_hook_switches_publish_the_live_phase_too() -> None:
+    probe, writers, clock = make_probe()
+    probe.step()
+    probe._switch(BACKWARD)
+    probe._switch(NO_PHASE)  # between phases: nothing new to publish
+    assert writers[0].live == [(BACKWARD, clock.now - clock.tick)]
 
 
 def test_writer_failure_disables_with_one_line_and_leaves_the_loop_alone(capsys) -> None:
@@ -236,3 +246,13 @@ def _repo_root() -> str:
     import traintop
 
     return str(__import__("pathlib").Path(traintop.probe.__file__).parents[1])
+
+
+def test_importing_the_probe_or_the_ring_reader_never_pulls_torch() -> None:
+    code = (
+        "import sys, collectors.jobs, traintop, traintop.ring\n"
+        "print(sorted(m for m in ('torch', 'numpy', 'textual') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=_repo_root(), timeout=60).stdout  # fmt: skip
+    assert out.strip() == "[]"

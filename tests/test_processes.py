@@ -33,9 +33,11 @@ class FakeProc:
     def __init__(self, pid, ppid, name="sleep", argv=("sleep", "9"), created=1.0, **kw):
         self.pid, self._ppid, self._name, self._argv, self._created = pid, ppid, name, argv, created
         self.cpu_s = kw.get("cpu_s", 0.0)
+        self.rss = kw.get("rss", 1 << 20)
         self.io = kw.get("io", Io(0, 0, 0, 0))
         self.fail_in = kw.get("fail_in")  # method name that raises NoSuchProcess
         self.static_reads = 0
+        self.io_reads = 0
 
     def oneshot(self):
         return contextlib.nullcontext()
@@ -66,12 +68,13 @@ class FakeProc:
 
     def memory_info(self):
         self._check("memory_info")
-        return Mem(1 << 20, 2 << 20)
+        return Mem(self.rss, 2 << 20)
 
     def num_threads(self):
         return 4
 
     def io_counters(self):
+        self.io_reads += 1
         if self.io is None:
             raise AccessDenied(self.pid)
         return self.io
@@ -109,8 +112,26 @@ def _two_ticks(procs, advance, top_n=30, gpu_mem=None):
 def test_top_n_by_cpu_normalised_to_one_core():
     procs = [FakeProc(pid, 1) for pid in (10, 11, 12, 13)]
     rows = _two_ticks(procs, {11: 1.5, 12: 0.25, 13: 0.5}, top_n=2).rows
-    assert [(r.pid, r.cpu_pct) for r in rows] == [(11, 150.0), (13, 50.0)]
+    assert [(r.pid, r.cpu_pct) for r in rows][:2] == [(11, 150.0), (13, 50.0)]
     assert rows[0].rss_bytes == 1 << 20 and rows[0].num_threads == 4
+    assert 12 not in [r.pid for r in rows]
+
+
+def test_top_n_by_memory_and_io_are_kept_too():
+    """Sorting the table by RSS or I/O must not show only the CPU top N."""
+    hog, reader = FakeProc(20, 1, rss=8 << 30), FakeProc(21, 1)
+    procs = [FakeProc(pid, 1, rss=0) for pid in (10, 11, 12)] + [hog, reader]
+    run = _two_ticks(procs, {10: 0.5}, top_n=1)
+    reader.io, reader.cpu_s = Io(1, 1, 50 << 20, 0), 0.01
+    procs[0].cpu_s += 0.5
+    run.clock.now = 2.0
+    rows = run.collector.collect()
+    assert sorted(r.pid for r in rows) == [10, 20, 21]
+
+
+def test_top_n_none_returns_every_process():
+    procs = [FakeProc(pid, 1) for pid in range(10, 50)]
+    assert len(_two_ticks(procs, {}, top_n=None).rows) == 40
 
 
 def test_gpu_holders_always_shown_with_their_memory():
@@ -133,6 +154,15 @@ def test_dataloader_workers_follow_their_trainer():
     assert [r.group_pid for r in rows] == [None, 100, 100, 100, None]
 
 
+def test_other_children_of_a_trainer_are_not_its_workers():
+    procs = [
+        FakeProc(100, 1, "python", TRAIN),
+        FakeProc(101, 100, "python", ("python", "eval.py"), created=2.0),
+    ]
+    rows = _two_ticks(procs, {100: 0.9, 101: 0.5}).rows
+    assert [(r.pid, r.group_pid) for r in rows] == [(100, None), (101, None)]
+
+
 def test_children_of_non_python_parents_are_not_grouped():
     procs = [FakeProc(100, 1, "bash", ("bash",)), FakeProc(101, 100, "bash", ("bash",))]
     rows = _two_ticks(procs, {100: 0.5, 101: 0.4}).rows
@@ -151,11 +181,19 @@ def test_io_rates_and_access_denied():
     mine, other = FakeProc(10, 1), FakeProc(11, 1)
     other.io = None
     run = _two_ticks([mine, other], {})
-    mine.io = Io(5, 5, 3 << 20, 1 << 20)
+    mine.io, mine.cpu_s = Io(5, 5, 3 << 20, 3 << 19), 0.1
     run.clock.now = 3.0
     rows = {r.pid: r for r in run.collector.collect()}
-    assert (rows[10].read_bytes_per_s, rows[10].write_bytes_per_s) == (1.5 * (1 << 20), 1 << 19)
+    # Idle at t=1 (no CPU time), so its counters were last read at t=0: averaged over 3 s.
+    assert (rows[10].read_bytes_per_s, rows[10].write_bytes_per_s) == (1 << 20, 1 << 19)
     assert (rows[11].read_bytes_per_s, rows[11].write_bytes_per_s) == (None, None)
+
+
+def test_sleeping_process_io_is_not_read():
+    sleeper, worker = FakeProc(10, 1), FakeProc(11, 1)
+    run = _two_ticks([sleeper, worker], {11: 0.5})
+    assert (sleeper.io_reads, worker.io_reads) == (1, 2)
+    assert {r.pid: r.read_bytes_per_s for r in run.rows} == {10: 0.0, 11: 0.0}
 
 
 def test_reused_pid_gets_fresh_identity():

@@ -58,14 +58,16 @@ def test_unmodified_script_is_measured_and_computes_the_same(ring_dir: Path) -> 
 
 
 @pytest.mark.slow
-def test_spawn_workers_stay_silent_and_main_process_records(ring_dir: Path) -> None:
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_workers_stay_silent_and_main_process_records(ring_dir: Path, method: str) -> None:
     script = [sys.executable, str(WORKLOADS / "train_loop.py"), "--workers", "2",
-              "--start-method", "spawn", "--epochs", "1"]  # fmt: skip
+              "--start-method", method, "--epochs", "1"]  # fmt: skip
     result = run([*LAUNCH, "--", *script], ring_dir)
     assert result.returncode == 0 and result.stderr == "", result.stderr
     header, recs = records(ring_dir)  # exactly one segment: workers wrote nothing
     assert header.name == "train_loop" and len(recs) == 16
-    assert sum(r.samples for r in recs) == 256
+    assert [r.seq for r in recs] == list(range(1, 17)) and [r.step for r in recs] == list(range(16))
+    assert sum(r.samples for r in recs) == 256 and all(r.samples == 16 for r in recs)
 
 
 @pytest.mark.slow

@@ -16,12 +16,14 @@ import psutil
 
 from tests.scenarios import report
 from tests.scenarios.harness import (
+    WORKLOADS,
     DiagnoseRun,
     kill_tree,
     segment_pids,
     start_workload,
     time_to_verdict,
     wait_for_segments,
+    workload_processes,
 )
 
 SPAWNS_GRANDCHILD = (
@@ -48,6 +50,16 @@ def test_kill_tree_reaps_grandchildren(tmp_path: Path) -> None:
     kill_tree(workload.proc)
     assert workload.proc.returncode is not None
     assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_workload_processes_finds_survivors(tmp_path: Path) -> None:
+    argv = [sys.executable, "-c", "import time; time.sleep(60)", str(WORKLOADS / "fake.py")]
+    workload = start_workload(argv, {}, tmp_path / "survivor.log")
+    try:
+        assert any(line.startswith(f"{workload.pid} ") for line in workload_processes())
+    finally:
+        workload.stop()
+    assert not any(line.startswith(f"{workload.pid} ") for line in workload_processes())
 
 
 def test_segment_pids_reads_published_names_only(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 
-from collectors.snapshot import CollectorError
+from collectors.snapshot import CollectorError, ProcessSnapshot
 from tests.snapshot_fixtures import (
     EPOCH,
     TRAINER_PID,
@@ -20,7 +20,7 @@ from tui.screens.help import HelpScreen
 from tui.widgets.cpu import CpuPanel
 from tui.widgets.gpu import GpuPanel
 from tui.widgets.header import HeaderBar
-from tui.widgets.processes import ProcessTable
+from tui.widgets.process_table import ProcessTable
 from tui.widgets.status import StatusLine
 
 
@@ -60,31 +60,88 @@ async def test_panels_show_the_snapshot():
         assert len(app.query_one(GpuPanel).history(0)) == 3
 
 
+def _pids(table) -> list[int]:
+    return [row.proc.pid for row in table.rows]
+
+
+def _without_last_process(snapshot):
+    fields = {f: getattr(snapshot, f) for f in snapshot.__slots__}
+    return snapshot.__class__(**{**fields, "processes": snapshot.processes[:-1]})
+
+
 @async_test
 async def test_process_table_groups_workers_under_trainer_and_updates_in_place():
     source, app = make([machine(gpus=1, tick=0)])
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.pause()
         table = app.query_one(ProcessTable)
-        keys = [row.key.value for row in table.ordered_rows]
-        trainer = keys.index(str(TRAINER_PID))
-        assert keys[trainer + 1 : trainer + 5] == [str(pid) for pid in WORKER_PIDS]
-        worker_cmd = table.get_cell(str(WORKER_PIDS[0]), "command").plain
-        assert worker_cmd.startswith("└ python train.py")
-        before = table.get_cell(str(TRAINER_PID), "cpu").plain
-        next_tick = machine(gpus=1, tick=1)
-        source.push(
-            next_tick.__class__(
-                **{
-                    **{f: getattr(next_tick, f) for f in next_tick.__slots__},
-                    "processes": next_tick.processes[:-1],
-                }
-            )
+        pids = _pids(table)
+        trainer = pids.index(TRAINER_PID)
+        assert pids[trainer + 1 : trainer + 5] == sorted(
+            WORKER_PIDS,
+            key=lambda pid: -next(r.proc.cpu_pct for r in table.rows if r.proc.pid == pid),
         )
+        worker_line = next(line.plain for line in table.lines if " 4301 " in line.plain)
+        assert "─ python train.py --config" in worker_line
+        before = table.lines[1 + trainer].plain
+        next_tick = machine(gpus=1, tick=1)
+        source.push(_without_last_process(next_tick))
         await pilot.pause()
-        assert table.get_cell(str(TRAINER_PID), "cpu").plain != before
-        assert table.row_count == len(next_tick.processes) - 1
-        assert "880" not in [row.key.value for row in table.ordered_rows]
+        assert table.lines[1 + trainer].plain != before
+        assert len(table.rows) == len(next_tick.processes) - 1
+        assert 880 not in _pids(table)
+
+
+@async_test
+async def test_process_table_sort_key_and_selection_follow_the_pid():
+    source, app = make([machine(gpus=8, tick=0)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        table = app.query_one(ProcessTable)
+        assert "CPU%▼" in table.lines[0].plain
+        await pilot.press("down", "down")
+        chosen = table.selected_pid
+        await pilot.press("s")
+        assert "RSS▼" in table.lines[0].plain and table.selected_pid == chosen
+        rss = [row.proc.rss_bytes for row in table.rows if not row.prefix]
+        assert rss == sorted(rss, reverse=True)
+        source.push(machine(gpus=8, tick=5))
+        await pilot.pause()
+        assert table.selected_pid == chosen
+        await pilot.press("s", "s", "s")
+        assert "PID▲" in table.lines[0].plain
+        await pilot.press("end")
+        assert table.selected_pid == table.rows[-1].proc.pid
+        await pilot.press("home")
+        assert table.selected_pid == table.rows[0].proc.pid
+
+
+@async_test
+async def test_kernel_threads_hidden_until_k():
+    snapshot = machine(gpus=1)
+    kthread = ProcessSnapshot(77, 2, "root", "kworker/0:1", "[kworker/0:1]", 0.0, 0, None, None)
+    fields = {f: getattr(snapshot, f) for f in snapshot.__slots__}
+    _, app = make([snapshot.__class__(**{**fields, "processes": (*snapshot.processes, kthread)})])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        table = app.query_one(ProcessTable)
+        assert 77 not in _pids(table)
+        assert "1 kernel threads hidden (K)" in table.border_subtitle
+        await pilot.press("K")
+        assert 77 in _pids(table)
+        await pilot.press("question_mark")
+        assert "Kernel thr" in app.screen.query_one("#help-keys").render().plain
+
+
+@async_test
+async def test_process_table_at_80_columns_drops_io_and_keeps_the_command():
+    _, app = make([machine(gpus=8)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        table = app.query_one(ProcessTable)
+        head = table.lines[0].plain
+        assert "READ/s" not in head and "GPU MEM" in head and "COMMAND" in head
+        assert all(len(line.plain) <= table.content_size.width for line in table.lines)
 
 
 @async_test

@@ -11,7 +11,7 @@ else the loader's ``batch_size``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,25 +30,24 @@ class TimedLoader:
         self._fallback = size if isinstance(size, int) else None
 
     def __iter__(self) -> Iterator[Any]:
-        iterator = self._timed(iter, self._loader, count=False)
-        while True:
-            try:
-                batch = self._timed(next, iterator, count=True)
-            except StopIteration:
-                return
-            yield batch
-
-    def _timed(self, fetch: Callable[[Any], Any], source: Any, *, count: bool) -> Any:
-        """``fetch(source)`` inside a data-wait phase; the user's exceptions pass unchanged."""
-        probe = self._probe
+        probe, fallback = self._probe, self._fallback
         probe._wait_begin()
         try:
-            item = fetch(source)
-        except BaseException:
+            iterator = iter(self._loader)
+        finally:
             probe._wait_end(None, None)
-            raise
-        probe._wait_end(item if count else None, self._fallback if count else None)
-        return item
+        while True:
+            probe._wait_begin()
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                probe._wait_end(None, None)
+                return
+            except BaseException:  # the user's exceptions pass unchanged
+                probe._wait_end(None, None)
+                raise
+            probe._wait_end(batch, fallback)
+            yield batch
 
     def __len__(self) -> int:
         return len(self._loader)  # type: ignore[arg-type]
@@ -60,11 +59,20 @@ class TimedLoader:
 
 
 def infer_batch_size(batch: Any, depth: int = 0) -> int | None:
-    """Leading dimension of the first tensor-like in ``batch``, or None when there is none."""
+    """Leading dimension of the first tensor-like in ``batch``, or None when there is none.
+
+    Exact builtin types are tested first: this runs once per batch, and a failed ``shape``
+    lookup or an ABC ``isinstance`` costs more than the rest of the probe's work on the batch.
+    """
+    kind = type(batch)
+    if kind is tuple or kind is list:
+        return _first_size(batch, depth)
+    if kind in _NOT_BATCHES:
+        return None
     shape = getattr(batch, "shape", None)
     if shape is not None:
         return _leading_dim(shape)
-    if depth >= _MAX_DEPTH or isinstance(batch, (str, bytes)):
+    if isinstance(batch, (str, bytes)):
         return None
     if isinstance(batch, Mapping):
         return _first_size(batch.values(), depth)
@@ -73,7 +81,12 @@ def infer_batch_size(batch: Any, depth: int = 0) -> int | None:
     return None
 
 
+_NOT_BATCHES = frozenset({int, float, bool, str, bytes, type(None)})
+
+
 def _first_size(items: Iterable[Any], depth: int) -> int | None:
+    if depth >= _MAX_DEPTH:
+        return None
     for item in items:
         size = infer_batch_size(item, depth + 1)
         if size is not None:

@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from traintop.loader import TimedLoader, infer_batch_size
+from traintop.phase_context import NO_PHASE, NULL_CONTEXT, NullContext, PhaseContext
 
 STANDARD_PHASES = ("data", "forward", "backward", "optimizer", "other")
 DATA, FORWARD, BACKWARD, OPTIMIZER, OTHER = range(5)
 MAX_PHASES = 8
-NO_PHASE = -1
 
 
 class Writer(Protocol):
@@ -36,7 +36,7 @@ class Writer(Protocol):
                gpu_ns: int = 0, gpu_lag: int = 0, mem_bytes: int = 0, flags: int = 0,
                tokens: int = 0) -> None: ...  # fmt: skip
 
-    def set_live(self, phase_index: int, start_ns: int, step: int) -> None: ...
+    def set_live(self, phase_index: int, start_ns: int) -> None: ...
 
     def close(self) -> None: ...
 
@@ -48,62 +48,6 @@ class StepExtras(Protocol):
     """GPU time and memory attached to a record (see ``traintop.cuda_timing``)."""
 
     def at_step(self, step: int, now_ns: int) -> tuple[int, int, int, int]: ...
-
-
-class _PhaseContext:
-    """``with probe.phase(name):`` — one cached instance per name keeps entry cheap."""
-
-    __slots__ = ("_index", "_probe")
-
-    def __init__(self, probe: Probe, index: int) -> None:
-        self._probe = probe
-        self._index = index
-
-    def __enter__(self) -> _PhaseContext:
-        probe = self._probe  # Probe._push inlined: this runs several times per step
-        if probe._on:
-            try:
-                now = probe._clock()
-                if probe._open >= 0:
-                    probe._acc[probe._open] += now - probe._open_t
-                elif not probe._t_start:
-                    probe._t_start = now
-                probe._stack.append(probe._open)
-                probe._open = self._index
-                probe._open_t = now
-                if probe._writer is not None:
-                    probe._writer.set_live(self._index, now, probe._step)
-            except Exception as exc:
-                probe._fail(exc)
-        return self
-
-    def __exit__(self, *_exc: object) -> bool:
-        probe = self._probe  # Probe._pop inlined
-        if probe._on:
-            try:
-                now = probe._clock()
-                if probe._open >= 0:
-                    probe._acc[probe._open] += now - probe._open_t
-                probe._open = probe._stack.pop() if probe._stack else NO_PHASE
-                probe._open_t = now
-            except Exception as exc:
-                probe._fail(exc)
-        return False
-
-
-class _NullContext:
-    """What ``phase()`` returns once the probe is off."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> _NullContext:
-        return self
-
-    def __exit__(self, *_exc: object) -> bool:
-        return False
-
-
-_NULL_CONTEXT = _NullContext()
 
 
 class Probe:
@@ -125,8 +69,8 @@ class Probe:
         self._clock = clock
         self._names = list(STANDARD_PHASES)
         self._slots = {phase: i for i, phase in enumerate(self._names)}
-        self._contexts: dict[str, _PhaseContext] = {}
-        self._acc = [0] * MAX_PHASES
+        self._contexts: dict[str, PhaseContext] = {}
+        self._acc = [0] * len(STANDARD_PHASES)  # one slot per phase name, passed as is
         self._open = NO_PHASE
         self._open_t = 0
         self._stack: list[int] = []
@@ -134,6 +78,8 @@ class Probe:
         self._samples = 0
         self._step = 0
         self._writer: Writer | None = None
+        self._set_live: Callable[[int, int], None] = _no_live
+        self._n_slots = len(STANDARD_PHASES)
         self._on = True
         self._auto = False  # set by the zero-code hooks; explicit API calls clear it
         for phase in phases:
@@ -148,19 +94,19 @@ class Probe:
     def phase_names(self) -> tuple[str, ...]:
         return tuple(self._names)
 
-    def phase(self, name: str) -> _PhaseContext | _NullContext:
+    def phase(self, name: str) -> PhaseContext | NullContext:
         """Context manager timing one phase; nested phases pause the outer one."""
         self._auto = False
         context = self._contexts.get(name)
         if context is not None:
             return context
         if not self._on:
-            return _NULL_CONTEXT
+            return NULL_CONTEXT
         try:
-            context = self._contexts[name] = _PhaseContext(self, self._slot(str(name)))
+            context = self._contexts[name] = PhaseContext(self, self._slot(str(name)))
         except Exception as exc:
             self._fail(exc)
-            return _NULL_CONTEXT
+            return NULL_CONTEXT
         return context
 
     def loader(self, loader: Iterable[Any]) -> Iterable[Any]:
@@ -171,11 +117,16 @@ class Probe:
     def step(self, samples: int | None = None, tokens: int = 0) -> None:
         """Close the current step and write its record (samples default to the loader's count)."""
         self._auto = False
-        self._end_step(samples, tokens)
+        if self._on:
+            try:
+                self._write(self._clock(), samples, tokens)
+            except Exception as exc:
+                self._fail(exc)
 
     def close(self) -> None:
         """Stop recording and release the segment (the ring marks it closed)."""
         writer, self._writer, self._on = self._writer, None, False
+        self._set_live = _no_live
         if writer is not None:
             try:
                 writer.close()
@@ -192,26 +143,10 @@ class Probe:
         if self._writer is not None or len(self._names) >= MAX_PHASES:
             return OTHER
         self._names.append(name)
-        self._slots[name] = len(self._names) - 1
-        return len(self._names) - 1
-
-    def _push(self, index: int, now: int) -> None:
-        """Open phase ``index``, pausing the one already open."""
-        if self._open >= 0:
-            self._acc[self._open] += now - self._open_t
-        elif not self._t_start:
-            self._t_start = now
-        self._stack.append(self._open)
-        self._open, self._open_t = index, now
-        if self._writer is not None:
-            self._writer.set_live(index, now, self._step)
-
-    def _pop(self, now: int) -> None:
-        """Close the open phase and resume the one it paused."""
-        if self._open >= 0:
-            self._acc[self._open] += now - self._open_t
-        self._open = self._stack.pop() if self._stack else NO_PHASE
-        self._open_t = now
+        self._acc.append(0)
+        self._n_slots = len(self._names)
+        self._slots[name] = self._n_slots - 1
+        return self._n_slots - 1
 
     def _switch(self, index: int) -> None:
         """Close whatever is open and open ``index`` (NO_PHASE: nothing); used by the hooks."""
@@ -224,14 +159,23 @@ class Probe:
             elif not self._t_start:
                 self._t_start = now
             self._open, self._open_t = index, now
+            if index >= 0:
+                self._set_live(index, now)
         except Exception as exc:
             self._fail(exc)
 
     def _wait_begin(self) -> None:
-        """The training loop asks for the next batch."""
+        """The training loop asks for the next batch: open the data phase, pausing any other."""
         if self._on:
             try:
-                self._push(DATA, self._clock())
+                now = self._clock()
+                if self._open >= 0:
+                    self._acc[self._open] += now - self._open_t
+                elif not self._t_start:
+                    self._t_start = now
+                self._stack.append(self._open)
+                self._open, self._open_t = DATA, now
+                self._set_live(DATA, now)
             except Exception as exc:
                 self._fail(exc)
 
@@ -240,7 +184,11 @@ class Probe:
         if not self._on:
             return
         try:
-            self._pop(self._clock())
+            now = self._clock()
+            if self._open >= 0:
+                self._acc[self._open] += now - self._open_t
+            self._open = self._stack.pop() if self._stack else NO_PHASE
+            self._open_t = now
             size = infer_batch_size(batch)
             self._samples += size if size is not None else (fallback_size or 0)
         except Exception as exc:
@@ -255,35 +203,34 @@ class Probe:
             self._fail(exc)
 
     def _write(self, now: int, samples: int | None, tokens: int) -> None:
+        """Close the step at ``now``: one record, then reset the accumulators in place."""
         start = self._t_start or now
-        phases = self._phase_durations(now, start)
-        writer = self._writer
-        if writer is None:  # creating the segment takes ms: keep it out of the next step
-            writer = self._create_writer()
-            now = self._clock()
-        gpu_ns = gpu_lag = mem = flags = 0
-        if self._extras is not None:
-            gpu_ns, gpu_lag, mem, flags = self._extras.at_step(self._step, now)
-        elif self._extras_factory is not None and not self._step & 63:
-            self._extras = self._extras_factory()
-        count = self._samples if samples is None else samples
-        writer.record(self._step, start, phases, count, gpu_ns, gpu_lag, mem, flags, tokens)
-        self._acc = [0] * MAX_PHASES
-        self._t_start = self._open_t = now
-        self._samples = 0
-        self._step += 1
-
-    def _phase_durations(self, now: int, start: int) -> list[int]:
-        """This step's time per slot; time in no phase at all is "other"."""
         acc = self._acc
         if self._open >= 0:
             acc[self._open] += now - self._open_t
-        phases = acc[: len(self._names)]
-        phases[OTHER] += max(0, now - start - sum(phases))
-        return phases
+        gap = now - start - sum(acc)
+        if gap > 0:  # time in no phase at all is "other"
+            acc[OTHER] += gap
+        writer, step = self._writer, self._step
+        if writer is None:  # creating the segment takes ms: keep it out of the next step
+            writer = self._create_writer()
+            now = self._clock()
+        count = self._samples if samples is None else samples
+        if self._extras is None:
+            writer.record(step, start, acc, count, 0, 0, 0, 0, tokens)
+            if not step & 63 and self._extras_factory is not None:
+                self._extras = self._extras_factory()
+        else:
+            gpu_ns, gpu_lag, mem, flags = self._extras.at_step(step, now)
+            writer.record(step, start, acc, count, gpu_ns, gpu_lag, mem, flags, tokens)
+        self._acc = [0] * self._n_slots  # the writer has copied acc: a fresh list is cheapest
+        self._t_start = self._open_t = now
+        self._samples = 0
+        self._step = step + 1
 
     def _create_writer(self) -> Writer:
         self._writer = self._writer_factory(tuple(self._names))
+        self._set_live = self._writer.set_live
         return self._writer
 
     def _fail(self, exc: BaseException) -> None:
@@ -297,6 +244,11 @@ class Probe:
         """After fork: the child must neither write nor close the parent's segment."""
         self._on = False
         self._writer = None
+        self._set_live = _no_live
+
+
+def _no_live(_phase_index: int, _start_ns: int) -> None:
+    """``set_live`` until the segment exists (and after close): there is nowhere to publish."""
 
 
 def _warn(message: str) -> None:

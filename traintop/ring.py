@@ -10,49 +10,35 @@ from __future__ import annotations
 
 import atexit
 import fcntl
-import math
 import mmap
-import operator
 import os
-import struct
 import sys
 import time
-import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from traintop import ring_paths
 from traintop.ring_format import (
-    DROPPED_WORD,
     FLAG_CKPT,
     FLAG_CLAMPED,
     FLAG_CRC,
     FLAG_EVAL,
     FLAG_GPU_VALID,
     FLAG_MEM_VALID,
-    HEAD_WORD,
-    HEADER_SIZE,
     HEARTBEAT_WORD,
-    LIVE_START_MASK,
-    LIVE_STEP_WORD,
-    LIVE_WORD,
-    MAX_PHASES,
     MEM_CUDA_ALLOCATED,
     MEM_CUDA_RESERVED,
     MEM_NONE,
     MEM_RSS,
-    RECORD,
-    RECORD_CRC_OFFSET,
-    RECORD_SIZE,
     STATE_CLOSED,
     STATE_WORD,
     default_crc,
     header_fields,
-    record_crc,
     segment_size,
     stat_ino,
     write_header,
 )
+from traintop.ring_record import make_recorder
 
 __all__ = [
     "FLAG_CKPT",
@@ -68,32 +54,16 @@ __all__ = [
     "RingWriter",
 ]
 
-_U16, _U32, _U64 = (0, 0xFFFF), (0, 0xFFFFFFFF), (0, (1 << 64) - 1)
-_I64 = (-(1 << 63), (1 << 63) - 1)
-_RECORD_RANGES = (_I64, _U64, *([_U64] * 8), _U32, _U16, _U16, _U64, _U64, _U32)
-_FLAGS_INDEX = 11  # position of flags in the record values after seq
-
 
 def _noop(*_args: object, **_kwargs: object) -> None:
     """Stands in for record()/set_live() when the writer is disabled, closed or forked."""
 
 
-def _clamp(value: object, bounds: tuple[int, int]) -> tuple[int, bool]:
-    """Integer value within ``bounds`` and whether it had to be changed; raises on non-numbers."""
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError("not a finite number")
-        value = int(value)
-    number = operator.index(value)  # type: ignore[arg-type]
-    low, high = bounds
-    fitted = min(max(number, low), high)
-    return fitted, fitted != number
-
-
 class RingWriter:
     """Appends one 128-byte record per training step to this process's segment.
 
-    One writer per process (and per thread): the write cursor lives in this object.
+    One writer per process (and per thread): the write cursor lives in its ``record`` closure
+    (traintop.ring_record), which is what the training loop calls.
     """
 
     def __init__(self, path: Path | None = None) -> None:
@@ -101,8 +71,7 @@ class RingWriter:
         self.record = _noop
         self.set_live = _noop
         self._owner_pid = os.getpid()
-        self._n = 0
-        self._dropped = 0
+        self._dropped: Callable[[], int] = lambda: 0
         self._mm: mmap.mmap | None = None
         self._q: memoryview | None = None
         self._lock_fd = -1
@@ -170,12 +139,10 @@ class RingWriter:
     def _attach(self, new: ring_paths.NewSegmentFile, header: dict) -> None:
         self._mm, self._lock_fd, self._ino = new.mm, new.lock_fd, new.ino
         self._q = memoryview(new.mm).cast("Q")
-        self._mask = header["capacity"] - 1
-        self._pad = (0,) * (MAX_PHASES - len(header["phases"]))
-        self._pack = RECORD.pack_into
-        self._scratch = bytearray(RECORD_SIZE)
-        self.record = self._record_crc if header["crc"] else self._record_plain
-        self.set_live = self._set_live
+        recorder = make_recorder(
+            new.mm, self._q, header["capacity"], len(header["phases"]), header["crc"]
+        )
+        self.record, self.set_live, self._dropped = recorder
         _WRITERS.add(self)
         _register_exit_hooks()
 
@@ -187,98 +154,7 @@ class RingWriter:
     @property
     def dropped(self) -> int:
         """Records refused because their values could not be stored at all."""
-        return self._dropped
-
-    def _record_plain(
-        self,
-        step: int,
-        t_start_ns: int,
-        phase_ns: Sequence[int],
-        samples: int,
-        gpu_ns: int = 0,
-        gpu_lag: int = 0,
-        mem_bytes: int = 0,
-        flags: int = 0,
-        tokens: int = 0,
-    ) -> None:
-        """Hot path (x86): one pack_into for the record, then one 8-byte store publishes it."""
-        n = self._n
-        try:
-            self._pack(
-                self._mm, HEADER_SIZE + (n & self._mask) * RECORD_SIZE, n + 1, step, t_start_ns,
-                *phase_ns, *self._pad, samples, flags, gpu_lag, gpu_ns, mem_bytes, tokens, 0, n + 1,
-            )  # fmt: skip
-        except Exception:
-            self._record_checked(step, t_start_ns, phase_ns, samples, flags, gpu_lag, gpu_ns,
-                                 mem_bytes, tokens)  # fmt: skip
-            return
-        self._n = n + 1
-        q = self._q
-        q[HEAD_WORD] = n + 1
-        q[HEARTBEAT_WORD] = t_start_ns
-
-    def _record_crc(
-        self,
-        step: int,
-        t_start_ns: int,
-        phase_ns: Sequence[int],
-        samples: int,
-        gpu_ns: int = 0,
-        gpu_lag: int = 0,
-        mem_bytes: int = 0,
-        flags: int = 0,
-        tokens: int = 0,
-    ) -> None:
-        """Hot path (weak memory): readers accept the record only if its crc matches."""
-        try:
-            values = (step, t_start_ns, *phase_ns, *self._pad, samples, flags, gpu_lag, gpu_ns,
-                      mem_bytes, tokens)  # fmt: skip
-            self._store(values)
-        except Exception:
-            self._record_checked(step, t_start_ns, phase_ns, samples, flags, gpu_lag, gpu_ns,
-                                 mem_bytes, tokens)  # fmt: skip
-
-    def _record_checked(self, step, t_start_ns, phase_ns, samples, flags, gpu_lag, gpu_ns,
-                        mem_bytes, tokens) -> None:  # fmt: skip
-        """Slow path for values the fast pack refused: clamp what is numeric, drop the rest."""
-        try:
-            phases = tuple(phase_ns)
-            if len(phases) + len(self._pad) != MAX_PHASES:
-                raise ValueError("wrong number of phases")
-            raw = (step, t_start_ns, *phases, *self._pad, samples, flags, gpu_lag, gpu_ns,
-                   mem_bytes, tokens)  # fmt: skip
-            fitted = [_clamp(v, bounds) for v, bounds in zip(raw, _RECORD_RANGES, strict=True)]
-            values = [value for value, _ in fitted]
-            if any(changed for _, changed in fitted):
-                values[_FLAGS_INDEX] |= FLAG_CLAMPED
-            self._store(tuple(values))
-        except Exception:
-            self._dropped += 1
-            if self._q is not None:
-                self._q[DROPPED_WORD] = self._dropped
-
-    def _store(self, values: tuple) -> None:
-        """Write and publish one record from already validated values (crc'd when enabled)."""
-        n = self._n
-        offset = HEADER_SIZE + (n & self._mask) * RECORD_SIZE
-        if self.record == self._record_crc:
-            scratch = self._scratch
-            RECORD.pack_into(scratch, 0, n + 1, *values, 0, n + 1)
-            struct.pack_into("<I", scratch, RECORD_CRC_OFFSET, record_crc(scratch))
-            self._mm[offset : offset + RECORD_SIZE] = scratch
-        else:
-            RECORD.pack_into(self._mm, offset, n + 1, *values, 0, n + 1)
-        self._n = n + 1
-        self._q[HEAD_WORD] = n + 1
-        self._q[HEARTBEAT_WORD] = values[1]
-
-    def _set_live(self, phase_index: int, start_ns: int, step: int) -> None:
-        """Publish "now in phase X since T" so the monitor can name a phase that hangs."""
-        try:
-            self._q[LIVE_WORD] = (phase_index << 56) | ((start_ns // 1000) & LIVE_START_MASK)
-            self._q[LIVE_STEP_WORD] = step & _U64[1]
-        except Exception:
-            return
+        return self._dropped()
 
     def close(self, unlink: bool = False) -> None:
         """Mark the segment CLOSED and release it; only the creating process may do this.
@@ -318,7 +194,9 @@ def _warn(message: str) -> None:
     print(f"traintop: {message}", file=sys.stderr, flush=True)
 
 
-_WRITERS: weakref.WeakSet[RingWriter] = weakref.WeakSet()
+# Strong references: a writer the program dropped without close() must still be closed at exit
+# (a weak set would lose it, and its segment would read "crashed" after a clean exit).
+_WRITERS: set[RingWriter] = set()
 _HOOKS_PID = 0
 
 

@@ -8,6 +8,7 @@ all panels repaint in a single frame.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,8 @@ from textual.widgets import Footer, Static
 from collectors.snapshot import Snapshot
 from tui.screens.help import HelpScreen
 from tui.source import SnapshotSource, next_interval
+from tui.verdict_runner import VerdictReady
+from tui.verdict_view import VerdictView
 from tui.widgets.cpu import CpuPanel
 from tui.widgets.dataloader import DataLoaderPanel
 from tui.widgets.disk import DiskPanel
@@ -31,9 +34,10 @@ from tui.widgets.header import HeaderBar
 from tui.widgets.memory import MemoryPanel
 from tui.widgets.network import NetworkPanel
 from tui.widgets.panel import Panel
-from tui.widgets.processes import ProcessTable
+from tui.widgets.process_table import ProcessTable
 from tui.widgets.status import StatusLine
 from tui.widgets.training import TrainingPanel
+from tui.widgets.verdict import VerdictBanner
 
 _STYLES = Path(__file__).parent / "styles"
 MIN_SIZE = (60, 16)
@@ -66,7 +70,14 @@ class TraintopApp(App[None]):
     """htop for training: GPUs, CPU, memory, disks, network, processes and attached jobs."""
 
     TITLE = "traintop"
-    CSS_PATH: ClassVar[list[Path]] = [_STYLES / "app.tcss", _STYLES / "training.tcss"]
+    CSS_PATH: ClassVar[list[Path]] = [
+        _STYLES / "app.tcss",
+        _STYLES / "training.tcss",
+        _STYLES / "verdict.tcss",
+    ]
+    # Focus the panels, not the first focusable widget in DOM order (the verdict banner):
+    # the process table, so its keys (s, K, arrows, PgUp/PgDn) work at once, as in htop.
+    AUTO_FOCUS = "#processes"
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [
         (0, "-tiny"),
         (MIN_SIZE[0], "-narrow"),
@@ -84,14 +95,17 @@ class TraintopApp(App[None]):
         Binding("plus", "change_interval(1)", "Slower", key_display="+"),
         Binding("minus", "change_interval(-1)", "Faster", key_display="-"),
         Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("d", "details", "Details"),
         *(
             Binding(key, f"toggle_panel('{panel}')", label, show=key <= "6")
             for key, (panel, label) in PANEL_KEYS.items()
         ),
     ]
 
-    snapshot: reactive[Snapshot | None] = reactive(None, init=False)
-    paused: reactive[bool] = reactive(False, init=False)
+    # repaint=False: the panels repaint what changed; a repaint here would redraw the whole
+    # screen every tick (a full-screen compositor pass and terminal write).
+    snapshot: reactive[Snapshot | None] = reactive(None, init=False, repaint=False)
+    paused: reactive[bool] = reactive(False, init=False, repaint=False)
 
     def __init__(
         self,
@@ -107,9 +121,11 @@ class TraintopApp(App[None]):
         self._hostname = hostname
         self._focus_job = focus_job
         self._latest: Snapshot | None = None
+        self.verdicts = VerdictView(self, job_pid=focus_job)
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(self._clock, self._hostname, id="header")
+        yield VerdictBanner(id="verdict")
         with Center(id="too-small"):
             yield Static(TOO_SMALL, id="too-small-message")
         with VerticalScroll(id="main"):
@@ -129,10 +145,15 @@ class TraintopApp(App[None]):
 
     def on_mount(self) -> None:
         self._show_header()
+        self.verdicts.start()
         self.source.start(self._deliver)
+        # Startup objects (modules, CSS, widgets) live forever: freezing them keeps the
+        # collector's full passes from walking them again every few ticks (~20 % of UI time).
+        self.call_after_refresh(gc.freeze)
 
     def on_unmount(self) -> None:
         self.source.stop()
+        self.verdicts.stop()
 
     def _deliver(self, snapshot: Snapshot) -> None:
         """Runs on the sampler thread: hand over to the UI thread, nothing else."""
@@ -140,6 +161,7 @@ class TraintopApp(App[None]):
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
         self._latest = message.snapshot
+        self.verdicts.offer(message.snapshot)
         for panel in self.query(Panel):
             panel.record(message.snapshot)
         if not self.paused:
@@ -159,7 +181,12 @@ class TraintopApp(App[None]):
             self.query_one(DataLoaderPanel).update_jobs(snapshot.jobs)
         self.query_one(StatusLine).show(snapshot)
 
+    def on_verdict_ready(self, message: VerdictReady) -> None:
+        self.verdicts.receive(message.update, paused=self.paused)
+
     def watch_paused(self, paused: bool) -> None:
+        if not paused:
+            self.verdicts.resume()
         if not paused and self._latest is not None:
             with self.batch_update():
                 self.snapshot = self._latest
@@ -182,7 +209,11 @@ class TraintopApp(App[None]):
         self.query_one(f"#{panel_id}").toggle_class("-hidden")
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(list(self.BINDINGS)))
+        self.push_screen(HelpScreen([*self.BINDINGS, *ProcessTable.help_bindings()]))
+
+    def action_details(self) -> None:
+        """Open the verdict details: evidence, ranked remedies, other findings, history."""
+        self.verdicts.open_details()
 
 
 def build_app(

@@ -7,9 +7,12 @@ inside the handlers so that a subcommand only loads what it needs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
+from collections.abc import Iterator
 
 EXIT_NO_JOB = 1
 
@@ -21,6 +24,21 @@ def _collectors():
     return build_collectors(jobs=JobCollector())
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Let SIGTERM (`kill`, systemd, a job scheduler) take the Ctrl+C path.
+
+    Its default action kills Python mid-frame: the terminal stays in the alternate screen and
+    raw mode, and a demo job outlives the monitor.  As a KeyboardInterrupt, Textual restores
+    the terminal, our `finally` stops the sampler and the job, and `main` exits 0.
+    """
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _run_monitor(interval_s: float, focus_job: int | None = None, on_exit=None) -> int:
     from collectors.sampler import Sampler
     from tui.app import build_app
@@ -28,7 +46,8 @@ def _run_monitor(interval_s: float, focus_job: int | None = None, on_exit=None) 
     sampler = Sampler(_collectors(), interval_s=interval_s)
     app = build_app(sampler, focus_job=focus_job)
     try:
-        app.run()
+        with _sigterm_as_interrupt():
+            app.run()
     finally:
         sampler.stop()
         if on_exit is not None:

@@ -8,6 +8,7 @@ severity and fits the one-line banner into whatever width the terminal has.
 from __future__ import annotations
 
 from diagnosis.api import Finding, Verdict
+from tui.format import truncate
 
 LABELS: dict[str, str] = {
     "data_cpu": "DATA LOADING (CPU)",
@@ -68,11 +69,18 @@ def fmt_since(seconds: float | None) -> str:
     return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
-def evidence_line(finding: Finding) -> str:
-    """The evidence sentences joined for one line; the summary when there is no evidence."""
-    if not finding.evidence:
-        return finding.summary
-    return "; ".join(item.text for item in finding.evidence)
+def evidence_line(finding: Finding, width: int | None = None) -> str:
+    """The evidence sentences joined for one line (the summary when there is none), keeping
+    only whole sentences that fit in ``width`` cells; the first is cut if it alone is too long."""
+    texts = [item.text for item in finding.evidence] or [finding.summary]
+    if width is None:
+        return "; ".join(texts)
+    line = truncate(texts[0], width)
+    for text in texts[1:]:
+        if len(line) + 2 + len(text) > width:
+            break
+        line += "; " + text
+    return line
 
 
 def verdict_facts(verdict: Verdict) -> list[str]:
@@ -81,10 +89,3 @@ def verdict_facts(verdict: Verdict) -> list[str]:
     if primary.bottleneck == "unknown":
         return []
     return [f"conf {primary.confidence * 100:.0f} %", f"for {fmt_since(verdict.since_s)}"]
-
-
-def fit(text: str, width: int) -> str:
-    """Cut ``text`` to ``width`` cells with an ellipsis (an empty string for no room)."""
-    if width <= 0:
-        return ""
-    return text if len(text) <= width else text[: width - 1] + "…"

@@ -129,6 +129,16 @@ def kill_tree(proc: subprocess.Popen) -> None:
     psutil.wait_procs(descendants, timeout=5)
 
 
+def workload_processes() -> list[str]:
+    """``"pid cmdline"`` of every live process running one of the scenario workloads."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        cmdline = " ".join(proc.info["cmdline"] or ())
+        if str(WORKLOADS) in cmdline and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(f"{proc.info['pid']} {cmdline}")
+    return found
+
+
 def segment_pids(ring_dir: Path) -> dict[int, int]:
     """``{pid: rank}`` of every ring segment published in ``ring_dir``."""
     found: dict[int, int] = {}

@@ -1,22 +1,88 @@
-"""The base of every text panel: render from the latest snapshot, refresh only on change.
+"""The base of every text panel: lines built from the latest snapshot, repainted line by line.
 
-Panels are redrawn once per tick, so the cost that matters is Textual repainting them.  A panel
-builds its Content, compares it with what is on screen and refreshes only when it differs; it
-asks for a new layout only when its number of lines changes.
+Panels are rebuilt once per tick, so the cost that matters is Textual repainting them.  A panel
+keeps the ``Content`` and the rendered ``Strip`` of each line, compares the new lines with the old
+ones and marks only the lines that differ as dirty, so an unchanged line costs nothing, neither
+here nor in the compositor.  It asks for a new layout only when its number of lines changes.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.segment import Segment
 from textual.content import Content
-from textual.geometry import Size
+from textual.geometry import Region, Size
+from textual.strip import Strip
 from textual.widget import Widget
 
 from collectors.snapshot import Snapshot
 
 
-class Panel(Widget):
+class LineWidget(Widget):
+    """A widget drawn from a list of one-line ``Content`` through the Line API."""
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._lines: list[Content] = [Content("")]
+        self._strips: dict[int, Strip] = {}
+
+    @property
+    def lines(self) -> list[Content]:
+        """The lines on screen (for tests and for widgets stacking text)."""
+        return list(self._lines)
+
+    def render(self) -> Content:
+        """All lines as one Content, for tests and screenshots; drawing uses ``render_line``."""
+        return Content("\n").join(self._lines)
+
+    def set_lines(self, lines: list[Content]) -> None:
+        """Show ``lines``; repaint only those that changed, lay out only if the count changed."""
+        if len(lines) != len(self._lines):
+            self._lines, self._strips = lines, {}
+            self.refresh(layout=True)
+            return
+        width = self.content_size.width
+        for y, (new, old) in enumerate(zip(lines, self._lines, strict=True)):
+            if new.plain != old.plain or new.spans != old.spans:
+                self._strips.pop(y, None)
+                self.refresh(Region(0, y, width, 1))
+        self._lines = lines
+
+    def render_line(self, y: int) -> Strip:
+        strip = self._strips.get(y)
+        if strip is None:
+            line = self._lines[y] if y < len(self._lines) else Content("")
+            strip = self._strips[y] = self._to_strip(line, self.content_size.width)
+        return strip
+
+    def _to_strip(self, line: Content, width: int) -> Strip:
+        """One line to one strip, cropped or padded to ``width``.
+
+        A direct ``Content.render``: ``Visual.to_strips`` would also wrap and align, which one
+        pre-cut line never needs (it was 40 % of a tick).  Offsets go into the styles as there,
+        so mouse text selection keeps working.
+        """
+        style = self.visual_style
+        segments, x = [], 0
+        for text, part in line.render(style, end="", parse_style=self._get_style):
+            segments.append(Segment(text, (style + part).rich_style_with_offset(x, 0)))
+            x += len(text)
+        return Strip(segments).crop_extend(0, width, style.rich_style)
+
+    def notify_style_update(self) -> None:
+        """A theme or CSS change restyles every line: drop the rendered strips."""
+        super().notify_style_update()
+        self._strips = {}
+
+    def on_resize(self) -> None:
+        self._strips = {}
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._lines)
+
+
+class Panel(LineWidget):
     """A bordered panel whose title shows its toggle key ("1 GPU")."""
 
     KEY: ClassVar[str] = ""
@@ -26,13 +92,13 @@ class Panel(Widget):
         super().__init__(id=id, classes="panel")
         self.border_title = f"{self.KEY} {self.TITLE}"
         self._snapshot: Snapshot | None = None
-        self._content = Content("waiting for the first sample…")
+        self._lines = [Content("waiting for the first sample…")]
 
     def record(self, snapshot: Snapshot) -> None:
         """Keep history from every snapshot, also while the display is paused."""
 
     def show(self, snapshot: Snapshot) -> None:
-        """Display ``snapshot``; repaints only if the text or its line count changed."""
+        """Display ``snapshot``; repaints only the lines whose text or style changed."""
         self._snapshot = snapshot
         self._rebuild(self.content_size.width)
 
@@ -40,10 +106,8 @@ class Panel(Widget):
         """The panel's text for ``snapshot`` at ``width`` cells; subclasses implement it."""
         raise NotImplementedError
 
-    def render(self) -> Content:
-        return self._content
-
     def on_resize(self) -> None:
+        super().on_resize()
         self._rebuild(self.content_size.width)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
@@ -54,9 +118,4 @@ class Panel(Widget):
     def _rebuild(self, width: int) -> None:
         if self._snapshot is None or width <= 0:
             return
-        content = self.build(self._snapshot, width)
-        if content == self._content and content.spans == self._content.spans:
-            return
-        grew = content.plain.count("\n") != self._content.plain.count("\n")
-        self._content = content
-        self.refresh(layout=grew)
+        self.set_lines(self.build(self._snapshot, width).split("\n", allow_blank=True))

@@ -1,117 +1,196 @@
-"""The process table (key 6): rows keyed by pid and updated cell by cell, never rebuilt.
+"""What the process table (key 6) shows: which rows, in which order, in which columns.
 
-DataTable repaints every visible row whenever any cell changes, so the table writes only cells
-whose text differs from what it wrote last tick and re-sorts only when the order changed.
-DataLoader workers sit indented under their trainer, whatever their own CPU use.
+Pure functions over ``ProcessSnapshot`` rows, so ordering, the tree of a trainer and its
+DataLoader workers, the columns that fit a width and the text of each row are tested without a
+terminal.  ``tui/widgets/process_table.py`` draws the result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from rich.text import Text
-from textual.widgets import DataTable
+from textual.content import Content
 
 from collectors.snapshot import ProcessSnapshot
-from tui.format import NA, fmt_bytes, fmt_pct, fmt_rate
+from tui.format import NA, level_style, truncate
+
+KTHREADD_PID = 2
+"""Linux starts every kernel thread from kthreadd (pid 2); htop hides them the same way."""
+
+SORT_ORDER = ("cpu", "mem", "gpu", "io", "pid")
+"""The sort columns ``s`` cycles through, the default first."""
+
+_SORT_KEYS: dict[str, Callable[[ProcessSnapshot], float]] = {
+    "cpu": lambda p: -1.0 if p.cpu_pct is None else -p.cpu_pct,
+    "mem": lambda p: -float(p.rss_bytes or 0),
+    "gpu": lambda p: -float(p.gpu_mem_bytes or 0),
+    "io": lambda p: -((p.read_bytes_per_s or 0.0) + (p.write_bytes_per_s or 0.0)),
+    "pid": lambda p: 0.0,
+}
+_INTERPRETER = re.compile(r"^(python|pypy|node|ruby|perl|php|java|bash|sh)[0-9.]*$")
+MIN_COMMAND_WIDTH = 40
+"""Room the command keeps before the optional I/O columns are dropped."""
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One table column: ``sort`` is the sort mode it shows an arrow for."""
+
+    key: str
+    label: str
+    width: int
+    sort: str | None = None
+    optional: bool = False
+
 
 COLUMNS = (
-    ("pid", "PID", 8),
-    ("user", "USER", 9),
-    ("cpu", "CPU%", 6),
-    ("rss", "RSS", 10),
-    ("read", "READ/s", 10),
-    ("write", "WRITE/s", 10),
-    ("gpu", "GPU MEM", 10),
-    ("command", "COMMAND", 160),
+    Column("pid", "PID", 5, "pid"),
+    Column("user", "USER", 8),
+    Column("cpu", "CPU%", 6, "cpu"),
+    Column("rss", "RSS", 6, "mem"),
+    Column("read", "READ/s", 7, "io", optional=True),
+    Column("write", "WRITE/s", 8, "io", optional=True),
+    Column("gpu", "GPU MEM", 8, "gpu"),
 )
-WORKER_PREFIX = "└ "
 
 
-class ProcessTable(DataTable):
-    """Processes sorted by CPU, each trainer followed by its DataLoader workers."""
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A process in display order with its tree prefix ("├─ " for a DataLoader worker)."""
 
-    KEY = "6"
-    TITLE = "Processes"
-
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, classes="panel", cursor_type="row", zebra_stripes=False)
-        self.border_title = f"{self.KEY} {self.TITLE}"
-        self._cells: dict[int, tuple[str, ...]] = {}
-        self._order: list[int] = []
-
-    def on_mount(self) -> None:
-        for key, label, width in COLUMNS:
-            self.add_column(label, key=key, width=width)
-
-    def show_processes(self, processes: Sequence[ProcessSnapshot]) -> None:
-        """Bring the table to ``processes``: add, update or remove rows by pid."""
-        ordered = display_order(processes)
-        wanted = {proc.pid: row_cells(proc, indented) for proc, indented in ordered}
-        for pid in [pid for pid in self._cells if pid not in wanted]:
-            self.remove_row(str(pid))
-            del self._cells[pid]
-        for pid, cells in wanted.items():
-            self._write_row(pid, cells)
-        order = [proc.pid for proc, _ in ordered]
-        if order != self._order:
-            rank = {str(pid): i for i, pid in enumerate(order)}
-            self.sort("pid", key=lambda cell: rank[cell.plain.strip()])
-            self._order = order
-
-    def _write_row(self, pid: int, cells: tuple[str, ...]) -> None:
-        old = self._cells.get(pid)
-        if old is None:
-            self.add_row(
-                *(_cell(key, text) for key, text in zip(_KEYS, cells, strict=True)), key=str(pid)
-            )
-        else:
-            for key, text, before in zip(_KEYS, cells, old, strict=True):
-                if text != before:
-                    self.update_cell(str(pid), key, _cell(key, text))
-        self._cells[pid] = cells
+    proc: ProcessSnapshot
+    prefix: str = ""
 
 
-_KEYS = tuple(key for key, _, _ in COLUMNS)
-_LEFT = {"user", "command"}
+def is_kernel_thread(proc: ProcessSnapshot) -> bool:
+    """kthreadd and its children, which an htop user hides with ``K``."""
+    return proc.pid == KTHREADD_PID or proc.ppid == KTHREADD_PID
 
 
-def _cell(key: str, text: str) -> Text:
-    return Text(text, justify="left" if key in _LEFT else "right", no_wrap=True)
+def display_rows(
+    processes: Sequence[ProcessSnapshot], sort: str = "cpu", show_kernel: bool = False
+) -> list[Row]:
+    """Processes sorted by ``sort``; every trainer directly followed by its worker tree."""
+    shown = [p for p in processes if show_kernel or not is_kernel_thread(p)]
+    pids = {p.pid for p in shown}
+    children: dict[int | None, list[ProcessSnapshot]] = {}
+    for proc in shown:
+        parent = proc.group_pid if proc.group_pid in pids and proc.group_pid != proc.pid else None
+        children.setdefault(parent, []).append(proc)
+    key = _SORT_KEYS[sort]
+    rows: list[Row] = []
+    _walk(children, None, lambda p: (key(p), p.pid), "", rows)
+    return rows
 
 
-def display_order(processes: Sequence[ProcessSnapshot]) -> list[tuple[ProcessSnapshot, bool]]:
-    """Top-level processes by CPU (highest first); workers follow their trainer, indented."""
-    pids = {proc.pid for proc in processes}
-    workers: dict[int, list[ProcessSnapshot]] = {}
-    leaders = []
-    for proc in processes:
-        group = proc.group_pid
-        if group is not None and group != proc.pid and group in pids:
-            workers.setdefault(group, []).append(proc)
-        else:
-            leaders.append(proc)
-    ordered: list[tuple[ProcessSnapshot, bool]] = []
-    for leader in sorted(leaders, key=_cpu_key):
-        ordered.append((leader, False))
-        ordered += [(w, True) for w in sorted(workers.get(leader.pid, ()), key=lambda p: p.pid)]
-    return ordered
+def _walk(children, parent, order, indent: str, rows: list[Row]) -> None:
+    """Depth-first over the group tree, siblings in sort order, drawing tree branches."""
+    kids = sorted(children.get(parent, ()), key=order)
+    for i, proc in enumerate(kids):
+        last = i == len(kids) - 1
+        branch = "" if parent is None else indent + ("└─ " if last else "├─ ")
+        rows.append(Row(proc, branch))
+        deeper = "" if parent is None else indent + ("   " if last else "│  ")
+        _walk(children, proc.pid, order, deeper, rows)
 
 
-def _cpu_key(proc: ProcessSnapshot) -> tuple[float, int]:
-    return (-(proc.cpu_pct or 0.0), proc.pid)
+def plan_columns(width: int, rows: Sequence[Row]) -> tuple[Column, ...]:
+    """Columns that fit ``width``, PID and USER sized to the rows; COMMAND takes the rest."""
+    pid_width = max([5, *(len(str(row.proc.pid)) for row in rows)])
+    user_width = min(8, max([4, *(len(row.proc.user or NA) for row in rows)]))
+    sized = [
+        Column(c.key, c.label, pid_width if c.key == "pid" else user_width, c.sort)
+        if c.key in ("pid", "user")
+        else c
+        for c in COLUMNS
+    ]
+    wide = sum(c.width + 1 for c in sized) + MIN_COMMAND_WIDTH <= width
+    return tuple(c for c in sized if wide or not c.optional)
 
 
-def row_cells(proc: ProcessSnapshot, indented: bool) -> tuple[str, ...]:
-    """The text of each column; the command shows the full cmdline, falling back to the name."""
-    command = proc.cmdline or proc.name
-    return (
-        str(proc.pid),
-        proc.user or NA,
-        fmt_pct(proc.cpu_pct, 1),
-        fmt_bytes(proc.rss_bytes),
-        fmt_rate(proc.read_bytes_per_s),
-        fmt_rate(proc.write_bytes_per_s),
-        "" if proc.gpu_mem_bytes is None else fmt_bytes(proc.gpu_mem_bytes),
-        (WORKER_PREFIX if indented else "") + command,
-    )
+def header(columns: Sequence[Column], sort: str, width: int) -> Content:
+    """Column labels; the sorted column carries a ▼ (▲ for PID, which sorts ascending)."""
+    cells = []
+    for column in columns:
+        arrow = ("▲" if sort == "pid" else "▼") if column.sort == sort else ""
+        label = column.label + arrow
+        cells.append(
+            label.ljust(column.width) if column.key == "user" else label.rjust(column.width)
+        )
+    text = " ".join([*cells, "COMMAND"])
+    return Content.styled(text[:width].ljust(width), "bold reverse")
+
+
+def row_content(row: Row, columns: Sequence[Column], width: int, selected: bool) -> Content:
+    """One process as a line of ``width`` cells; the selected line is drawn in reverse."""
+    proc = row.proc
+    cells = [_cell(proc, column) for column in columns]
+    head = " ".join(cells) + " "
+    command = row.prefix + short_command(proc.cmdline, proc.name)
+    text = (head + truncate(command, width - len(head))).ljust(width)
+    if selected:
+        return Content.styled(text, "bold reverse")
+    content = Content(text)
+    if proc.cpu_pct is not None:
+        start = _cpu_start(columns)
+        content = content.stylize(level_style(proc.cpu_pct, 90, 99), start, start + len(cells[2]))
+    if row.prefix:
+        content = content.stylize("dim", len(head), len(head) + len(row.prefix))
+    return content.stylize("dim") if is_kernel_thread(proc) else content
+
+
+def _cpu_start(columns: Sequence[Column]) -> int:
+    return sum(c.width + 1 for c in columns[:2])
+
+
+def _cell(proc: ProcessSnapshot, column: Column) -> str:
+    text = {
+        "pid": lambda: str(proc.pid),
+        "user": lambda: truncate(proc.user or NA, column.width),
+        "cpu": lambda: NA if proc.cpu_pct is None else f"{proc.cpu_pct:.1f}",
+        "rss": lambda: compact_bytes(proc.rss_bytes),
+        "read": lambda: compact_rate(proc.read_bytes_per_s),
+        "write": lambda: compact_rate(proc.write_bytes_per_s),
+        "gpu": lambda: "" if proc.gpu_mem_bytes is None else compact_bytes(proc.gpu_mem_bytes),
+    }[column.key]()
+    return text.ljust(column.width) if column.key == "user" else text.rjust(column.width)
+
+
+def short_command(cmdline: str, name: str) -> str:
+    """The program name plus its arguments: "/opt/py/bin/python3.11 train.py" -> "python train.py".
+
+    Only a path in front is cut (a kernel thread's "[kworker/0:1]" keeps its slash), and an
+    interpreter loses its version suffix, which every row would otherwise repeat.
+    """
+    if not cmdline:
+        return name
+    program, _, args = cmdline.partition(" ")
+    if program.startswith(("/", "./", "../")):
+        program = os.path.basename(program)
+    if match := _INTERPRETER.match(program):
+        program = match.group(1)
+    return f"{program} {args}" if args else program
+
+
+def compact_bytes(value: float | None) -> str:
+    """htop-style sizes that fit six cells: 780K, 9.2M, 512M, 24.0G."""
+    return NA if value is None else _scaled(value / 1024, 1024)
+
+
+def compact_rate(value: float | None) -> str:
+    """Decimal bytes/s in seven cells: 0, 950, 180K, 2.0M, 118M."""
+    if value is None:
+        return NA
+    return f"{value:.0f}" if value < 1000 else _scaled(value / 1000, 1000)
+
+
+def _scaled(size: float, base: float) -> str:
+    """``size`` in kilo-units, stepped up until it is under 1000: one decimal below 10."""
+    for unit in "KMGTP":
+        if size < 1000 or unit == "P":
+            return f"{size:.1f}{unit}" if size < 10 else f"{size:.0f}{unit}"
+        size /= base
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,158 @@
+"""The part of psutil's process API that ``ProcessCollector`` uses, read straight from /proc.
+
+Why not psutil itself: ``process_iter()`` plus ``cpu_times()``, ``ppid()``, ``memory_info()`` and
+``num_threads()`` cost psutil several reads of ``/proc/<pid>/stat`` and a pid-reuse check per
+process (3.9 ms per tick at 115 processes, 11.5 ms at 412), while all of those numbers sit in
+that one file.  Here each process costs one read of ``stat`` per tick, plus ``io`` for the
+rows that show I/O; name, argv and owner are read once per process by the collector's cache.
+Errors are psutil's own exception types, so the collector treats both sources alike.  Use
+``available()`` to decide: other platforms (and a /proc without stat files) keep psutil.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import psutil
+
+NoSuchProcess = psutil.NoSuchProcess
+ZombieProcess = psutil.ZombieProcess
+AccessDenied = psutil.AccessDenied
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_PROC = "/proc"
+KTHREADD_PID = 2
+"""The parent of every kernel thread."""
+
+
+class CpuTimes(NamedTuple):
+    user: float
+    system: float
+
+
+class MemoryInfo(NamedTuple):
+    rss: int
+    vms: int
+
+
+class IoCounters(NamedTuple):
+    read_count: int
+    write_count: int
+    read_bytes: int
+    write_bytes: int
+
+
+_NO_IO = IoCounters(0, 0, 0, 0)
+
+
+def available(proc_root: str = _PROC) -> bool:
+    """Whether this system has a Linux-style /proc with per-process stat files."""
+    return os.path.exists(os.path.join(proc_root, "self", "stat"))
+
+
+def process_iter(proc_root: str = _PROC) -> Iterator[ProcfsProcess]:
+    """Every process whose stat file could be read right now, in pid order of /proc."""
+    for entry in os.listdir(proc_root):
+        if entry.isdigit():
+            with contextlib.suppress(NoSuchProcess, AccessDenied):
+                yield ProcfsProcess(int(entry), proc_root)
+
+
+def _read(path: str, pid: int) -> bytes:
+    """One whole file of a process; a vanished process raises NoSuchProcess, EACCES AccessDenied.
+
+    Raw ``os.open``/``os.read`` rather than ``open()``: no file object per read, 25 % cheaper.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            chunks = [os.read(fd, 4096)]
+            while len(chunks[-1]) == 4096:
+                chunks.append(os.read(fd, 4096))
+        finally:
+            os.close(fd)
+    except (FileNotFoundError, ProcessLookupError) as exc:
+        raise NoSuchProcess(pid) from exc
+    except PermissionError as exc:  # io is checked at read time (ptrace access), not at open
+        raise AccessDenied(pid) from exc
+    return b"".join(chunks)
+
+
+class ProcfsProcess:
+    """One process, its stat line parsed once at construction (one tick's view of it)."""
+
+    def __init__(self, pid: int, proc_root: str = _PROC) -> None:
+        self.pid = pid
+        self._dir = f"{proc_root}/{pid}"
+        raw = _read(f"{self._dir}/stat", pid)
+        # comm sits in parentheses and may itself contain ") ", so split at the last one.
+        head, _, rest = raw.rpartition(b")")
+        self._comm = head.partition(b"(")[2].decode(errors="replace")
+        self._fields = rest.split()
+
+    def oneshot(self) -> contextlib.AbstractContextManager[None]:
+        """psutil's batching context; the stat line is already read, so there is nothing to do."""
+        return contextlib.nullcontext()
+
+    def _int(self, field: int) -> int:
+        """Field ``field`` of stat(5) (1-based, as the man page numbers them)."""
+        return int(self._fields[field - 3])
+
+    def create_time(self) -> float:
+        """Seconds after boot; only compared with other processes of the same source."""
+        return self._int(22) / _CLK_TCK
+
+    def ppid(self) -> int:
+        return self._int(4)
+
+    def cpu_times(self) -> CpuTimes:
+        return CpuTimes(self._int(14) / _CLK_TCK, self._int(15) / _CLK_TCK)
+
+    def memory_info(self) -> MemoryInfo:
+        return MemoryInfo(self._int(24) * _PAGE, self._int(23))
+
+    def num_threads(self) -> int:
+        return self._int(20)
+
+    def name(self) -> str:
+        return self._comm
+
+    def cmdline(self) -> list[str]:
+        raw = _read(f"{self._dir}/cmdline", self.pid)
+        return [arg.decode(errors="replace") for arg in raw.rstrip(b"\0").split(b"\0") if arg]
+
+    def username(self) -> str:
+        try:
+            uid = os.stat(self._dir).st_uid
+        except FileNotFoundError as exc:
+            raise NoSuchProcess(self.pid) from exc
+        return _user_name(uid)
+
+    def io_counters(self) -> IoCounters:
+        if self._int(4) == KTHREADD_PID or self.pid == KTHREADD_PID:
+            return _NO_IO  # kernel threads do no file I/O of their own: skip one read each
+        values = {}
+        for line in _read(f"{self._dir}/io", self.pid).splitlines():
+            key, _, value = line.partition(b":")
+            values[key] = int(value)
+        return IoCounters(
+            values[b"syscr"], values[b"syscw"], values[b"read_bytes"], values[b"write_bytes"]
+        )
+
+
+_USERS: dict[int, str] = {}
+
+
+def _user_name(uid: int) -> str:
+    """Login name of ``uid``, cached (pwd lookups read /etc/passwd); the number if unknown."""
+    if uid not in _USERS:
+        try:
+            _USERS[uid] = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            _USERS[uid] = str(uid)
+    return _USERS[uid]

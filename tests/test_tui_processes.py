@@ -1,0 +1,107 @@
+"""The process table's pure parts: order, tree, columns, command shortening, compact units."""
+
+from __future__ import annotations
+
+import pytest
+
+from collectors.snapshot import ProcessSnapshot
+from tui.widgets.processes import (
+    compact_bytes,
+    compact_rate,
+    display_rows,
+    header,
+    plan_columns,
+    row_content,
+    short_command,
+)
+
+
+def proc(pid, cpu=0.0, *, ppid=1, group=None, rss=1 << 20, gpu=None, io=0.0, cmd="sleep 9"):
+    return ProcessSnapshot(
+        pid, ppid, "alice", cmd.split()[0], cmd, cpu, rss, io, 0.0, gpu, 1, group_pid=group
+    )
+
+
+TABLE = [
+    proc(10, 5.0, rss=3 << 30),
+    proc(20, 90.0, cmd="python train.py", gpu=70 << 30),
+    proc(21, 99.0, group=20, ppid=20, io=5e6),
+    proc(22, 10.0, group=20, ppid=20),
+    proc(30, 1.0, ppid=2, cmd="[kworker/0:1]"),
+    proc(2, 0.0, ppid=0, cmd="[kthreadd]"),
+]
+
+
+@pytest.mark.parametrize(
+    ("sort", "order"),
+    [
+        ("cpu", [20, 21, 22, 10]),
+        ("mem", [10, 20, 21, 22]),
+        ("gpu", [20, 21, 22, 10]),
+        ("io", [10, 20, 21, 22]),  # the trainer itself reads nothing: ties go by pid
+        ("pid", [10, 20, 21, 22]),
+    ],
+)
+def test_workers_stay_under_their_trainer_whatever_the_sort(sort, order):
+    rows = display_rows(TABLE, sort)
+    assert [row.proc.pid for row in rows] == order
+    assert [row.prefix for row in rows if row.proc.group_pid == 20][-1] == "└─ "
+
+
+def test_kernel_threads_hidden_unless_asked():
+    assert {r.proc.pid for r in display_rows(TABLE, "pid", show_kernel=True)} >= {2, 30}
+    assert not {r.proc.pid for r in display_rows(TABLE)} & {2, 30}
+
+
+def test_tree_branches():
+    rows = display_rows(TABLE, "cpu")
+    assert [row.prefix for row in rows[:3]] == ["", "├─ ", "└─ "]
+
+
+def test_eighty_columns_keep_command_room_and_drop_io():
+    rows = display_rows(TABLE)
+    narrow = [c.key for c in plan_columns(75, rows)]
+    assert narrow == ["pid", "user", "cpu", "rss", "gpu"]
+    assert "read" in [c.key for c in plan_columns(150, rows)]
+    line = row_content(rows[0], plan_columns(75, rows), 75, selected=False).plain
+    assert len(line) == 75 and line.rstrip().endswith("python train.py")
+
+
+def test_header_arrow_marks_the_sort_column():
+    columns = plan_columns(150, display_rows(TABLE))
+    assert "CPU%▼" in header(columns, "cpu", 150).plain
+    assert "PID▲" in header(columns, "pid", 150).plain
+    assert "READ/s▼" in header(columns, "io", 150).plain
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "shown"),
+    [
+        (
+            "/root/.pyenv/versions/3.11.7/bin/python3.11 train.py --lr 3e-4",
+            "python train.py --lr 3e-4",
+        ),
+        ("/usr/bin/dockerd -H fd://", "dockerd -H fd://"),
+        ("[kworker/0:1-events]", "[kworker/0:1-events]"),
+        ("sshd: alice@pts/0", "sshd: alice@pts/0"),
+        ("", "fallback"),
+    ],
+)
+def test_short_command(cmdline, shown):
+    assert short_command(cmdline, "fallback") == shown
+
+
+def test_compact_units():
+    assert [compact_bytes(v) for v in (None, 780 << 10, 9.2 * 2**20, 24 << 30)] == [
+        "n/a",
+        "780K",
+        "9.2M",
+        "24G",
+    ]
+    assert [compact_rate(v) for v in (0, 950, 180e3, 2e6, 118e6)] == [
+        "0",
+        "950",
+        "180K",
+        "2.0M",
+        "118M",
+    ]

@@ -1,0 +1,163 @@
+"""The writer's hot path: ``record()`` and ``set_live()`` as closures over one mapped segment.
+
+They are closures rather than methods because every attribute lookup shows in a sub-microsecond
+budget: the mapping, the packer and the write cursor are cell variables, the arguments go
+straight into one precompiled ``Struct.pack_into``, and publication is one aligned 8-byte store
+of ``head`` (never a ``pack_into``, which memsets before it packs: readers would see zeros).
+
+Nothing here raises into training code.  Values the fast pack refuses take a slow path that
+clamps what is numeric (setting FLAG_CLAMPED) and drops the rest.  Once the segment is released
+(close, fork) the mapping is closed, so a stale reference to ``record`` can only fail into the
+slow path and count a drop; it never writes anywhere.
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import operator
+import struct
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from traintop.ring_format import (
+    DROPPED_WORD,
+    FLAG_CLAMPED,
+    HEAD_WORD,
+    HEADER_SIZE,
+    HEARTBEAT_WORD,
+    LIVE_STEP_WORD,
+    LIVE_WORD,
+    MAX_PHASES,
+    RECORD,
+    RECORD_CRC_OFFSET,
+    RECORD_SIZE,
+    record_crc,
+)
+
+_U16, _U32, _U64 = (0, 0xFFFF), (0, 0xFFFFFFFF), (0, (1 << 64) - 1)
+_I64 = (-(1 << 63), (1 << 63) - 1)
+_RECORD_RANGES = (_I64, _U64, *([_U64] * MAX_PHASES), _U32, _U16, _U16, _U64, _U64, _U32)
+_FLAGS_INDEX = 11  # position of flags in the record values after seq
+_CRC = struct.Struct("<I")
+
+RecordFn = Callable[..., None]
+
+
+class Recorder(NamedTuple):
+    """The closures bound to one segment; ``dropped()`` counts records refused outright."""
+
+    record: RecordFn
+    set_live: Callable[[int, int], None]
+    dropped: Callable[[], int]
+
+
+def make_recorder(
+    mm: mmap.mmap, q: memoryview, capacity: int, n_phases: int, crc: bool
+) -> Recorder:
+    """Closures writing records into ``mm`` (``q`` is its ``cast('Q')`` view) from index 0."""
+    pad = (0,) * (MAX_PHASES - n_phases)
+    pack, mask = RECORD.pack_into, capacity - 1
+    pack_short = _short_record(n_phases).pack_into  # unused phase slots as zeroed pad bytes
+    scratch = bytearray(RECORD_SIZE)
+    n = dropped = 0
+
+    def record(step: int, t_start_ns: int, phase_ns: Sequence[int], samples: int,
+               gpu_ns: int = 0, gpu_lag: int = 0, mem_bytes: int = 0, flags: int = 0,
+               tokens: int = 0) -> None:  # fmt: skip
+        """x86 hot path: one pack_into, then head (publication), heartbeat, step in progress."""
+        nonlocal n
+        seq = n + 1
+        try:
+            offset = HEADER_SIZE + (n & mask) * RECORD_SIZE
+            pack_short(mm, offset, seq, step, t_start_ns, *phase_ns, samples, flags, gpu_lag,
+                       gpu_ns, mem_bytes, tokens, 0, seq)  # fmt: skip
+        except Exception:
+            slow(step, t_start_ns, phase_ns, samples, flags, gpu_lag, gpu_ns, mem_bytes, tokens)
+            return
+        n = seq
+        q[HEAD_WORD] = seq
+        q[HEARTBEAT_WORD] = t_start_ns
+        q[LIVE_STEP_WORD] = (step + 1) & 0xFFFF_FFFF_FFFF_FFFF
+
+    def record_crc_(step: int, t_start_ns: int, phase_ns: Sequence[int], samples: int,
+                    gpu_ns: int = 0, gpu_lag: int = 0, mem_bytes: int = 0, flags: int = 0,
+                    tokens: int = 0) -> None:  # fmt: skip
+        """Weak-memory hot path: readers accept the record only if its crc matches."""
+        try:
+            values = (step, t_start_ns, *phase_ns, *pad, samples, flags, gpu_lag, gpu_ns,
+                      mem_bytes, tokens)  # fmt: skip
+            store(values)
+        except Exception:
+            slow(step, t_start_ns, phase_ns, samples, flags, gpu_lag, gpu_ns, mem_bytes, tokens)
+
+    def store(values: tuple) -> None:
+        """Write and publish one record from values that are known to fit."""
+        nonlocal n
+        seq, offset = n + 1, HEADER_SIZE + (n & mask) * RECORD_SIZE
+        if crc:
+            pack(scratch, 0, seq, *values, 0, seq)
+            _CRC.pack_into(scratch, RECORD_CRC_OFFSET, record_crc(scratch))
+            mm[offset : offset + RECORD_SIZE] = scratch
+        else:
+            pack(mm, offset, seq, *values, 0, seq)
+        n = seq
+        q[HEAD_WORD] = seq
+        q[HEARTBEAT_WORD] = values[1]
+        q[LIVE_STEP_WORD] = (values[0] + 1) & 0xFFFF_FFFF_FFFF_FFFF
+
+    def slow(*raw_args: object) -> None:
+        """Clamp what is numeric and store it; count a drop for anything else."""
+        nonlocal dropped
+        try:
+            store(_fitted(raw_args, len(pad)))
+        except Exception:
+            dropped += 1
+            try:
+                q[DROPPED_WORD] = dropped
+            except Exception:  # released (closed or forked): nothing to publish into
+                return
+
+    def set_live(phase_index: int, start_ns: int) -> None:
+        """Publish "now in phase X since T" (one store) so a hang can be named."""
+        try:
+            q[LIVE_WORD] = start_ns & -16 | phase_index
+        except Exception:
+            return
+
+    return Recorder(record_crc_ if crc else record, set_live, lambda: dropped)
+
+
+def _short_record(n_phases: int) -> struct.Struct:
+    """RECORD with the unused phase slots as pad bytes, which pack_into writes as zeros."""
+    fmt = RECORD.format
+    start = fmt.index("8Q")
+    pad = f"{8 * (MAX_PHASES - n_phases)}x" if n_phases < MAX_PHASES else ""
+    return struct.Struct(f"{fmt[:start]}{n_phases}Q{pad}{fmt[start + 2 :]}")
+
+
+def _fitted(raw_args: tuple, n_pad: int) -> tuple:
+    """The record values after seq, each clamped into its field; FLAG_CLAMPED if any moved."""
+    step, t_start_ns, phase_ns, samples, flags, gpu_lag, gpu_ns, mem_bytes, tokens = raw_args
+    phases = tuple(phase_ns)  # type: ignore[arg-type]
+    if len(phases) + n_pad != MAX_PHASES:
+        raise ValueError("wrong number of phases")
+    raw = (step, t_start_ns, *phases, *(0,) * n_pad, samples, flags, gpu_lag, gpu_ns,
+           mem_bytes, tokens)  # fmt: skip
+    fitted = [_clamp(v, bounds) for v, bounds in zip(raw, _RECORD_RANGES, strict=True)]
+    values = [value for value, _ in fitted]
+    if any(changed for _, changed in fitted):
+        values[_FLAGS_INDEX] |= FLAG_CLAMPED
+    return tuple(values)
+
+
+def _clamp(value: object, bounds: tuple[int, int]) -> tuple[int, bool]:
+    """Integer value within ``bounds`` and whether it had to be changed; raises on non-numbers."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("not a finite number")
+        value = int(value)
+    number = operator.index(value)  # type: ignore[arg-type]
+    low, high = bounds
+    fitted = min(max(number, low), high)
+    return fitted, fitted != number

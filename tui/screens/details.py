@@ -1,0 +1,207 @@
+"""The verdict details screen (d, or Enter/click on the banner): why traintop says what it says.
+
+The banner has room for one sentence; this screen shows the whole case: the primary finding
+with its confidence, mode and age, every piece of evidence with its measured number, the
+remedies in the order the engine ranks them, the other findings that hold, and how the verdict
+and the key metrics moved over the recent window, so a fix can be seen working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widget import Widget
+from textual.widgets import Static
+
+from diagnosis.api import Finding, Verdict
+from tui.format import sparkline
+from tui.verdict_history import METRICS, Metric, VerdictPoint, runs, stats
+from tui.verdict_runner import VerdictUpdate
+from tui.verdict_text import fmt_since, label, marker, tone_style
+
+STAT_WIDTH = 8
+LABEL_WIDTH = 11
+SECTIONS = (
+    ("evidence", "Evidence"),
+    ("remedies", "Remedies, most effective first"),
+    ("also", "Also holds"),
+)
+
+
+class DetailsScreen(ModalScreen[None]):
+    """A scrollable case file for the shown verdict; the app refreshes it while it is open."""
+
+    AUTO_FOCUS = "#details-body"
+    BINDINGS: ClassVar[list[Binding]] = [
+        Binding("escape", "dismiss", "Close"),
+        Binding("q", "dismiss", "Close", show=False),
+        Binding("d", "dismiss", "Close", show=False),
+        Binding("p", "app.toggle_pause", "Pause"),
+    ]
+
+    def __init__(self, update: VerdictUpdate | None) -> None:
+        super().__init__()
+        self._update = update
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="details-box"):
+            yield Static(id="details-title")
+            with VerticalScroll(id="details-body"):
+                yield Static(id="details-finding")
+                for key, heading in SECTIONS:
+                    yield Static(heading, classes="details-heading", id=f"details-{key}-heading")
+                    yield Static(classes="details-list", id=f"details-{key}")
+                yield HistoryView(id="details-history")
+            yield Static(Content.styled("escape closes · ↑↓ scroll", "dim"), id="details-hint")
+
+    def on_mount(self) -> None:
+        self.show(self._update)
+
+    def show(self, update: VerdictUpdate | None) -> None:
+        """Display ``update`` (None: nothing diagnosed yet)."""
+        self._update = update
+        if update is None:
+            self.query_one("#details-title", Static).update("no verdict yet: waiting for samples")
+            return
+        verdict = update.verdict
+        self.query_one("#details-title", Static).update(title_text(verdict))
+        self.query_one("#details-finding", Static).update(finding_text(verdict))
+        self.query_one("#details-evidence", Static).update(evidence_text(verdict.primary))
+        self.query_one("#details-remedies", Static).update(remedies_text(verdict.primary))
+        self.query_one("#details-also", Static).update(also_text(verdict.also))
+        self.query_one(HistoryView).history = update.history
+
+
+def _lines(lines: Sequence[Content | str]) -> Content:
+    return Content("\n").join(
+        line if isinstance(line, Content) else Content(line) for line in lines
+    )
+
+
+def _section(title: str, lines: Sequence[Content | str]) -> Content:
+    return Content("\n").join([Content.styled(title, "bold $accent"), _lines(lines)])
+
+
+def title_text(verdict: Verdict) -> Content:
+    primary = verdict.primary
+    head = f"{marker(primary)} {label(primary.bottleneck)}"
+    return Content.styled(head, f"bold {tone_style(primary)}")
+
+
+def finding_text(verdict: Verdict) -> Content:
+    """The summary, then one line of facts: severity, confidence, mode, age, window."""
+    primary = verdict.primary
+    facts = [
+        primary.severity,
+        f"confidence {primary.confidence * 100:.0f} %",
+        f"{verdict.mode} mode",
+        f"held for {fmt_since(verdict.since_s)}",
+        f"window {verdict.window_s:.0f} s",
+    ]
+    return _lines([Content(primary.summary), Content.styled(" · ".join(facts), "dim")])
+
+
+def evidence_text(finding: Finding) -> Content:
+    """Each measured fact with the panel that shows it (its border is highlighted there)."""
+    if not finding.evidence:
+        return _lines(["none measured yet"])
+    return _lines(
+        [
+            Content.assemble("• ", item.text, (f"   [{item.panel} panel]", "dim"))
+            for item in finding.evidence
+        ]
+    )
+
+
+def remedies_text(finding: Finding) -> Content:
+    if not finding.remedies:
+        return _lines(["nothing to change"])
+    return _lines([f"{rank}. {remedy}" for rank, remedy in enumerate(finding.remedies, 1)])
+
+
+def also_text(also: Sequence[Finding]) -> Content:
+    """The other findings that hold this window, each with its own confidence."""
+    if not also:
+        return _lines(["nothing else"])
+    return _lines(
+        [
+            Content.assemble(
+                (f"{marker(f)} {label(f.bottleneck)}", f"bold {tone_style(f)}"),
+                f"  {f.summary}",
+                (f" · conf {f.confidence * 100:.0f} %", "dim"),
+            )
+            for f in also
+        ]
+    )
+
+
+class HistoryView(Widget):
+    """The verdict timeline and one sparkline row per key metric, sized to the screen."""
+
+    DEFAULT_CSS = "HistoryView { height: auto; text-wrap: nowrap; text-overflow: clip; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._history: tuple[VerdictPoint, ...] = ()
+
+    @property
+    def history(self) -> tuple[VerdictPoint, ...]:
+        return self._history
+
+    @history.setter
+    def history(self, points: tuple[VerdictPoint, ...]) -> None:
+        grew = bool(points) != bool(self._history)
+        self._history = points
+        self.refresh(layout=grew)
+
+    def render(self) -> Content:
+        return history_text(self._history, self.content_size.width)
+
+
+def history_text(history: Sequence[VerdictPoint], width: int) -> Content:
+    """A timeline line, a header, then ``label  sparkline  now  min  mean  max`` per metric."""
+    if not history:
+        return _section("Over time", ["  no verdict computed yet"])
+    span = history[-1].monotonic - history[0].monotonic
+    spark_width = max(width - LABEL_WIDTH - 4 * STAT_WIDTH - 4, 8)
+    header = f"  {'':<{LABEL_WIDTH}}{'':<{spark_width}} " + "".join(
+        f"{name:>{STAT_WIDTH}}" for name in ("now", "min", "mean", "max")
+    )
+    rows = [metric_row(m, history, spark_width) for m in METRICS]
+    title = f"Over the last {span:.0f} s ({len(history)} verdicts)"
+    return _section(title, [timeline(history), Content.styled(header, "dim"), *rows])
+
+
+def timeline(history: Sequence[VerdictPoint]) -> Content:
+    """The verdict runs, newest first: ◆ DATA LOADING (CPU) 12 s ← ◇ NO VERDICT YET 3 s."""
+    parts: list[Content] = []
+    for run in runs(history)[:4]:
+        style = f"bold {tone_style(Finding(run.bottleneck, 0.0, run.severity, ''))}"
+        parts.append(Content.assemble((label(run.bottleneck), style), f" {run.duration_s:.0f} s"))
+    return Content.assemble("  ", ("verdict  ", "dim"), Content(" ← ").join(parts))
+
+
+def metric_row(metric: Metric, history: Sequence[VerdictPoint], spark_width: int) -> Content:
+    values = [metric.read(point) for point in history]
+    summary = stats(values)
+    top = metric.top or (summary[2] if summary and summary[2] > 0 else 1.0)
+    numbers = [values[-1], *(summary or (None, None, None))]
+    cells = "".join(f"{_num(v, metric.unit):>{STAT_WIDTH}}" for v in numbers)
+    return Content.assemble(
+        f"  {metric.label:<{LABEL_WIDTH}}",
+        (sparkline(values, spark_width, top), "$accent"),
+        " ",
+        cells,
+    )
+
+
+def _num(value: float | None, unit: str) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.0f} %" if unit == "%" else f"{value:.2f}"

@@ -1,0 +1,116 @@
+"""The verdict banner under the header: the bottleneck, its proof and how sure we are.
+
+One line ("◆ DATA LOADING (CPU) — data wait 62 % of step; … · conf 90 % · for 12 s · d: details"),
+two at wide sizes (the summary, the first remedy and what else holds).  It is coloured by a
+severity class (-ok, -info, -warning, -error, -unknown) set only when the severity changes, and
+it repaints only when its text does; verdicts arrive already stabilised, so it cannot flicker.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.binding import Binding
+from textual.content import Content
+from textual.events import Click
+from textual.widget import Widget
+
+from diagnosis.api import Finding, Verdict
+from tui.verdict_text import evidence_line, label, marker, tone, tone_style, verdict_facts
+
+WAITING = Finding("unknown", 0.0, "info", "waiting for the first sample")
+DETAILS_HINT = "d: details"
+SEPARATOR = " · "
+MIN_EVIDENCE = 32  # keep a first sentence up to this long whole before keeping facts
+
+
+class VerdictBanner(Widget, can_focus=True):
+    """Shows the verdict it is given; Enter or a click opens the details screen."""
+
+    BINDINGS: ClassVar[list[Binding]] = [Binding("enter", "app.details", "Details", show=False)]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, classes="-unknown")
+        self.verdict: Verdict | None = None
+        self._content = Content("")
+        self._tone = "unknown"
+
+    def render(self) -> Content:
+        return self._content
+
+    def show(self, verdict: Verdict) -> None:
+        """Display ``verdict``; restyles only on a severity change, repaints only on new text."""
+        self.verdict = verdict
+        self._set_tone(tone(verdict.primary))
+        self._rebuild()
+
+    def on_mount(self) -> None:
+        self._rebuild()
+
+    def on_resize(self) -> None:
+        self._rebuild()
+
+    async def on_click(self, event: Click) -> None:
+        event.stop()
+        await self.run_action("app.details")
+
+    def _set_tone(self, new: str) -> None:
+        if new != self._tone:
+            self.remove_class(f"-{self._tone}")
+            self.add_class(f"-{new}")
+            self._tone = new
+
+    def _rebuild(self) -> None:
+        width = self.content_size.width
+        if width <= 0:
+            return
+        content = banner_text(self.verdict, width, two_lines=self.content_size.height >= 2)
+        if content != self._content or content.spans != self._content.spans:
+            self._content = content
+            self.refresh()
+
+
+def banner_text(verdict: Verdict | None, width: int, *, two_lines: bool = False) -> Content:
+    """The banner for ``verdict`` (None: nothing sampled yet) fitted to ``width`` cells."""
+    first = banner_line(verdict.primary if verdict else WAITING, _facts(verdict), width)
+    if not two_lines or verdict is None:
+        return first
+    return Content("\n").join([first, detail_line(verdict, width)])
+
+
+def _facts(verdict: Verdict | None) -> list[str]:
+    return [*(verdict_facts(verdict) if verdict else []), DETAILS_HINT]
+
+
+def banner_line(finding: Finding, facts: list[str], width: int) -> Content:
+    """Head, evidence, facts; trailing facts give way until the first evidence sentence fits
+    (up to ``MIN_EVIDENCE`` cells), then later sentences are left out or the first is cut."""
+    head = f"{marker(finding)} {label(finding.bottleneck)}"
+    first = finding.evidence[0].text if finding.evidence else finding.summary
+    while facts and _room(width, head, facts) < min(len(first), MIN_EVIDENCE):
+        facts = facts[:-1]
+    room = _room(width, head, facts)
+    parts: list[tuple[str, str] | str] = [(head, f"bold {tone_style(finding)}")]
+    if room > 0:
+        parts += [(" — ", "dim"), evidence_line(finding, room)]
+    if facts:
+        parts.append((SEPARATOR + SEPARATOR.join(facts), "dim"))
+    return Content.assemble(*parts).truncate(width, ellipsis=True)
+
+
+def _room(width: int, head: str, facts: list[str]) -> int:
+    """Cells left for the evidence after the head, the dash and the facts."""
+    tail = len(SEPARATOR + SEPARATOR.join(facts)) if facts else 0
+    return width - len(head) - 3 - tail
+
+
+def detail_line(verdict: Verdict, width: int) -> Content:
+    """The wide-screen second line: the summary, the best remedy, what else holds."""
+    primary = verdict.primary
+    parts: list[tuple[str, str] | str] = ["  ", primary.summary]
+    if primary.remedies and primary.bottleneck != "unknown":
+        parts += [("  try: ", "dim"), (primary.remedies[0], "italic")]
+    if verdict.also:
+        others = ", ".join(label(f.bottleneck).lower() for f in verdict.also)
+        parts += [("  also: ", "dim"), others]
+    return Content.assemble(*parts).truncate(width, ellipsis=True)
