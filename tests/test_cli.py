@@ -102,10 +102,6 @@ def test_bad_input_is_one_line(cli_env: dict[str, str], argv: list[str], mention
     assert mentions in line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="traintop/launcher.py:61 uses a plain ArgumentParser: usage line + error line",
-)
 @pytest.mark.parametrize("argv", [["run", "--bogus", "--", "true"], ["run", "--name"]])
 def test_run_option_errors_are_one_line(cli_env: dict[str, str], argv: list[str]) -> None:
     assert_one_line_error(traintop(cli_env, *argv))

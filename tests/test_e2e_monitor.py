@@ -105,11 +105,6 @@ def test_keys_toggle_interval_and_quit(start: Start) -> None:
     assert_quits_cleanly(session)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="help is an empty box: #help-box (width: auto) squeezes its Statics to width 0; "
-    "fix: `#help-box > Static { width: auto; }` in tui/styles/app.tcss",
-)
 def test_help_opens_and_escape_closes(start: Start) -> None:
     session = start()
     session.wait_for(lambda s: len(gpu_rows(s)) == 8, FIRST_FRAME_S)
@@ -130,11 +125,6 @@ def test_pause_shows_indicator_and_resume_clears_it(start: Start) -> None:
     assert_quits_cleanly(session)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tui/app.py on_snapshot_ready calls _show_header() on every tick, and the header "
-    "reads the wall clock, so the time keeps moving while paused",
-)
 def test_pause_freezes_the_clock(start: Start) -> None:
     session = start()
     session.wait_for(lambda s: len(gpu_rows(s)) == 8, FIRST_FRAME_S)

@@ -25,7 +25,8 @@ EXIT_USAGE = 2
 def run_command(argv: list[str], name: str | None) -> NoReturn:
     """Exec ``argv`` with the shim on PYTHONPATH; exits 127/126 with one line if it cannot."""
     if not argv:
-        _die("traintop run: no command given (usage: traintop run [--name NAME] -- CMD ...)", 2)
+        _die("traintop run: no command given (usage: traintop run [--name NAME] -- CMD ...)",
+             EXIT_USAGE)  # fmt: skip
     env = instrumented_env(os.environ, name or job_name(argv))
     try:
         os.execvpe(argv[0], argv, env)
@@ -58,7 +59,7 @@ def job_name(argv: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point for ``traintop run``: ``argv`` is what follows "run"."""
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="traintop run", description="Run a training command with traintop instrumentation."
     )
     parser.add_argument("--name", help="job name shown by the monitor (default: script name)")
@@ -68,6 +69,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.name is not None and not args.name.strip():
         _die("traintop run: --name must not be empty", EXIT_USAGE)
     run_command(command, args.name)
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a bad option in one line (no usage dump) and exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        _die(f"{self.prog}: {message} (see traintop run --help)", EXIT_USAGE)
 
 
 def _die(message: str, code: int) -> NoReturn:

@@ -70,6 +70,7 @@ class Probe:
         self._names = list(STANDARD_PHASES)
         self._slots = {phase: i for i, phase in enumerate(self._names)}
         self._contexts: dict[str, PhaseContext] = {}
+        self._marks: dict[str, int] = {}  # mark() names -> slots, cleared when the probe is off
         self._acc = [0] * len(STANDARD_PHASES)  # one slot per phase name, passed as is
         self._open = NO_PHASE
         self._open_t = 0
@@ -109,6 +110,33 @@ class Probe:
             return NULL_CONTEXT
         return context
 
+    def mark(self, name: str) -> None:
+        """Phase boundary: ``name`` starts now, and the time since the previous mark (or since
+        the batch arrived) goes to the phase that mark started; ``step()`` closes the last one.
+
+        The cheapest way to time phases (one clock read per boundary, against two per ``with``
+        block).  Inside a ``with probe.phase()`` block it replaces that block's phase until exit.
+        """
+        self._auto = False
+        try:
+            try:
+                index = self._marks[name]
+            except KeyError:
+                index = self._mark_slot(name)
+                if index is None:
+                    return
+            now = self._clock()
+            open_ = self._open
+            if open_ >= 0:
+                self._acc[open_] += now - self._open_t
+            elif not self._t_start:
+                self._t_start = now
+            self._open = index
+            self._open_t = now
+            self._set_live(index, now)
+        except Exception as exc:
+            self._fail(exc)
+
     def loader(self, loader: Iterable[Any]) -> Iterable[Any]:
         """Wrap a DataLoader (or any iterable) to time each wait for the next batch."""
         self._auto = False
@@ -117,15 +145,12 @@ class Probe:
     def step(self, samples: int | None = None, tokens: int = 0) -> None:
         """Close the current step and write its record (samples default to the loader's count)."""
         self._auto = False
-        if self._on:
-            try:
-                self._write(self._clock(), samples, tokens)
-            except Exception as exc:
-                self._fail(exc)
+        self._end_step(samples, tokens)
 
     def close(self) -> None:
         """Stop recording and release the segment (the ring marks it closed)."""
         writer, self._writer, self._on = self._writer, None, False
+        self._marks.clear()
         self._set_live = _no_live
         if writer is not None:
             try:
@@ -147,6 +172,13 @@ class Probe:
         self._n_slots = len(self._names)
         self._slots[name] = self._n_slots - 1
         return self._n_slots - 1
+
+    def _mark_slot(self, name: str) -> int | None:
+        """Slot of a name not yet seen by ``mark`` (None once the probe is off), then cached."""
+        if not self._on:
+            return None
+        index = self._marks[name] = self._slot(str(name))
+        return index
 
     def _switch(self, index: int) -> None:
         """Close whatever is open and open ``index`` (NO_PHASE: nothing); used by the hooks."""
@@ -225,6 +257,9 @@ class Probe:
             writer.record(step, start, acc, count, gpu_ns, gpu_lag, mem, flags, tokens)
         self._acc = [0] * self._n_slots  # the writer has copied acc: a fresh list is cheapest
         self._t_start = self._open_t = now
+        if not self._stack:  # outside any ``with`` block the step closes the last mark's phase
+            self._open = NO_PHASE
+            self._set_live(OTHER, now)
         self._samples = 0
         self._step = step + 1
 
@@ -244,6 +279,7 @@ class Probe:
         """After fork: the child must neither write nor close the parent's segment."""
         self._on = False
         self._writer = None
+        self._marks.clear()
         self._set_live = _no_live
 
 

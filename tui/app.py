@@ -75,9 +75,9 @@ class TraintopApp(App[None]):
         _STYLES / "training.tcss",
         _STYLES / "verdict.tcss",
     ]
-    # Focus the panels, not the first focusable widget in DOM order (the verdict banner):
-    # the process table, so its keys (s, K, arrows, PgUp/PgDn) work at once, as in htop.
-    AUTO_FOCUS = "#processes"
+    # Focus is given in on_mount instead: the process table, so its keys (s, K, arrows,
+    # PgUp/PgDn) work at once as in htop, without scrolling the GPU panel off-screen.
+    AUTO_FOCUS = None
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [
         (0, "-tiny"),
         (MIN_SIZE[0], "-narrow"),
@@ -144,6 +144,7 @@ class TraintopApp(App[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        self.query_one(ProcessTable).focus(scroll_visible=False)
         self._show_header()
         self.verdicts.start()
         self.source.start(self._deliver)
@@ -167,7 +168,7 @@ class TraintopApp(App[None]):
         if not self.paused:
             with self.batch_update():
                 self.snapshot = message.snapshot
-        self._show_header()
+            self._show_header()
 
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
         if snapshot is None:
