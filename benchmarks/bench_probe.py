@@ -3,8 +3,9 @@
 ``python benchmarks/bench_probe.py [--pairs N]``
 
 1. Micro: ns per ``probe.step()`` record and per full step (data wait through ``probe.loader``,
-   four ``probe.phase`` blocks, ``step()``: five phase marks) against a bare
-   ``time.perf_counter_ns()`` pair and ``torch.profiler.record_function``.
+   then either four ``probe.phase`` blocks or three ``probe.mark`` calls, then ``step()``: five
+   phase boundaries) against a bare ``time.perf_counter_ns()`` pair and
+   ``torch.profiler.record_function``, all in the same run.
 2. Macro: a real CPU training loop (steps >= 5 ms) plain vs under ``traintop run``, pairs run
    in ABBA order; medians, the per-pair slowdown and its spread (interpreter start-up excluded).
 """
@@ -75,6 +76,14 @@ def bench_micro(directory: str) -> dict[str, tuple[float, float]]:
                 pass
             probe.step()
 
+    def marked_steps(n: int) -> None:
+        mark = probe.mark
+        for _batch in probe.loader(range(n)):
+            mark("forward")
+            mark("backward")
+            mark("optimizer")
+            probe.step()
+
     def timer_pairs(n: int) -> None:
         clock = time.perf_counter_ns
         for _ in range(n):
@@ -83,7 +92,8 @@ def bench_micro(directory: str) -> dict[str, tuple[float, float]]:
 
     results = {
         "probe.step() record": per_call_ns(records),
-        "full step, 5 phase marks": per_call_ns(full_steps),
+        "full step, 5 marks (with)": per_call_ns(full_steps),
+        "full step, 5 marks (mark)": per_call_ns(marked_steps),
         "perf_counter_ns() pair": per_call_ns(timer_pairs),
     }
     results["torch record_function"] = bench_record_function()
@@ -234,8 +244,9 @@ def main() -> None:
         for name, (median, best) in micro.items():
             print(f"{name:28s} median {median:6.0f} ns  best {best:6.0f} ns  "
                   f"{median / base:5.1f}x timer pair")  # fmt: skip
-        ratio = micro["full step, 5 phase marks"][0] / micro["torch record_function"][0]
-        print(f"full probe step = {ratio:.2f}x one record_function use")
+        for kind in ("with", "mark"):
+            ratio = micro[f"full step, 5 marks ({kind})"][0] / micro["torch record_function"][0]
+            print(f"full probe step ({kind}) = {ratio:.2f}x one record_function use")
         bench_hooks(os.path.join(directory, "hooks"))
         macro_dir = os.path.join(directory, "macro")
         report_macro(bench_macro(args.pairs, macro_dir))

@@ -41,6 +41,7 @@ class JobWindow:
         self._sum_phase = [0] * len(header.phases)
         self.lost = 0
         self.steps_total = 0
+        self.last_end_ns: int | None = None  # end of the newest step ever read (kept past trims)
         self._mem: int | None = None
 
     def add(self, result: PollResult) -> None:
@@ -57,6 +58,7 @@ class JobWindow:
             step_ns = sum(ph)
             self._push(_Row(t0, t0 + step_ns, step_ns, samples, ph,
                             gpu if flag & ring_format.FLAG_GPU_VALID else None))  # fmt: skip
+        self.last_end_ns = self._rows[-1].t_end_ns
         mems = [m for m, f in zip(block.mem_bytes(), flags, strict=True) if f & _MEM]
         self._mem = mems[-1] if mems else self._mem
 

@@ -8,6 +8,7 @@ tests pass a fake one together with scripted records.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,11 +17,19 @@ from types import ModuleType
 import psutil
 
 from collectors.job_window import JobWindow
-from collectors.ring_reader import Segment, SegmentError, discover, open_segment, remove_stale
+from collectors.ring_reader import (
+    HotBlock,
+    Segment,
+    SegmentError,
+    discover,
+    open_segment,
+    remove_stale,
+)
 from collectors.snapshot import JobSnapshot, WorkerSnapshot
 
 STALL_MIN_S = 5.0
 STALL_STEP_FACTOR = 5.0
+LIVE_RESOLUTION_NS = 16  # the live word keeps its start time rounded down to 16 ns
 
 
 class _Job:
@@ -32,6 +41,7 @@ class _Job:
         self.window = JobWindow(segment.header, window_s)
         self.liveness = "live"
         self.restarted = False
+        self.hot: HotBlock | None = None
 
     def gone(self) -> bool:
         """Unlinked and no longer written: the cleaner (or the writer) removed it."""
@@ -45,6 +55,7 @@ class _Job:
             result = self.segment.poll()
             self.window.add(result)
             self.window.steps_total = self.segment.next_index
+            self.hot = self.segment.hot()
             self.liveness = self.segment.liveness()
         except (SegmentError, OSError):
             self.segment.close()
@@ -108,7 +119,32 @@ class JobCollector:
     def _snapshot(self, job: _Job, now: float) -> JobSnapshot:
         state = _state(job, now)
         workers = self._workers.sample(job.header.pid) if state in ("live", "stalled") else ()
-        return job.window.snapshot(now, state, workers)
+        snapshot = job.window.snapshot(now, state, workers)
+        phase, seconds = live_phase(job, state, now)
+        if phase is None:
+            return snapshot
+        return dataclasses.replace(snapshot, live_phase=phase, live_phase_s=seconds)
+
+
+def live_phase(job: _Job, state: str, now_s: float) -> tuple[str | None, float | None]:
+    """The phase a running trainer is in and for how long, from its live word (None: unknown).
+
+    The writer publishes a phase when it is entered, but a step ending does not rewrite the word
+    (that would cost every step a store): a phase entered before the newest recorded step ended
+    closed with it, so the trainer has been between phases ("other") since that step's end.
+    """
+    hot, header = job.hot, job.header
+    if state not in ("live", "stalled") or hot is None or not hot.live_start_ns:
+        return None, None
+    if not header.same_host_clock():  # CLOCK_MONOTONIC of another boot: no age to give
+        return None, None
+    index, start_ns = hot.live_phase, hot.live_start_ns
+    end_ns = job.window.last_end_ns
+    if end_ns is not None and start_ns + LIVE_RESOLUTION_NS <= end_ns:
+        return "other", max(0.0, now_s - end_ns / 1e9)
+    if index >= len(header.phases):
+        return None, None
+    return header.phases[index], max(0.0, now_s - start_ns / 1e9)
 
 
 def _state(job: _Job, now: float) -> str:

@@ -152,15 +152,16 @@ def test_live_phase_is_published_once_the_segment_exists() -> None:
     probe.step()
     with probe.phase("backward"):
         pass
-    assert writers[0].live == [(2, clock.now - clock.tick)]  # the entry, not the exit, time
+    entry, leave = clock.now - clock.tick, clock.now
+    assert writers[0].live == [(BACKWARD, entry), (OTHER, leave)]  # the exit resumes "no phase"
 
 
 def test_hook_switches_publish_the_live_phase_too() -> None:
     probe, writers, clock = make_probe()
     probe.step()
     probe._switch(BACKWARD)
-    probe._switch(NO_PHASE)  # between phases: nothing new to publish
-    assert writers[0].live == [(BACKWARD, clock.now - clock.tick)]
+    probe._switch(NO_PHASE)  # between phases: time that records count as "other"
+    assert writers[0].live == [(BACKWARD, clock.now - clock.tick), (OTHER, clock.now)]
 
 
 def test_writer_failure_disables_with_one_line_and_leaves_the_loop_alone(capsys) -> None:

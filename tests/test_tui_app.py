@@ -52,7 +52,7 @@ async def test_panels_show_the_snapshot():
         gpu = text(app, GpuPanel)
         assert source.started
         assert gpu.count("H100 80GB HBM3") == 8
-        assert "84°C" in gpu and "SW Power Cap" in gpu and "HW Slow, SW Thermal" in gpu
+        assert "84°C" in gpu and "SW Power Cap" in gpu and "HW Slowdown, SW Thermal Slowdown" in gpu
         assert "1410/1980 MHz" in gpu
         assert "32 cpus (16 cores)" in text(app, CpuPanel)
         assert "gpu-node-07" in text(app, HeaderBar)
@@ -130,7 +130,7 @@ async def test_kernel_threads_hidden_until_k():
         await pilot.press("K")
         assert 77 in _pids(table)
         await pilot.press("question_mark")
-        assert "Kernel thr" in app.screen.query_one("#help-keys").render().plain
+        assert "Kthreads" in app.screen.query_one("#help-keys").render().plain
 
 
 @async_test

@@ -1,9 +1,11 @@
-"""Table tests for tui/format.py: every unit, None and the edges of bars and sparklines."""
+"""Table tests for tui/format.py (units, None, bars, sparklines) and the row text the panels
+build from it: whole fields that fit the width, never two fields run together."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.snapshot_fixtures import cpu, h100
 from tui.format import (
     bar_cells,
     fmt_bytes,
@@ -22,6 +24,10 @@ from tui.format import (
     truncate,
 )
 from tui.source import next_interval
+from tui.widgets.cpu import summary_line
+from tui.widgets.disk import fmt_await
+from tui.widgets.gpu_row import badge_need, gpu_row, plan_layout, throttle_badge
+from tui.widgets.hanging_list import hanging_lines
 
 
 @pytest.mark.parametrize(
@@ -170,3 +176,67 @@ def test_temp_style_uses_the_gpus_own_threshold(temp, slowdown, style):
 )
 def test_next_interval(current, step, new):
     assert next_interval(current, step) == new
+
+
+# --- UI polish: whole fields, never cut mid-word ---------------------------------------------
+
+HOT = 0x8 | 0x20  # HW Slowdown + SW Thermal Slowdown
+
+
+@pytest.mark.parametrize(
+    ("width", "expected"),
+    [
+        (40, "HW Slowdown, SW Thermal Slowdown"),
+        (25, "HW Slow, SW Thermal Slow"),
+        (14, "HW Slowdown +1"),
+        (10, "HW Slow +1"),
+    ],
+)
+def test_throttle_badge_shortens_by_whole_words(width, expected):
+    assert throttle_badge(HOT, width).plain == expected
+
+
+def test_badge_need_is_the_widest_full_badge():
+    gpus = [h100(0, throttling=True), h100(2, throttling=True), h100(5, throttling=True)]
+    assert badge_need(gpus) == len("HW Slowdown, SW Thermal Slowdown")
+    assert badge_need([h100(0, throttling=False)]) == 0
+
+
+def test_wide_layout_gives_the_badge_its_room_before_pcie():
+    layout = plan_layout(196, badge_need=32, fans=False)
+    assert layout.badge >= 32 and layout.pcie and layout.spark > 0
+    narrow = plan_layout(140, badge_need=32, fans=False)
+    assert narrow.badge >= 32 and not narrow.pcie
+
+
+def test_fan_column_only_when_some_gpu_has_a_fan():
+    assert plan_layout(196, fans=True).fan
+    assert not plan_layout(196, fans=False).fan
+
+
+def test_gpu_row_fills_its_width_and_columns_align():
+    layout = plan_layout(196, badge_need=32, fans=False)
+    rows = [gpu_row(h100(i), layout, [50.0] * 12) for i in range(8)]
+    assert "HW Slowdown, SW Thermal Slowdown" in rows[2].plain
+    assert {row.plain.index("↑") for row in rows} == {rows[0].plain.index("↑")}
+    assert all(row.cell_length <= 196 for row in rows)
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"), [(None, "n/a"), (0.41, "0.4ms"), (12.34, "12.3ms"), (250, "250ms")]
+)
+def test_fmt_await_fits_six_cells(ms, text):
+    assert fmt_await(ms) == text
+
+
+def test_cpu_summary_drops_whole_fields_when_narrow():
+    wide = summary_line(cpu(16), 200).plain
+    narrow = summary_line(cpu(16), 76).plain
+    assert "freq" in wide and "(8 cores)" in wide and "iowait" in wide
+    assert "load" in narrow and "(8 co" not in narrow and not narrow.endswith("…")
+
+
+def test_hanging_list_indents_continuation_under_the_text():
+    lines = hanging_lines([("1. ", "alpha beta gamma delta epsilon zeta")], 20)
+    assert lines[0].plain.startswith("1. alpha")
+    assert all(line.plain.startswith("   ") for line in lines[1:]) and len(lines) > 1

@@ -4,13 +4,15 @@
 
     probe = traintop.attach()
     for batch in probe.loader(loader):
-        with probe.phase("forward"):
-            loss = model(batch)
-        with probe.phase("backward"):
-            loss.backward()
-        with probe.phase("optimizer"):
-            opt.step()
-        probe.step()
+        probe.mark("forward")       # phase boundaries: the cheapest way to time phases
+        loss = model(batch)
+        probe.mark("backward")
+        loss.backward()
+        probe.mark("optimizer")
+        opt.step()
+        probe.step()                # closes "optimizer" and writes the step's record
+
+``with probe.phase(name):`` blocks time the same phases and nest.
 
 This package is imported by training processes, so it uses the standard library only (torch
 solely when the user already imported it) and never raises into the training code.

@@ -31,22 +31,22 @@ class TimedLoader:
 
     def __iter__(self) -> Iterator[Any]:
         probe, fallback = self._probe, self._fallback
-        probe._wait_begin()
+        resumed = probe._wait_begin()
         try:
             iterator = iter(self._loader)
         finally:
-            probe._wait_end(None, None)
+            probe._wait_end(resumed, None, None)
         while True:
-            probe._wait_begin()
+            resumed = probe._wait_begin()
             try:
                 batch = next(iterator)
             except StopIteration:
-                probe._wait_end(None, None)
+                probe._wait_end(resumed, None, None)
                 return
             except BaseException:  # the user's exceptions pass unchanged
-                probe._wait_end(None, None)
+                probe._wait_end(resumed, None, None)
                 raise
-            probe._wait_end(batch, fallback)
+            probe._wait_end(resumed, batch, fallback)
             yield batch
 
     def __len__(self) -> int:

@@ -14,12 +14,13 @@ if TYPE_CHECKING:
     from traintop.probe import Probe
 
 NO_PHASE = -1
+OTHER = 4  # the slot of time spent in no named phase (traintop.probe.STANDARD_PHASES)
 
 
 class PhaseContext:
     """``with probe.phase(name):`` — one cached instance per name keeps entry cheap.
 
-    Same accounting as ``Probe._wait_begin``/``_wait_end``, inlined (this runs several times per
+    Same accounting as ``Probe.mark``/``_wait_end``, inlined (this runs several times per
     step); the exit takes explicit arguments: ``*args`` would build a tuple on every phase.
     """
 
@@ -56,8 +57,9 @@ class PhaseContext:
                 index = probe._open
                 if index >= 0:
                     probe._acc[index] += now - probe._open_t
-                probe._open = probe._stack.pop() if probe._stack else NO_PHASE
+                index = probe._open = probe._stack.pop() if probe._stack else NO_PHASE
                 probe._open_t = now
+                probe._set_live(index if index >= 0 else OTHER, now)
             except Exception as exc:
                 probe._fail(exc)
         return False

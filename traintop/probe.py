@@ -145,7 +145,11 @@ class Probe:
     def step(self, samples: int | None = None, tokens: int = 0) -> None:
         """Close the current step and write its record (samples default to the loader's count)."""
         self._auto = False
-        self._end_step(samples, tokens)
+        if self._on:
+            try:
+                self._write(self._clock(), samples, tokens)
+            except Exception as exc:
+                self._fail(exc)
 
     def close(self) -> None:
         """Stop recording and release the segment (the ring marks it closed)."""
@@ -191,36 +195,41 @@ class Probe:
             elif not self._t_start:
                 self._t_start = now
             self._open, self._open_t = index, now
-            if index >= 0:
-                self._set_live(index, now)
+            self._set_live(index if index >= 0 else OTHER, now)
         except Exception as exc:
             self._fail(exc)
 
-    def _wait_begin(self) -> None:
-        """The training loop asks for the next batch: open the data phase, pausing any other."""
+    def _wait_begin(self) -> int:
+        """The loop asks for the next batch: open the data phase; returns the phase it pauses.
+
+        The caller hands that back to ``_wait_end`` (a local beats a stack on this hot path).
+        """
+        open_ = self._open
         if self._on:
             try:
                 now = self._clock()
-                if self._open >= 0:
-                    self._acc[self._open] += now - self._open_t
+                if open_ >= 0:
+                    self._acc[open_] += now - self._open_t
                 elif not self._t_start:
                     self._t_start = now
-                self._stack.append(self._open)
-                self._open, self._open_t = DATA, now
+                self._open = DATA
+                self._open_t = now
                 self._set_live(DATA, now)
             except Exception as exc:
                 self._fail(exc)
+        return open_
 
-    def _wait_end(self, batch: Any, fallback_size: int | None) -> None:
-        """The batch arrived: close the data phase and count its samples."""
+    def _wait_end(self, resumed: int, batch: Any, fallback_size: int | None) -> None:
+        """The batch arrived: close the data phase, count its samples, resume ``resumed``."""
         if not self._on:
             return
         try:
             now = self._clock()
             if self._open >= 0:
                 self._acc[self._open] += now - self._open_t
-            self._open = self._stack.pop() if self._stack else NO_PHASE
+            self._open = resumed
             self._open_t = now
+            self._set_live(resumed if resumed >= 0 else OTHER, now)
             size = infer_batch_size(batch)
             self._samples += size if size is not None else (fallback_size or 0)
         except Exception as exc:
@@ -257,9 +266,10 @@ class Probe:
             writer.record(step, start, acc, count, gpu_ns, gpu_lag, mem, flags, tokens)
         self._acc = [0] * self._n_slots  # the writer has copied acc: a fresh list is cheapest
         self._t_start = self._open_t = now
-        if not self._stack:  # outside any ``with`` block the step closes the last mark's phase
+        if self._stack:  # a ``with`` block spans the step: its phase goes on in the next one
+            self._set_live(self._open, now)
+        else:  # the step closes the last mark's phase (readers see that from the record's end)
             self._open = NO_PHASE
-            self._set_live(OTHER, now)
         self._samples = 0
         self._step = step + 1
 

@@ -73,13 +73,13 @@ def _timed_next(probe: Probe, original: Callable[[Any], Any]) -> Callable[[Any],
     def __next__(self: Any) -> Any:
         if not probe._auto:
             return original(self)
-        probe._wait_begin()
+        resumed = probe._wait_begin()
         try:
             batch = original(self)
         except BaseException:
-            probe._wait_end(None, None)
+            probe._wait_end(resumed, None, None)
             raise
-        probe._wait_end(batch, _loader_batch_size(self))
+        probe._wait_end(resumed, batch, _loader_batch_size(self))
         probe._switch(FORWARD)
         return batch
 
@@ -97,11 +97,11 @@ def _timed_iter(probe: Probe, original: Callable[[Any], Any]) -> Callable[[Any],
     def __iter__(self: Any) -> Any:
         if not probe._auto:
             return original(self)
-        probe._wait_begin()
+        resumed = probe._wait_begin()
         try:
             return original(self)
         finally:
-            probe._wait_end(None, None)
+            probe._wait_end(resumed, None, None)
 
     return __iter__
 

@@ -96,8 +96,10 @@ class TraintopApp(App[None]):
         Binding("minus", "change_interval(-1)", "Faster", key_display="-"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("d", "details", "Details"),
+        # Panel toggles stay out of the footer (each panel title shows its key, as in btop),
+        # so the footer fits 80 columns; the help screen lists them.
         *(
-            Binding(key, f"toggle_panel('{panel}')", label, show=key <= "6")
+            Binding(key, f"toggle_panel('{panel}')", f"Toggle {label}", show=False)
             for key, (panel, label) in PANEL_KEYS.items()
         ),
     ]
@@ -130,14 +132,16 @@ class TraintopApp(App[None]):
             yield Static(TOO_SMALL, id="too-small-message")
         with VerticalScroll(id="main"):
             yield GpuPanel(id="gpu")
+            # Shown only in attach mode, and then right under the GPUs: the job is what the
+            # user came for, so it must not be pushed below the fold by host panels.
+            with Horizontal(id="jobs-row"):
+                yield TrainingPanel(focus_pid=self._focus_job, id="training")
+                yield DataLoaderPanel(focus_pid=self._focus_job, id="dataloader")
             yield CpuPanel(id="cpu")
             with Horizontal(id="io-row"):
                 yield MemoryPanel(id="memory")
                 yield DiskPanel(id="disk")
                 yield NetworkPanel(id="network")
-            with Horizontal(id="jobs-row"):
-                yield TrainingPanel(focus_pid=self._focus_job, id="training")
-                yield DataLoaderPanel(focus_pid=self._focus_job, id="dataloader")
             with Vertical(id="process-box"):
                 yield ProcessTable(id="processes")
         yield StatusLine(id="status")

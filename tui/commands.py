@@ -43,13 +43,15 @@ def _run_monitor(interval_s: float, focus_job: int | None = None, on_exit=None) 
     from collectors.sampler import Sampler
     from tui.app import build_app
 
-    sampler = Sampler(_collectors(), interval_s=interval_s)
+    collectors = _collectors()
+    sampler = Sampler(collectors, interval_s=interval_s)
     app = build_app(sampler, focus_job=focus_job)
     try:
         with _sigterm_as_interrupt():
             app.run()
     finally:
         sampler.stop()
+        collectors.close()
         if on_exit is not None:
             on_exit()
     return app.return_code or 0

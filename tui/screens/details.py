@@ -24,6 +24,7 @@ from tui.format import sparkline
 from tui.verdict_history import METRICS, Metric, VerdictPoint, runs, stats
 from tui.verdict_runner import VerdictUpdate
 from tui.verdict_text import fmt_since, label, marker, tone_style
+from tui.widgets.hanging_list import HangingList, Item
 
 STAT_WIDTH = 8
 LABEL_WIDTH = 11
@@ -56,7 +57,7 @@ class DetailsScreen(ModalScreen[None]):
                 yield Static(id="details-finding")
                 for key, heading in SECTIONS:
                     yield Static(heading, classes="details-heading", id=f"details-{key}-heading")
-                    yield Static(classes="details-list", id=f"details-{key}")
+                    yield HangingList(classes="details-list", id=f"details-{key}")
                 yield HistoryView(id="details-history")
             yield Static(Content.styled("escape closes · ↑↓ scroll", "dim"), id="details-hint")
 
@@ -72,9 +73,9 @@ class DetailsScreen(ModalScreen[None]):
         verdict = update.verdict
         self.query_one("#details-title", Static).update(title_text(verdict))
         self.query_one("#details-finding", Static).update(finding_text(verdict))
-        self.query_one("#details-evidence", Static).update(evidence_text(verdict.primary))
-        self.query_one("#details-remedies", Static).update(remedies_text(verdict.primary))
-        self.query_one("#details-also", Static).update(also_text(verdict.also))
+        self.query_one("#details-evidence", HangingList).set_items(evidence_items(verdict.primary))
+        self.query_one("#details-remedies", HangingList).set_items(remedy_items(verdict.primary))
+        self.query_one("#details-also", HangingList).set_items(also_items(verdict.also))
         self.query_one(HistoryView).history = update.history
 
 
@@ -107,38 +108,37 @@ def finding_text(verdict: Verdict) -> Content:
     return _lines([Content(primary.summary), Content.styled(" · ".join(facts), "dim")])
 
 
-def evidence_text(finding: Finding) -> Content:
+def evidence_items(finding: Finding) -> list[Item]:
     """Each measured fact with the panel that shows it (its border is highlighted there)."""
     if not finding.evidence:
-        return _lines(["none measured yet"])
-    return _lines(
-        [
-            Content.assemble("• ", item.text, (f"   [{item.panel} panel]", "dim"))
-            for item in finding.evidence
-        ]
-    )
+        return [("", "none measured yet")]
+    return [
+        ("• ", Content.assemble(item.text, (f"   [{item.panel} panel]", "dim")))
+        for item in finding.evidence
+    ]
 
 
-def remedies_text(finding: Finding) -> Content:
+def remedy_items(finding: Finding) -> list[Item]:
     if not finding.remedies:
-        return _lines(["nothing to change"])
-    return _lines([f"{rank}. {remedy}" for rank, remedy in enumerate(finding.remedies, 1)])
+        return [("", "nothing to change")]
+    return [(f"{rank}. ", remedy) for rank, remedy in enumerate(finding.remedies, 1)]
 
 
-def also_text(also: Sequence[Finding]) -> Content:
+def also_items(also: Sequence[Finding]) -> list[Item]:
     """The other findings that hold this window, each with its own confidence."""
     if not also:
-        return _lines(["nothing else"])
-    return _lines(
-        [
+        return [("", "nothing else")]
+    return [
+        (
+            Content.styled(f"{marker(f)} ", f"bold {tone_style(f)}"),
             Content.assemble(
-                (f"{marker(f)} {label(f.bottleneck)}", f"bold {tone_style(f)}"),
+                (label(f.bottleneck), f"bold {tone_style(f)}"),
                 f"  {f.summary}",
                 (f" · conf {f.confidence * 100:.0f} %", "dim"),
-            )
-            for f in also
-        ]
-    )
+            ),
+        )
+        for f in also
+    ]
 
 
 class HistoryView(Widget):

@@ -11,6 +11,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+NAVIGATION = "↑↓ PgUp PgDn Home End: move in the process table"
+
 
 class HelpScreen(ModalScreen[None]):
     """A centred list of keys and what they do; escape, q or ? closes it."""
@@ -29,6 +31,7 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(id="help-box"):
             yield Static(Content.styled("traintop keys", "bold $accent"), id="help-title")
             yield Static(help_text(self._keys), id="help-keys")
+            yield Static(Content.styled(NAVIGATION, "dim"), id="help-navigation")
             yield Static(Content.styled("escape closes this screen", "dim"))
 
 

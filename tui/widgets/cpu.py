@@ -112,19 +112,20 @@ def summary_line(cpu: CpuSnapshot, width: int) -> Content:
         ("avg", "bold"),
         stacked_meter(segments, max(10, min(30, width // 5))),
         (fmt_pct(total.busy_pct).rjust(5), level_style(total.busy_pct)),
-        ("  load ", "dim"),
-        load,
-        ("  freq ", "dim"),
-        _frequency(cpu),
-        ("  ", ""),
-        f"{len(cpu.cores)} cpus{physical}",
-        "  ",
-        ("usr", USER_STYLE),
-        " ",
-        ("sys", SYSTEM_STYLE),
-        " ",
-        ("iowait", IOWAIT_STYLE),
     )
+    # Whole fields in order of importance, never one cut mid-word.
+    extras = [
+        Content.assemble(("  load ", "dim"), load),
+        Content.assemble(("  freq ", "dim"), _frequency(cpu)),
+        Content(f"  {len(cpu.cores)} cpus{physical}"),
+        Content.assemble(
+            "  ", ("usr", USER_STYLE), " ", ("sys", SYSTEM_STYLE), " ", ("iowait", IOWAIT_STYLE)
+        ),
+    ]
+    for extra in extras:
+        if line.cell_length + extra.cell_length > width:
+            break
+        line = line + extra
     return line.truncate(width)
 
 

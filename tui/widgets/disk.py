@@ -11,13 +11,13 @@ from tui.widgets.panel import Panel
 
 SPARK_FLOOR_BYTES_PER_S = 1e6
 HEADER = (
-    ("device", 9),
+    ("device", 8),
     ("read", 10),
     ("write", 10),
-    ("r/s", 6),
-    ("w/s", 6),
+    ("r/s", 5),
+    ("w/s", 5),
     ("busy", 5),
-    ("await", 7),
+    ("await", 6),
 )
 
 
@@ -45,8 +45,15 @@ class DiskPanel(Panel):
         return table(HEADER, rows, width)
 
 
+def fmt_await(ms: float | None) -> str:
+    """I/O latency in at most 6 cells: "0.4ms", "12.3ms", "250ms"."""
+    if ms is None:
+        return NA
+    return f"{ms:.0f}ms" if ms >= 99.95 else f"{ms:.1f}ms"
+
+
 def disk_cells(disk: DiskSnapshot) -> list[Content | str]:
-    await_text = NA if disk.await_ms is None else f"{disk.await_ms:.1f}ms"
+    await_text = fmt_await(disk.await_ms)
     return [
         disk.name,
         fmt_rate(disk.read_bytes_per_s),

@@ -7,7 +7,7 @@ from collections import deque
 from textual.content import Content
 
 from collectors.snapshot import Snapshot
-from tui.widgets.gpu_row import gpu_row, plan_layout
+from tui.widgets.gpu_row import badge_need, gpu_row, plan_layout
 from tui.widgets.panel import Panel
 
 HISTORY_LEN = 120
@@ -24,6 +24,9 @@ class GpuPanel(Panel):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._history: dict[int, deque[float | None]] = {}
+        # Widest throttle badge seen so far: it only grows, so a reason flickering on and off
+        # does not make the other columns jump from tick to tick.
+        self._badge_need = 0
 
     def record(self, snapshot: Snapshot) -> None:
         for gpu in snapshot.gpus:
@@ -44,7 +47,9 @@ class GpuPanel(Panel):
             return Content.styled(f"no NVIDIA GPU found{driver}", "dim")
         two_columns = len(snapshot.gpus) > 8 and width >= _TWO_COLUMNS_MIN_WIDTH
         column_width = (width - len(_SEPARATOR)) // 2 if two_columns else width
-        layout = plan_layout(column_width)
+        fans = any(gpu.fan_pct is not None for gpu in snapshot.gpus)
+        self._badge_need = max(self._badge_need, badge_need(snapshot.gpus))
+        layout = plan_layout(column_width, self._badge_need, fans)
         rows = [gpu_row(gpu, layout, self._history.get(gpu.index, ())) for gpu in snapshot.gpus]
         if not two_columns:
             return Content("\n").join(rows)

@@ -30,17 +30,20 @@ from tui.widgets.bars import meter
 # index, " util 97%", "  mem 70.2/79.6 GiB", temperature, power, the gap before the badge
 _FIXED = 3 + 10 + 19 + 6 + 11 + 2
 _BADGE_MIN = 14
-# (column, cells it costs); "util+" and "mem+" widen bars that are already shown.
+# (column, cells it costs) in priority order; "badge" is the room the full throttle names need
+# beyond the minimum, so at wide sizes they are never cut while PCIe and fan still fit later.
+# "util+" and "mem+" widen bars that are already shown.
 _WANTS = (
     ("util", 8),
     ("mem", 8),
     ("clocks", 15),
+    ("badge", 0),
     ("pstate", 5),
-    ("pcie", 23),
+    ("pcie", 25),
     ("fan", 9),
+    ("spark", 18),
     ("util+", 10),
     ("mem+", 10),
-    ("spark", 18),
 )
 
 
@@ -60,13 +63,19 @@ class GpuLayout:
     badge: int = _BADGE_MIN
 
 
-def plan_layout(width: int) -> GpuLayout:
-    """Pick the columns that fit ``width`` cells; what is left widens the throttle badge."""
+def plan_layout(width: int, badge_need: int = 0, fans: bool = True) -> GpuLayout:
+    """Pick the columns that fit ``width`` cells; what is left widens the throttle badge.
+
+    ``badge_need`` is the widest badge of this frame and ``fans`` whether any GPU reports a
+    fan: SXM boards have none, and a column of "n/a" on every row is noise.
+    """
     name = 15 if width >= 116 else 10 if width >= 76 else 5
     free = width - _FIXED - name - _BADGE_MIN
+    costs = dict(_WANTS, badge=max(badge_need - _BADGE_MIN, 0))
     chosen: dict[str, int] = {}
-    for column, cost in _WANTS:
-        if cost <= free and (not column.endswith("+") or column[:-1] in chosen):
+    for column, cost in costs.items():
+        wanted = fans or column != "fan"
+        if wanted and cost <= free and (not column.endswith("+") or column[:-1] in chosen):
             chosen[column] = cost
             free -= cost
     return GpuLayout(
@@ -78,8 +87,9 @@ def plan_layout(width: int) -> GpuLayout:
         pstate="pstate" in chosen,
         pcie="pcie" in chosen,
         fan="fan" in chosen,
-        spark=chosen.get("spark", 2) - 2,
-        badge=max(_BADGE_MIN + free, 0),
+        # Room left over lengthens the history when it is shown, else widens the badge.
+        spark=chosen["spark"] - 2 + free if "spark" in chosen else 0,
+        badge=max(_BADGE_MIN + chosen.get("badge", 0) + (0 if "spark" in chosen else free), 0),
     )
 
 
@@ -104,17 +114,25 @@ def gpu_row(gpu: GpuSnapshot, layout: GpuLayout, history: Sequence[float | None]
 def throttle_badge(mask: int | None, width: int) -> Content:
     """Active clock-limiting reasons in nvidia-smi words, worst first, coloured by severity.
 
-    When the full names do not fit, "Slowdown" shortens to "Slow" before anything is cut.
+    When the full names do not fit, "Slowdown" shortens to "Slow", then only the worst reason
+    is named with a count of the others ("HW Slowdown +1"), so nothing is cut mid-word.
     """
     reasons = sorted(throttling_reasons(mask), key=lambda r: -SEVERITY_RANK[r.severity])
     if not reasons:
         return Content("")
     worst = reasons[0].severity
     style = {"error": "bold $error", "warning": "bold $warning"}.get(worst, "")
-    names = ", ".join(reason.name for reason in reasons)
-    if len(names) > width:
-        names = names.replace("Slowdown", "Slow")
-    return Content.styled(truncate(names, width), style)
+    names = [reason.name for reason in reasons]
+    more = f" +{len(names) - 1}" if len(names) > 1 else ""
+    tiers = (", ".join(names), ", ".join(names).replace("Slowdown", "Slow"), names[0] + more)
+    fitting = [tier for tier in tiers if len(tier) <= width]
+    text = fitting[0] if fitting else truncate(tiers[-1].replace("Slowdown", "Slow"), width)
+    return Content.styled(text, style)
+
+
+def badge_need(gpus: Sequence[GpuSnapshot]) -> int:
+    """Cells the widest full throttle badge of these GPUs needs (0 when none throttles)."""
+    return max((len(throttle_badge(gpu.clocks_event_reasons, 999)) for gpu in gpus), default=0)
 
 
 def _util(gpu: GpuSnapshot, layout: GpuLayout) -> Content:
@@ -156,7 +174,7 @@ def _optional_columns(gpu: GpuSnapshot, layout: GpuLayout) -> list[Content]:
         columns.append(Content(("" if gpu.pstate is None else f"P{gpu.pstate}").rjust(5)))
     if layout.pcie:
         rx, tx = fmt_rate(gpu.pcie_rx_bytes_per_s), fmt_rate(gpu.pcie_tx_bytes_per_s)
-        columns.append(Content.assemble(("  ↓", "dim"), rx.rjust(9), (" ↑", "dim"), tx.rjust(9)))
+        columns.append(Content.assemble(("  ↓", "dim"), rx.rjust(10), (" ↑", "dim"), tx.rjust(10)))
     if layout.fan:
         columns.append(Content.assemble(("  fan", "dim"), fmt_pct(gpu.fan_pct).rjust(4)))
     return columns

@@ -54,6 +54,33 @@ def fmt_share(share: float | None) -> str:
     return NA if share is None else f"{share * 100:.0f}%"
 
 
+LONG_PHASE_STEPS = 5.0  # a live job's current phase is shown once it outlasts 5 p50 steps
+
+
+def fmt_age(seconds: float | None) -> str | None:
+    """How long since the last step, in words a stalled badge can hold: "34 s", "3 min"."""
+    if seconds is None:
+        return None
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def long_live_phase(job: JobSnapshot) -> str | None:
+    """ "in backward for 43 s" when worth a look: always for a stalled job (it names where the
+    hang is), for a live one only once the phase outlasts ``LONG_PHASE_STEPS`` p50 steps.
+    """
+    phase, seconds = job.live_phase, job.live_phase_s
+    if phase is None or seconds is None or job.state not in ("live", "stalled"):
+        return None
+    p50 = job.step_time_p50_s
+    if job.state == "live" and (p50 is None or seconds <= LONG_PHASE_STEPS * p50):
+        return None
+    return f"in {phase} for {fmt_age(seconds)}"
+
+
 def flow(chips: Iterable[Content], width: int, gap: int = 2) -> list[Content]:
     """Lay chips out left to right and wrap between chips, never inside one."""
     lines: list[Content] = []

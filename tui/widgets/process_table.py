@@ -39,7 +39,7 @@ class ProcessTable(LineWidget, can_focus=True):
     TITLE = "Processes"
     BINDINGS: ClassVar[list[Binding]] = [
         Binding("s", "cycle_sort", "Sort"),
-        Binding("K", "toggle_kernel", "Kernel thr", key_display="K"),
+        Binding("K", "toggle_kernel", "Kthreads", key_display="K"),
         Binding("up", "move(-1)", "Up", show=False),
         Binding("down", "move(1)", "Down", show=False),
         Binding("pageup", "page(-1)", "Page up", show=False),
@@ -150,6 +150,8 @@ class ProcessTable(LineWidget, can_focus=True):
         self._cursor = max(0, min(self._cursor + delta, len(self._rows) - 1))
         self._selected_pid = self._rows[self._cursor].proc.pid
         self._redraw()
+        # In attach mode the table sits below the fold: bring it up when the user drives it.
+        self.scroll_visible(animate=False)
 
     def action_page(self, pages: int) -> None:
         self.action_move(pages * self._visible())

@@ -22,9 +22,11 @@ from tui.widgets.job_cards import (
     JobCard,
     JobPanel,
     flow,
+    fmt_age,
     fmt_number,
     fmt_seconds,
     fmt_share,
+    long_live_phase,
 )
 
 HISTORY_LEN = 300  # ticks of step-time p50 kept per job for the sparkline
@@ -53,17 +55,6 @@ PHASE_CLASSES = {
     "optimizer": "opt",
     "other": "other",
 }
-
-
-def fmt_age(seconds: float | None) -> str | None:
-    """How long since the last step, in words a stalled badge can hold: "34 s", "3 min"."""
-    if seconds is None:
-        return None
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def relative_sparkline(values: Sequence[float], width: int) -> str:
@@ -173,10 +164,17 @@ class TrainingCard(JobCard):
 
     def _badge(self, job: JobSnapshot) -> Content:
         text = BADGES.get(job.state, job.state)
-        if job.state == "stalled":
+        phase = long_live_phase(job)
+        if job.state == "stalled" and phase is not None:
+            text += f": {phase}"
+        elif job.state == "stalled":
             age = fmt_age(job.last_step_age_s)
             text += " · no recent step" if age is None else f" · no step for {age}"
+        elif phase is not None:  # live, but one phase is taking many steps' worth of time
+            text += f" · {phase}"
         style = f"training--{job.state}" if job.state in BADGES else "job--label"
+        if job.state == "live" and phase is not None:
+            style = "job--warning"
         return Content.styled(text, self.style(style))
 
     def _rates(self, view: TrainingView) -> list[Content]:
