@@ -46,7 +46,16 @@ async def shoot(
         await feed(pilot, source, ticks[1:])
         await pilot.press(*keys)
         await pilot.pause()
-        return Path(app.save_screenshot(filename, path=str(OUT)))
+        path = OUT / filename
+        path.write_text(preserve_spaces(app.export_screenshot()), encoding="utf-8")
+        return path
+
+
+def preserve_spaces(svg: str) -> str:
+    """Keep the leading no-break spaces of each text run: without xml:space="preserve",
+    librsvg (and so most image viewers and converters) drops them and runs fields together,
+    e.g. "up 3d 04:05every 1s"; browsers render the same file either way."""
+    return svg.replace("<svg ", '<svg xml:space="preserve" ', 1)
 
 
 def main() -> int:
