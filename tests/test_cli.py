@@ -207,3 +207,31 @@ def test_query_without_nvml_fails_cleanly(cli_env: dict[str, str]) -> None:
     assert done.returncode != 0
     assert "Traceback" not in done.stdout + done.stderr
     assert "libnvidia-ml.so" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("argv", [["traintop"], ["traintop", "demo"], ["traintop", "attach"]])
+def test_monitor_without_a_terminal_is_one_line_and_starts_nothing(argv, tmp_path):
+    """A pipe or cron job gets a pointer to `snapshot --json`, not escape codes or a hang."""
+    env = {**os.environ, "TRAINTOP_RING_DIR": str(tmp_path)}
+    done = subprocess.run(
+        argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode != 0
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    if argv[1:] != ["attach"]:
+        assert "needs a terminal" in lines[0]
+    assert not _processes_with_env(f"TRAINTOP_RING_DIR={tmp_path}")
+
+
+def _processes_with_env(entry: str) -> list[int]:
+    """Pids whose environment holds `entry`: what a refused command may have left running."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if entry.encode() in environ.read_bytes().split(b"\0"):
+                found.append(int(environ.parent.name))
+        except OSError:
+            continue
+    return found

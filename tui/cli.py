@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
+from tui.commands import NoTerminal
+
 EXIT_USAGE = 2
 
 
@@ -123,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(build_parser().parse_args(argv))
     except UsageError as exc:
         print(f"traintop: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except NoTerminal as exc:
+        print(f"traintop: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 0

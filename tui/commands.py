@@ -39,9 +39,23 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _require_terminal() -> None:
+    """The live monitor draws full-screen and reads keys: without a terminal it cannot."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise NoTerminal(
+            "the live monitor needs a terminal; for one sample use `traintop snapshot --json`"
+        )
+
+
+class NoTerminal(Exception):
+    """Standard input or output is not a terminal (a pipe, a file, cron, `ssh -T`)."""
+
+
 def _run_monitor(interval_s: float, focus_job: int | None = None, on_exit=None) -> int:
     from collectors.sampler import Sampler
     from tui.app import build_app
+
+    _require_terminal()
 
     collectors = _collectors()
     sampler = Sampler(collectors, interval_s=interval_s)
@@ -191,6 +205,7 @@ def demo(args: argparse.Namespace) -> int:
     """`traintop demo`: start a real CPU training job with a built-in bottleneck and watch it."""
     from tui.demo import start_demo_job
 
+    _require_terminal()  # before the job starts, so a refusal leaves nothing running
     job = start_demo_job(args.bottleneck, args.seconds)
     if job is None:
         return 1
