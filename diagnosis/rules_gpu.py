@@ -13,14 +13,17 @@ from diagnosis.context import Context
 from diagnosis.findings import candidate
 from diagnosis.model import Candidate, Evidence
 from diagnosis.reasons import HW_BITS, HW_SLOWDOWN, POWER_BITS, THERMAL_BITS, label
-from diagnosis.text import pct, rate
+from diagnosis.text import gib, pct, rate
 from diagnosis.views import GpuView
 
 THROTTLE_SHARE = 0.3  # a reason must be active in this share of samples
 THROTTLE_MIN_UTIL_PCT = 30.0  # idle GPUs lower their clocks on purpose
 HOT_MARGIN_C = 5.0  # HW slowdown within this of the slowdown threshold counts as thermal
 HOT_FALLBACK_C = 85.0  # when the driver reports no thresholds
-GPU_MEM_FULL = 0.95
+GPU_MEM_FULL = 0.95  # advisory: reserved memory is often a cache, not live tensors
+GPU_MEM_NEAR_OOM = 0.98  # ... a warning once the card is this full ...
+TENSORS_SHARE = 0.9  # ... and the job's allocated tensors alone take this share of it
+NEAR_OOM_RANK = 0.02  # ranks above healthy compute (0.01), below any measured time loss
 SWAP_BYTES_PER_S = 1 << 20
 
 
@@ -128,36 +131,67 @@ def throttle_power(ctx: Context) -> Candidate | None:
 
 
 def _gpu_mem_facts(ctx: Context) -> list[Evidence]:
-    full = [g for g in ctx.gpus if (g.mem_used_share or 0.0) >= GPU_MEM_FULL]
+    """``GPU 0 memory 99 % full (79.5 of 80.0 GiB)`` for every GPU of the job that is."""
     return [
         Evidence(
-            f"GPU {g.index} memory {pct(g.mem_used_share)} full",
+            f"GPU {g.index} memory {pct(g.mem_used_share)} full{_mem_bytes(g)}",
             f"gpu.{g.index}.mem",
             g.mem_used_share,
             "gpu",
         )
-        for g in full
-        if g.mem_used_share is not None
+        for g in ctx.gpus
+        if g.mem_used_share is not None and g.mem_used_share >= GPU_MEM_FULL
     ]
 
 
+def _mem_bytes(g: GpuView) -> str:
+    if g.mem_used_bytes is None or not g.mem_total_bytes:
+        return ""
+    return f" ({gib(g.mem_used_bytes)} of {gib(g.mem_total_bytes)})"
+
+
+def near_oom(ctx: Context) -> Evidence | None:
+    """The job's own tensors fill a GPU that is all but full: the next larger batch, longer
+    sequence or fragmentation spike fails with out-of-memory.  A full card alone is not enough:
+    PyTorch's cache, TensorFlow and JAX reserve memory they do not use."""
+    alloc = ctx.job.job.cuda_mem_allocated_bytes if ctx.job else None
+    full = [g for g in ctx.gpus if (g.mem_used_share or 0.0) >= GPU_MEM_NEAR_OOM]
+    cards = [g.mem_total_bytes for g in full if g.mem_total_bytes]
+    if alloc is None or not cards or alloc < TENSORS_SHARE * max(cards):
+        return None
+    text = f"the job's tensors take {gib(alloc)} ({pct(alloc / max(cards))} of the card)"
+    return Evidence(text, "cuda_mem_allocated_bytes", float(alloc), "training")
+
+
 def memory(ctx: Context) -> Candidate | None:
-    """Host swapping (slows everything) or a GPU at the edge of out-of-memory."""
+    """Host swapping (slows everything), a job at the edge of GPU out-of-memory, or (advice
+    only) a GPU whose memory is nearly all reserved."""
     facts = _gpu_mem_facts(ctx)
     swap = ctx.swap_bytes_per_s
     swapping = swap is not None and swap >= SWAP_BYTES_PER_S
     if swapping:
         facts.insert(0, Evidence(f"host swapping {rate(swap)}", "swap_bytes_per_s", swap, "memory"))
+    tensors = near_oom(ctx)
+    if tensors is not None:
+        facts.append(tensors)
     if not facts:
         return None
-    summary = "Host is swapping" if swapping else "GPU memory almost full: close to OOM"
+    severity = "error" if swapping else "warning" if tensors else "info"
     return candidate(
         ctx,
         "memory",
         strength=0.9,
-        severity="error" if swapping else "info",
-        summary=summary,
+        severity=severity,
+        summary=_memory_summary(swapping, tensors is not None),
         evidence=facts,
         remedies=remedies.memory(swapping),
-        lost=0.5 if swapping else 0.0,
+        lost=0.5 if swapping else NEAR_OOM_RANK if tensors else 0.0,
     )
+
+
+def _memory_summary(swapping: bool, tensors: bool) -> str:
+    if swapping:
+        return "Host is swapping"
+    if tensors:
+        return "GPU memory full of the job's tensors: one spike from OOM"
+    return "GPU memory almost full: close to OOM"

@@ -145,7 +145,12 @@ def _idle_summary(ctx: Context) -> str:
 
 
 def _job_state(ctx: Context) -> tuple[Evidence, ...]:
+    """A live job proves the GPU is left idle by stepping; a stopped one by its silence."""
     job = ctx.job.job if ctx.job else None
+    if job is not None and job.state == "live" and job.steps_per_s:
+        text = f"job {job.name} runs {job.steps_per_s:.1f} steps/s"
+        text += ", none timed on the GPU" if ctx.job.gpu_busy_share is None else ""
+        return (Evidence(text, "steps_per_s", job.steps_per_s, "training"),)
     if job is None or job.last_step_age_s is None:
         return ()
     text = f"last step {seconds(job.last_step_age_s)} ago (state {job.state})"

@@ -7,6 +7,7 @@ it; these helpers keep every sentence in the same units (decimal rates, as iosta
 from __future__ import annotations
 
 _RATE_UNITS = ("B/s", "kB/s", "MB/s", "GB/s", "TB/s")
+_GIB = 1 << 30
 
 
 def pct(share: float) -> str:
@@ -32,3 +33,8 @@ def rate(bytes_per_s: float) -> str:
 def seconds(value: float) -> str:
     """A duration short enough to read at a glance: ms below one second."""
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
+def gib(size_bytes: float) -> str:
+    """Device memory in binary GiB with one decimal, as GPU cards are sold: ``79.5 GiB``."""
+    return f"{size_bytes / _GIB:.1f} GiB"

@@ -28,6 +28,8 @@ class GpuView:
     util_pct: float | None
     util_std: float | None
     mem_used_share: float | None
+    mem_used_bytes: int | None  # peak over the window
+    mem_total_bytes: int | None
     temp_c: float | None
     temp_slowdown_c: float | None
     temp_max_operating_c: float | None
@@ -97,6 +99,8 @@ def gpu_view(samples: Sequence[GpuSnapshot]) -> GpuView:
         util_pct=mean_of(g.util_gpu_pct for g in live),
         util_std=std_of(g.util_gpu_pct for g in live),
         mem_used_share=max_of(_mem_share(g) for g in live),
+        mem_used_bytes=max_of(g.mem_used_bytes for g in live),
+        mem_total_bytes=_latest([g.mem_total_bytes for g in live]),
         temp_c=max_of(g.temp_c for g in live),
         temp_slowdown_c=_latest([g.temp_slowdown_c for g in live]),
         temp_max_operating_c=_latest([g.temp_max_operating_c for g in live]),

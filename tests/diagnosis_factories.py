@@ -64,6 +64,7 @@ class Scene:
     data_wait: float | None = 0.03
     data_wait_alt: float | None = None
     gpu_busy: float | None = 0.95
+    cuda_allocated: int | None = None  # the job's allocated tensor bytes (ring mem_bytes)
     phases: tuple[tuple[str, float], ...] = ()
     step_times: tuple[float, ...] = ()
     steps_per_tick: int = 0  # > 0: step_times is the whole window's series, revealed per tick
@@ -228,5 +229,6 @@ class Scene:
                 for pid in self._worker_pids()
             ),
             recent_step_times_s=recent,
+            cuda_mem_allocated_bytes=self.cuda_allocated,
             last_step_age_s=self.last_step_age,
         )

@@ -6,7 +6,7 @@ import pytest
 
 from diagnosis.api import diagnose
 from diagnosis.model import Verdict
-from tests.diagnosis_factories import TRAINER_PID, Scene
+from tests.diagnosis_factories import GIB, TRAINER_PID, Scene
 
 HEALTHY = Scene()
 SYSTEM = Scene(attach=False)
@@ -88,6 +88,10 @@ ATTACH_CASES = {
         "throttle_power",
     ),
     "memory: host swapping": (HEALTHY.but(swap_bytes_per_s=80e6), "memory"),
+    "memory: the job's tensors fill the GPU": (
+        HEALTHY.but(gpu_mem_share=0.994, cuda_allocated=int(77.8 * GIB)),
+        "memory",
+    ),
     "periodic_stall: checkpoint steps": (
         HEALTHY.but(step_times=STEPS_WITH_CHECKPOINTS),
         "periodic_stall",
@@ -225,3 +229,39 @@ def test_job_pid_selects_the_job() -> None:
     missing = diagnose(window, job_pid=1)
     assert missing.primary.bottleneck == "unknown"
     assert "pid 1" in missing.primary.summary
+
+
+def test_near_oom_names_the_bytes() -> None:
+    scene = HEALTHY.but(gpu_mem_share=79.5 / 80, cuda_allocated=int(77.8 * GIB))
+    primary = diagnose(scene.window()).primary
+    texts = [e.text for e in primary.evidence]
+    assert primary.severity == "warning"
+    assert "GPU 0 memory 99 % full (79.5 GiB of 80.0 GiB)" in texts
+    assert "the job's tensors take 77.8 GiB (97 % of the card)" in texts
+
+
+@pytest.mark.parametrize(
+    "scene",
+    [
+        HEALTHY.but(gpu_mem_share=0.99, cuda_allocated=30 * GIB),  # the rest is PyTorch's cache
+        HEALTHY.but(gpu_mem_share=0.99),  # allocation unknown (TF/JAX preallocate)
+        HEALTHY.but(gpu_mem_share=0.97, cuda_allocated=int(77.0 * GIB)),  # 2.4 GiB headroom
+    ],
+    ids=["cache", "unknown allocation", "97 % full"],
+)
+def test_full_gpu_without_near_oom_stays_advice(scene: Scene) -> None:
+    verdict = diagnose(scene.window())
+    memory = next(f for f in verdict.also if f.bottleneck == "memory")
+    assert verdict.primary.bottleneck == "compute"
+    assert memory.severity == "info"
+
+
+def test_idle_live_job_quotes_its_step_rate() -> None:
+    """A job stepping while its GPU idles proves the model is not on the GPU; the age of its
+    last step (milliseconds) proves nothing."""
+    scene = HEALTHY.but(gpu_util=0, gpu_busy=None)
+    texts = [e.text for e in diagnose(scene.window()).primary.evidence]
+    assert texts == [
+        "GPU 0 utilization 0 %",
+        "job train.py runs 4.0 steps/s, none timed on the GPU",
+    ]

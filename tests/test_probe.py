@@ -34,6 +34,11 @@ class FakeWriter:
         self.closed = True
 
 
+def live(phase: int, start_ns: int) -> tuple[int, int]:
+    """A live-word publication as a writer sees it: the start at the word's 16 ns resolution."""
+    return phase, start_ns & -16
+
+
 class Clock:
     """Advances by a fixed tick on every read, so every duration is known exactly."""
 
@@ -153,7 +158,7 @@ def test_live_phase_is_published_once_the_segment_exists() -> None:
     with probe.phase("backward"):
         pass
     entry, leave = clock.now - clock.tick, clock.now
-    assert writers[0].live == [(BACKWARD, entry), (OTHER, leave)]  # the exit resumes "no phase"
+    assert writers[0].live == [live(BACKWARD, entry), live(OTHER, leave)]  # exit: "no phase"
 
 
 def test_hook_switches_publish_the_live_phase_too() -> None:
@@ -161,7 +166,7 @@ def test_hook_switches_publish_the_live_phase_too() -> None:
     probe.step()
     probe._switch(BACKWARD)
     probe._switch(NO_PHASE)  # between phases: time that records count as "other"
-    assert writers[0].live == [(BACKWARD, clock.now - clock.tick), (OTHER, clock.now)]
+    assert writers[0].live == [live(BACKWARD, clock.now - clock.tick), live(OTHER, clock.now)]
 
 
 def test_writer_failure_disables_with_one_line_and_leaves_the_loop_alone(capsys) -> None:

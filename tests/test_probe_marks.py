@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.test_probe import make_probe
+from tests.test_probe import live, make_probe
 from traintop.probe import BACKWARD, DATA, FORWARD, OPTIMIZER, OTHER
 
 
@@ -53,7 +53,7 @@ def test_marks_publish_the_live_phase_at_each_boundary() -> None:
     probe.step()
     probe.mark("backward")
     probe.mark("optimizer")
-    assert writers[0].live == [(BACKWARD, clock.now - clock.tick), (OPTIMIZER, clock.now)]
+    assert writers[0].live == [live(BACKWARD, clock.now - clock.tick), live(OPTIMIZER, clock.now)]
 
 
 def test_mark_inside_a_with_block_ends_with_the_block() -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from traintop.phase_context import DATA, OTHER
+
 if TYPE_CHECKING:
     from traintop.probe import Probe
 
@@ -30,24 +32,13 @@ class TimedLoader:
         self._fallback = size if isinstance(size, int) else None
 
     def __iter__(self) -> Iterator[Any]:
-        probe, fallback = self._probe, self._fallback
+        probe = self._probe
         resumed = probe._wait_begin()
         try:
             iterator = iter(self._loader)
         finally:
-            probe._wait_end(resumed, None, None)
-        while True:
-            resumed = probe._wait_begin()
-            try:
-                batch = next(iterator)
-            except StopIteration:
-                probe._wait_end(resumed, None, None)
-                return
-            except BaseException:  # the user's exceptions pass unchanged
-                probe._wait_end(resumed, None, None)
-                raise
-            probe._wait_end(resumed, batch, fallback)
-            yield batch
+            probe._wait_end(resumed, 0)
+        return _timed_batches(probe, iterator, self._fallback or 0)
 
     def __len__(self) -> int:
         return len(self._loader)  # type: ignore[arg-type]
@@ -56,6 +47,56 @@ class TimedLoader:
         if name.startswith("__") or name in ("_probe", "_loader", "_fallback"):
             raise AttributeError(name)
         return getattr(self._loader, name)
+
+
+def _timed_batches(probe: Probe, iterator: Iterator[Any], fallback: int) -> Iterator[Any]:
+    """Yield the batches, the wait for each one timed as the data phase.
+
+    ``Probe._wait_begin`` and ``_wait_end`` inlined (same accounting): two calls per batch
+    cost more than their work.  The phase paused by the wait (``resumed``) is resumed after it.
+    """
+    clock = probe._clock
+    while True:
+        resumed = probe._open
+        if probe._on:
+            try:
+                now = clock()
+                if resumed >= 0:
+                    probe._acc[resumed] += now - probe._open_t
+                else:  # the first boundary since the probe was made (traintop.probe)
+                    probe._t_start = now
+                    resumed = OTHER
+                probe._open = DATA
+                probe._open_t = now
+                probe._live[0] = now & -16 | DATA
+            except Exception as exc:
+                probe._fail(exc)
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            probe._wait_end(resumed, 0)
+            return
+        except BaseException:  # the user's exceptions pass unchanged
+            probe._wait_end(resumed, 0)
+            raise
+        if probe._on:
+            try:
+                now = clock()
+                probe._acc[probe._open] += now - probe._open_t
+                probe._open = resumed
+                probe._open_t = now
+                probe._live[0] = now & -16 | resumed
+                kind = type(batch)  # index loaders yield scalars: nothing to look into
+                probe._samples += fallback if kind in _NOT_BATCHES else batch_samples(batch, fallback)
+            except Exception as exc:
+                probe._fail(exc)
+        yield batch
+
+
+def batch_samples(batch: Any, fallback: int) -> int:
+    """Samples in ``batch``: the leading dimension of its first tensor-like, else ``fallback``."""
+    size = infer_batch_size(batch)
+    return fallback if size is None else size
 
 
 def infer_batch_size(batch: Any, depth: int = 0) -> int | None:

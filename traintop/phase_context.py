@@ -14,14 +14,15 @@ if TYPE_CHECKING:
     from traintop.probe import Probe
 
 NO_PHASE = -1
-OTHER = 4  # the slot of time spent in no named phase (traintop.probe.STANDARD_PHASES)
+DATA, OTHER = 0, 4  # slots of the batch wait and of time in no phase (probe.STANDARD_PHASES)
 
 
 class PhaseContext:
     """``with probe.phase(name):`` — one cached instance per name keeps entry cheap.
 
-    Same accounting as ``Probe.mark``/``_wait_end``, inlined (this runs several times per
-    step); the exit takes explicit arguments: ``*args`` would build a tuple on every phase.
+    Same accounting as ``Probe.mark``, inlined (this runs several times per step, and a call
+    costs as much as the work); the exit takes explicit arguments: ``*args`` would build a
+    tuple on every phase.
     """
 
     __slots__ = ("_clock", "_index", "_probe")
@@ -36,15 +37,16 @@ class PhaseContext:
         if probe._on:
             try:
                 now = self._clock()
-                index = probe._open
-                if index >= 0:
-                    probe._acc[index] += now - probe._open_t
-                elif not probe._t_start:
+                open_ = probe._open
+                if open_ >= 0:
+                    probe._acc[open_] += now - probe._open_t
+                else:  # the first boundary since the probe was made (traintop.probe)
                     probe._t_start = now
-                probe._stack.append(index)
-                probe._open = self._index
+                    open_ = OTHER
+                probe._stack.append(open_)
+                index = probe._open = self._index
                 probe._open_t = now
-                probe._set_live(self._index, now)
+                probe._live[0] = now & -16 | index
             except Exception as exc:
                 probe._fail(exc)
         return self
@@ -57,9 +59,9 @@ class PhaseContext:
                 index = probe._open
                 if index >= 0:
                     probe._acc[index] += now - probe._open_t
-                index = probe._open = probe._stack.pop() if probe._stack else NO_PHASE
+                index = probe._open = probe._stack.pop() if probe._stack else OTHER
                 probe._open_t = now
-                probe._set_live(index if index >= 0 else OTHER, now)
+                probe._live[0] = now & -16 | index  # the phase returned to is live again
             except Exception as exc:
                 probe._fail(exc)
         return False

@@ -2,9 +2,12 @@
 
 Everything here runs inside the user's training loop, so two rules shape the code:
 
-* Cost.  A step with five phase marks must stay around a microsecond or two: phase context
-  managers are cached objects (no generator-based ``contextmanager``), durations accumulate in a
-  plain list, and the ring segment is created lazily at the first step boundary.
+* Cost.  A step with five phase marks must stay under two microseconds: phase context managers
+  are cached objects (no generator-based ``contextmanager``), each boundary's bookkeeping is
+  inlined where it happens (a Python call costs as much as the work), durations accumulate in a
+  plain list, time in no phase goes straight to "other" (so the slots partition the step with
+  no gap to compute), the live phase is published by one store into the segment's live word,
+  and the ring segment is created lazily at the first step boundary.
 * Harmlessness.  No exception ever leaves the probe.  The first failure prints one line to
   stderr and turns the probe off; the training code keeps running and computes the same values.
 
@@ -18,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, MutableSequence, Sequence
 from typing import Any, Protocol
 
 from traintop.loader import TimedLoader, infer_batch_size
@@ -27,10 +30,15 @@ from traintop.phase_context import NO_PHASE, NULL_CONTEXT, NullContext, PhaseCon
 STANDARD_PHASES = ("data", "forward", "backward", "optimizer", "other")
 DATA, FORWARD, BACKWARD, OPTIMIZER, OTHER = range(5)
 MAX_PHASES = 8
+LIVE_PHASE_BITS = 0xF  # the live word's low bits hold the phase (traintop.ring_format)
 
 
 class Writer(Protocol):
-    """The part of ``traintop.ring.RingWriter`` the probe uses."""
+    """The part of ``traintop.ring.RingWriter`` the probe uses.
+
+    A writer may also offer ``live_word``, a one-item ``cast('Q')`` view of its live word: the
+    probe then publishes ``start_ns & ~0xF | phase`` with one store instead of ``set_live``.
+    """
 
     def record(self, step: int, t_start_ns: int, phase_ns: Sequence[int], samples: int,
                gpu_ns: int = 0, gpu_lag: int = 0, mem_bytes: int = 0, flags: int = 0,
@@ -72,6 +80,7 @@ class Probe:
         self._contexts: dict[str, PhaseContext] = {}
         self._marks: dict[str, int] = {}  # mark() names -> slots, cleared when the probe is off
         self._acc = [0] * len(STANDARD_PHASES)  # one slot per phase name, passed as is
+        self._zeros = [0] * len(STANDARD_PHASES)  # copied to reset ``_acc`` after each record
         self._open = NO_PHASE
         self._open_t = 0
         self._stack: list[int] = []
@@ -79,8 +88,7 @@ class Probe:
         self._samples = 0
         self._step = 0
         self._writer: Writer | None = None
-        self._set_live: Callable[[int, int], None] = _no_live
-        self._n_slots = len(STANDARD_PHASES)
+        self._live: MutableSequence[int] | _LiveCalls = _NO_LIVE  # [0] = the live word
         self._on = True
         self._auto = False  # set by the zero-code hooks; explicit API calls clear it
         for phase in phases:
@@ -129,11 +137,11 @@ class Probe:
             open_ = self._open
             if open_ >= 0:
                 self._acc[open_] += now - self._open_t
-            elif not self._t_start:
+            else:
                 self._t_start = now
             self._open = index
             self._open_t = now
-            self._set_live(index, now)
+            self._live[0] = now & -16 | index
         except Exception as exc:
             self._fail(exc)
 
@@ -143,26 +151,57 @@ class Probe:
         return TimedLoader(self, loader)
 
     def step(self, samples: int | None = None, tokens: int = 0) -> None:
-        """Close the current step and write its record (samples default to the loader's count)."""
+        """Close the current step and write its record (samples default to the loader's count).
+
+        The slots already partition the step (time in no phase went to OTHER as it passed), so
+        the record is the accumulators as they are; fresh ones start the next step.
+        """
         self._auto = False
-        if self._on:
-            try:
-                self._write(self._clock(), samples, tokens)
-            except Exception as exc:
-                self._fail(exc)
+        if not self._on:
+            return
+        try:
+            now = self._clock()
+            acc, open_, step, writer = self._acc, self._open, self._step, self._writer
+            if open_ >= 0:
+                acc[open_] += now - self._open_t
+            start = self._t_start or now
+            if writer is None:  # creating the segment takes ms: keep it out of the next step
+                writer = self._create_writer()
+                now = self._clock()
+            count = self._samples if samples is None else samples
+            if self._extras is None:
+                writer.record(step, start, acc, count, 0, 0, 0, 0, tokens)
+                if not step & 63 and self._extras_factory is not None:
+                    self._extras = self._extras_factory()
+            else:
+                gpu_ns, gpu_lag, mem, flags = self._extras.at_step(step, now)
+                writer.record(step, start, acc, count, gpu_ns, gpu_lag, mem, flags, tokens)
+            self._acc = self._zeros.copy()  # the writer has copied acc: a fresh list is cheapest
+            self._t_start = self._open_t = now
+            if self._stack:  # a ``with`` block spans the step: its phase goes on in the next one
+                self._live[0] = now & -16 | open_
+            else:  # the step closes the last mark's phase (readers see that from the record's end)
+                self._open = OTHER
+            self._samples = 0
+            self._step = step + 1
+        except Exception as exc:
+            self._fail(exc)
 
     def close(self) -> None:
         """Stop recording and release the segment (the ring marks it closed)."""
         writer, self._writer, self._on = self._writer, None, False
         self._marks.clear()
-        self._set_live = _no_live
+        self._live = _NO_LIVE
         if writer is not None:
             try:
                 writer.close()
             except Exception as exc:
                 _warn(f"probe close failed: {exc}")
 
-    # ---- internal API shared with traintop.loader and traintop.torch_hooks -----------------
+    # ---- internal API shared with traintop.loader, phase_context and torch_hooks ------------
+    #
+    # Invariant: ``_open`` is NO_PHASE only before the first boundary (``_t_start`` is 0 then);
+    # from there on, time in no phase is accounted to OTHER as it happens.
 
     def _slot(self, name: str) -> int:
         """Index of a phase name; new names get a slot only until the segment exists."""
@@ -173,9 +212,9 @@ class Probe:
             return OTHER
         self._names.append(name)
         self._acc.append(0)
-        self._n_slots = len(self._names)
-        self._slots[name] = self._n_slots - 1
-        return self._n_slots - 1
+        self._zeros.append(0)
+        self._slots[name] = len(self._names) - 1
+        return len(self._names) - 1
 
     def _mark_slot(self, name: str) -> int | None:
         """Slot of a name not yet seen by ``mark`` (None once the probe is off), then cached."""
@@ -185,17 +224,19 @@ class Probe:
         return index
 
     def _switch(self, index: int) -> None:
-        """Close whatever is open and open ``index`` (NO_PHASE: nothing); used by the hooks."""
+        """Close whatever is open and open ``index`` (NO_PHASE: none, i.e. "other"); for hooks."""
         if not self._on:
             return
         try:
             now = self._clock()
-            if self._open >= 0:
-                self._acc[self._open] += now - self._open_t
-            elif not self._t_start:
+            open_ = self._open
+            if open_ >= 0:
+                self._acc[open_] += now - self._open_t
+            else:
                 self._t_start = now
-            self._open, self._open_t = index, now
-            self._set_live(index if index >= 0 else OTHER, now)
+            index = self._open = index if index >= 0 else OTHER
+            self._open_t = now
+            self._live[0] = now & -16 | index
         except Exception as exc:
             self._fail(exc)
 
@@ -210,77 +251,46 @@ class Probe:
                 now = self._clock()
                 if open_ >= 0:
                     self._acc[open_] += now - self._open_t
-                elif not self._t_start:
+                else:
                     self._t_start = now
+                    open_ = OTHER
                 self._open = DATA
                 self._open_t = now
-                self._set_live(DATA, now)
+                self._live[0] = now & -16 | DATA
             except Exception as exc:
                 self._fail(exc)
         return open_
 
-    def _wait_end(self, resumed: int, batch: Any, fallback_size: int | None) -> None:
+    def _wait_end(self, resumed: int, samples: int) -> None:
         """The batch arrived: close the data phase, count its samples, resume ``resumed``."""
         if not self._on:
             return
         try:
             now = self._clock()
-            if self._open >= 0:
-                self._acc[self._open] += now - self._open_t
+            self._acc[self._open] += now - self._open_t
             self._open = resumed
             self._open_t = now
-            self._set_live(resumed if resumed >= 0 else OTHER, now)
-            size = infer_batch_size(batch)
-            self._samples += size if size is not None else (fallback_size or 0)
+            self._live[0] = now & -16 | resumed
+            self._samples += samples
         except Exception as exc:
             self._fail(exc)
-
-    def _end_step(self, samples: int | None, tokens: int) -> None:
-        if not self._on:
-            return
-        try:
-            self._write(self._clock(), samples, tokens)
-        except Exception as exc:
-            self._fail(exc)
-
-    def _write(self, now: int, samples: int | None, tokens: int) -> None:
-        """Close the step at ``now``: one record, then reset the accumulators in place."""
-        start = self._t_start or now
-        acc = self._acc
-        if self._open >= 0:
-            acc[self._open] += now - self._open_t
-        gap = now - start - sum(acc)
-        if gap > 0:  # time in no phase at all is "other"
-            acc[OTHER] += gap
-        writer, step = self._writer, self._step
-        if writer is None:  # creating the segment takes ms: keep it out of the next step
-            writer = self._create_writer()
-            now = self._clock()
-        count = self._samples if samples is None else samples
-        if self._extras is None:
-            writer.record(step, start, acc, count, 0, 0, 0, 0, tokens)
-            if not step & 63 and self._extras_factory is not None:
-                self._extras = self._extras_factory()
-        else:
-            gpu_ns, gpu_lag, mem, flags = self._extras.at_step(step, now)
-            writer.record(step, start, acc, count, gpu_ns, gpu_lag, mem, flags, tokens)
-        self._acc = [0] * self._n_slots  # the writer has copied acc: a fresh list is cheapest
-        self._t_start = self._open_t = now
-        if self._stack:  # a ``with`` block spans the step: its phase goes on in the next one
-            self._set_live(self._open, now)
-        else:  # the step closes the last mark's phase (readers see that from the record's end)
-            self._open = NO_PHASE
-        self._samples = 0
-        self._step = step + 1
 
     def _create_writer(self) -> Writer:
-        self._writer = self._writer_factory(tuple(self._names))
-        self._set_live = self._writer.set_live
-        return self._writer
+        writer = self._writer = self._writer_factory(tuple(self._names))
+        live = getattr(writer, "live_word", None)
+        self._live = _LiveCalls(writer.set_live) if live is None else live
+        return writer
 
     def _fail(self, exc: BaseException) -> None:
-        """Turn the probe off after its first failure, with one line on stderr."""
+        """Turn the probe off after its first failure, with one line on stderr.
+
+        A segment released under the probe (closed at exit, or inherited by a forked child)
+        makes the live store fail too: that is no error, the probe just goes quiet.
+        """
         if not self._on:
+            return
+        if not getattr(self._writer, "enabled", True):
+            self._forget_in_child()
             return
         _warn(f"probe disabled after an internal error ({type(exc).__name__}: {exc})")
         self.close()
@@ -290,11 +300,22 @@ class Probe:
         self._on = False
         self._writer = None
         self._marks.clear()
-        self._set_live = _no_live
+        self._live = _NO_LIVE
 
 
-def _no_live(_phase_index: int, _start_ns: int) -> None:
-    """``set_live`` until the segment exists (and after close): there is nowhere to publish."""
+class _LiveCalls:
+    """Live-word sink for writers without a mapped ``live_word``: decodes and calls set_live."""
+
+    __slots__ = ("_set_live",)
+
+    def __init__(self, set_live: Callable[[int, int], None]) -> None:
+        self._set_live = set_live
+
+    def __setitem__(self, _index: int, word: int) -> None:
+        self._set_live(word & LIVE_PHASE_BITS, word & ~LIVE_PHASE_BITS)
+
+
+_NO_LIVE = [0]  # where live words go while there is no segment (and after close): never read
 
 
 def _warn(message: str) -> None:

@@ -26,6 +26,7 @@ from traintop.ring_format import (
     FLAG_GPU_VALID,
     FLAG_MEM_VALID,
     HEARTBEAT_WORD,
+    LIVE_WORD,
     MEM_CUDA_ALLOCATED,
     MEM_CUDA_RESERVED,
     MEM_NONE,
@@ -74,6 +75,7 @@ class RingWriter:
         self._dropped: Callable[[], int] = lambda: 0
         self._mm: mmap.mmap | None = None
         self._q: memoryview | None = None
+        self.live_word: memoryview | None = None  # [0] = the live word, for the probe's stores
         self._lock_fd = -1
         self._ino = 0
 
@@ -139,6 +141,7 @@ class RingWriter:
     def _attach(self, new: ring_paths.NewSegmentFile, header: dict) -> None:
         self._mm, self._lock_fd, self._ino = new.mm, new.lock_fd, new.ino
         self._q = memoryview(new.mm).cast("Q")
+        self.live_word = self._q[LIVE_WORD : LIVE_WORD + 1]
         recorder = make_recorder(
             new.mm, self._q, header["capacity"], len(header["phases"]), header["crc"]
         )
@@ -173,6 +176,9 @@ class RingWriter:
     def _release(self, unlock: bool) -> None:
         """Drop the mapping and lock fd; a forked child must only close its copy (no LOCK_UN)."""
         self.record = self.set_live = _noop
+        if self.live_word is not None:  # a probe may still hold it: released, it refuses stores
+            self.live_word.release()
+            self.live_word = None
         if self._q is not None:
             self._q.release()
             self._q = None

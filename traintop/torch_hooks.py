@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
+from traintop.loader import batch_samples
 from traintop.probe import BACKWARD, FORWARD, NO_PHASE, OPTIMIZER, Probe, Writer
 
 
@@ -77,19 +78,19 @@ def _timed_next(probe: Probe, original: Callable[[Any], Any]) -> Callable[[Any],
         try:
             batch = original(self)
         except BaseException:
-            probe._wait_end(resumed, None, None)
+            probe._wait_end(resumed, 0)
             raise
-        probe._wait_end(resumed, batch, _loader_batch_size(self))
+        probe._wait_end(resumed, batch_samples(batch, _loader_batch_size(self)))
         probe._switch(FORWARD)
         return batch
 
     return __next__
 
 
-def _loader_batch_size(iterator: Any) -> int | None:
-    """The sampler's batch size: the fallback when the batch holds no tensor-like."""
+def _loader_batch_size(iterator: Any) -> int:
+    """The sampler's batch size: the fallback when the batch holds no tensor-like (else 0)."""
     size = getattr(getattr(iterator, "_index_sampler", None), "batch_size", None)
-    return size if isinstance(size, int) else None
+    return size if isinstance(size, int) else 0
 
 
 def _timed_iter(probe: Probe, original: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -101,7 +102,7 @@ def _timed_iter(probe: Probe, original: Callable[[Any], Any]) -> Callable[[Any],
         try:
             return original(self)
         finally:
-            probe._wait_end(resumed, None, None)
+            probe._wait_end(resumed, 0)
 
     return __iter__
 
@@ -132,6 +133,7 @@ def _optimizer_post_hook(probe: Probe) -> Callable[..., None]:
     def traintop_optimizer_post(_optimizer: Any, _args: Any, _kwargs: Any) -> None:
         if probe._auto:
             probe._switch(NO_PHASE)
-            probe._end_step(None, 0)
+            probe.step()
+            probe._auto = True  # step() is also the explicit API, which stops the hooks
 
     return traintop_optimizer_post
