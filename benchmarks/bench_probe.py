@@ -1,6 +1,6 @@
 """What the probe costs the training loop.  Prints figures; asserts nothing.
 
-``python benchmarks/bench_probe.py [--pairs N]``
+``python benchmarks/bench_probe.py [--pairs N] [--baseline REV]``
 
 1. Micro: ns per ``probe.step()`` record and per full step (data wait through ``probe.loader``,
    then either four ``probe.phase`` blocks or three ``probe.mark`` calls, then ``step()``: five
@@ -8,15 +8,21 @@
    ``torch.profiler.record_function``, all in the same run.
 2. Macro: a real CPU training loop (steps >= 5 ms) plain vs under ``traintop run``, pairs run
    in ABBA order; medians, the per-pair slowdown and its spread (interpreter start-up excluded).
+3. With ``--baseline REV``: the probe micro figures of ``traintop/`` as committed at git
+   revision REV against the working tree, each in fresh processes, alternating (ABAB), so a
+   before/after comparison shares one run and one machine load.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -24,6 +30,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+if os.environ.get("BENCH_TRAINTOP_FROM"):  # --baseline: an older traintop/ shadows the tree's
+    sys.path.insert(0, os.environ["BENCH_TRAINTOP_FROM"])
 
 from collectors.ring_reader import discover  # noqa: E402
 from traintop.probe import Probe  # noqa: E402
@@ -54,7 +62,7 @@ def make_probe(directory: str) -> Probe:
     return Probe("bench", writer_factory=factory)
 
 
-def bench_micro(directory: str) -> dict[str, tuple[float, float]]:
+def bench_micro(directory: str, with_torch: bool = True) -> dict[str, tuple[float, float]]:
     probe = make_probe(directory)
     probe.step()  # create the segment outside the timed region
 
@@ -96,7 +104,8 @@ def bench_micro(directory: str) -> dict[str, tuple[float, float]]:
         "full step, 5 marks (mark)": per_call_ns(marked_steps),
         "perf_counter_ns() pair": per_call_ns(timer_pairs),
     }
-    results["torch record_function"] = bench_record_function()
+    if with_torch:
+        results["torch record_function"] = bench_record_function()
     probe.close()
     return results
 
@@ -230,13 +239,43 @@ def report_macro(results: list[tuple[Run, Run]]) -> None:
     print(f"  wall s per pair (plain, traintop run): {pairs}")
 
 
+PROBE_FIGURES = ("probe.step() record", "full step, 5 marks (with)", "full step, 5 marks (mark)")
+
+
+def bench_baseline(revision: str, rounds: int = 3) -> None:
+    """Median ns of the probe figures at ``revision`` vs the working tree, rounds alternating."""
+    runs: dict[str, list[dict]] = {revision: [], "working tree": []}
+    with tempfile.TemporaryDirectory() as old:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", revision, "traintop"],
+                                 capture_output=True, check=True).stdout  # fmt: skip
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(old, filter="data")
+        for _ in range(rounds):
+            for label, shadow in ((revision, old), ("working tree", "")):
+                env = {**os.environ, "BENCH_TRAINTOP_FROM": shadow}
+                out = subprocess.run([sys.executable, __file__, "--micro-json"], env=env,
+                                     capture_output=True, text=True, check=True).stdout  # fmt: skip
+                runs[label].append(json.loads(out))
+    print(f"before/after, {rounds} alternating rounds (median of per-round medians, ns):")
+    for name in PROBE_FIGURES:
+        before, after = (statistics.median(r[name][0] for r in runs[k]) for k in runs)
+        print(f"  {name:28s} {revision} {before:6.0f}  working tree {after:6.0f}  "
+              f"({100 * (after / before - 1):+.1f} %)")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pairs", type=int, default=6, help="ABBA-interleaved macro run pairs")
+    parser.add_argument("--baseline", metavar="REV", help="also compare with traintop/ at REV")
     parser.add_argument("--loop", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--micro-json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.loop:
         training_loop()
+        return
+    if args.micro_json:
+        with tempfile.TemporaryDirectory() as directory:
+            print(json.dumps(bench_micro(directory, with_torch=False)))
         return
     with tempfile.TemporaryDirectory() as directory:
         micro = bench_micro(directory)
@@ -252,6 +291,8 @@ def main() -> None:
         report_macro(bench_macro(args.pairs, macro_dir))
         segments = discover(macro_dir)
         print(f"  segments written by the traintop runs: {len(segments)} (expected {args.pairs})")
+    if args.baseline:
+        bench_baseline(args.baseline)
 
 
 if __name__ == "__main__":

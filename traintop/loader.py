@@ -68,7 +68,7 @@ def _timed_batches(probe: Probe, iterator: Iterator[Any], fallback: int) -> Iter
                     resumed = OTHER
                 probe._open = DATA
                 probe._open_t = now
-                probe._live[0] = now & -16 | DATA
+                probe._live[0] = (now | 15) - (15 - DATA)
             except Exception as exc:
                 probe._fail(exc)
         try:
@@ -85,17 +85,26 @@ def _timed_batches(probe: Probe, iterator: Iterator[Any], fallback: int) -> Iter
                 probe._acc[probe._open] += now - probe._open_t
                 probe._open = resumed
                 probe._open_t = now
-                probe._live[0] = now & -16 | resumed
+                probe._live[0] = (now | 15) - (15 - resumed)
                 kind = type(batch)  # index loaders yield scalars: nothing to look into
-                probe._samples += fallback if kind in _NOT_BATCHES else batch_samples(batch, fallback)
+                probe._samples += (
+                    fallback if kind in _NOT_BATCHES else batch_samples(batch, fallback, probe)
+                )
             except Exception as exc:
                 probe._fail(exc)
         yield batch
 
 
-def batch_samples(batch: Any, fallback: int) -> int:
-    """Samples in ``batch``: the leading dimension of its first tensor-like, else ``fallback``."""
-    size = infer_batch_size(batch)
+def batch_samples(batch: Any, fallback: int, probe: Probe) -> int:
+    """Samples in ``batch``: the leading dimension of its first tensor-like, else ``fallback``.
+
+    Never raises: a failing ``shape`` lookup (a batch type's own bug) disables the probe.
+    """
+    try:
+        size = infer_batch_size(batch)
+    except Exception as exc:
+        probe._fail(exc)
+        return 0
     return fallback if size is None else size
 
 

@@ -46,7 +46,7 @@ class PhaseContext:
                 probe._stack.append(open_)
                 index = probe._open = self._index
                 probe._open_t = now
-                probe._live[0] = now & -16 | index
+                probe._live[0] = (now | 15) - (15 - index)
             except Exception as exc:
                 probe._fail(exc)
         return self
@@ -61,7 +61,7 @@ class PhaseContext:
                     probe._acc[index] += now - probe._open_t
                 index = probe._open = probe._stack.pop() if probe._stack else OTHER
                 probe._open_t = now
-                probe._live[0] = now & -16 | index  # the phase returned to is live again
+                probe._live[0] = (now | 15) - (15 - index)  # the phase returned to is live again
             except Exception as exc:
                 probe._fail(exc)
         return False

@@ -21,41 +21,16 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Callable, Iterable, MutableSequence, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from traintop.loader import TimedLoader, infer_batch_size
+from traintop.loader import TimedLoader
 from traintop.phase_context import NO_PHASE, NULL_CONTEXT, NullContext, PhaseContext
+from traintop.probe_writer import NO_LIVE, LiveSink, StepExtras, Writer, WriterFactory, live_sink
 
 STANDARD_PHASES = ("data", "forward", "backward", "optimizer", "other")
 DATA, FORWARD, BACKWARD, OPTIMIZER, OTHER = range(5)
 MAX_PHASES = 8
-LIVE_PHASE_BITS = 0xF  # the live word's low bits hold the phase (traintop.ring_format)
-
-
-class Writer(Protocol):
-    """The part of ``traintop.ring.RingWriter`` the probe uses.
-
-    A writer may also offer ``live_word``, a one-item ``cast('Q')`` view of its live word: the
-    probe then publishes ``start_ns & ~0xF | phase`` with one store instead of ``set_live``.
-    """
-
-    def record(self, step: int, t_start_ns: int, phase_ns: Sequence[int], samples: int,
-               gpu_ns: int = 0, gpu_lag: int = 0, mem_bytes: int = 0, flags: int = 0,
-               tokens: int = 0) -> None: ...  # fmt: skip
-
-    def set_live(self, phase_index: int, start_ns: int) -> None: ...
-
-    def close(self) -> None: ...
-
-
-WriterFactory = Callable[[Sequence[str]], Writer]
-
-
-class StepExtras(Protocol):
-    """GPU time and memory attached to a record (see ``traintop.cuda_timing``)."""
-
-    def at_step(self, step: int, now_ns: int) -> tuple[int, int, int, int]: ...
 
 
 class Probe:
@@ -88,7 +63,7 @@ class Probe:
         self._samples = 0
         self._step = 0
         self._writer: Writer | None = None
-        self._live: MutableSequence[int] | _LiveCalls = _NO_LIVE  # [0] = the live word
+        self._live: LiveSink = NO_LIVE  # [0] = the live word
         self._on = True
         self._auto = False  # set by the zero-code hooks; explicit API calls clear it
         for phase in phases:
@@ -141,7 +116,7 @@ class Probe:
                 self._t_start = now
             self._open = index
             self._open_t = now
-            self._live[0] = now & -16 | index
+            self._live[0] = (now | 15) - (15 - index)
         except Exception as exc:
             self._fail(exc)
 
@@ -161,17 +136,20 @@ class Probe:
             return
         try:
             now = self._clock()
-            acc, open_, step, writer = self._acc, self._open, self._step, self._writer
+            acc = self._acc
+            open_ = self._open
             if open_ >= 0:
                 acc[open_] += now - self._open_t
             start = self._t_start or now
+            step = self._step
+            writer = self._writer
             if writer is None:  # creating the segment takes ms: keep it out of the next step
                 writer = self._create_writer()
                 now = self._clock()
             count = self._samples if samples is None else samples
             if self._extras is None:
                 writer.record(step, start, acc, count, 0, 0, 0, 0, tokens)
-                if not step & 63 and self._extras_factory is not None:
+                if self._extras_factory is not None and not step & 63:
                     self._extras = self._extras_factory()
             else:
                 gpu_ns, gpu_lag, mem, flags = self._extras.at_step(step, now)
@@ -179,7 +157,7 @@ class Probe:
             self._acc = self._zeros.copy()  # the writer has copied acc: a fresh list is cheapest
             self._t_start = self._open_t = now
             if self._stack:  # a ``with`` block spans the step: its phase goes on in the next one
-                self._live[0] = now & -16 | open_
+                self._live[0] = (now | 15) - (15 - open_)
             else:  # the step closes the last mark's phase (readers see that from the record's end)
                 self._open = OTHER
             self._samples = 0
@@ -191,7 +169,7 @@ class Probe:
         """Stop recording and release the segment (the ring marks it closed)."""
         writer, self._writer, self._on = self._writer, None, False
         self._marks.clear()
-        self._live = _NO_LIVE
+        self._live = NO_LIVE
         if writer is not None:
             try:
                 writer.close()
@@ -236,7 +214,7 @@ class Probe:
                 self._t_start = now
             index = self._open = index if index >= 0 else OTHER
             self._open_t = now
-            self._live[0] = now & -16 | index
+            self._live[0] = (now | 15) - (15 - index)
         except Exception as exc:
             self._fail(exc)
 
@@ -256,7 +234,7 @@ class Probe:
                     open_ = OTHER
                 self._open = DATA
                 self._open_t = now
-                self._live[0] = now & -16 | DATA
+                self._live[0] = (now | 15) - (15 - DATA)
             except Exception as exc:
                 self._fail(exc)
         return open_
@@ -270,15 +248,14 @@ class Probe:
             self._acc[self._open] += now - self._open_t
             self._open = resumed
             self._open_t = now
-            self._live[0] = now & -16 | resumed
+            self._live[0] = (now | 15) - (15 - resumed)
             self._samples += samples
         except Exception as exc:
             self._fail(exc)
 
     def _create_writer(self) -> Writer:
         writer = self._writer = self._writer_factory(tuple(self._names))
-        live = getattr(writer, "live_word", None)
-        self._live = _LiveCalls(writer.set_live) if live is None else live
+        self._live = live_sink(writer)
         return writer
 
     def _fail(self, exc: BaseException) -> None:
@@ -296,26 +273,12 @@ class Probe:
         self.close()
 
     def _forget_in_child(self) -> None:
-        """After fork: the child must neither write nor close the parent's segment."""
+        """Go quiet: a forked child must neither write nor close the parent's segment (nor may
+        anyone write once the segment was released)."""
         self._on = False
         self._writer = None
         self._marks.clear()
-        self._live = _NO_LIVE
-
-
-class _LiveCalls:
-    """Live-word sink for writers without a mapped ``live_word``: decodes and calls set_live."""
-
-    __slots__ = ("_set_live",)
-
-    def __init__(self, set_live: Callable[[int, int], None]) -> None:
-        self._set_live = set_live
-
-    def __setitem__(self, _index: int, word: int) -> None:
-        self._set_live(word & LIVE_PHASE_BITS, word & ~LIVE_PHASE_BITS)
-
-
-_NO_LIVE = [0]  # where live words go while there is no segment (and after close): never read
+        self._live = NO_LIVE
 
 
 def _warn(message: str) -> None:

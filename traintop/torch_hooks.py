@@ -80,7 +80,7 @@ def _timed_next(probe: Probe, original: Callable[[Any], Any]) -> Callable[[Any],
         except BaseException:
             probe._wait_end(resumed, 0)
             raise
-        probe._wait_end(resumed, batch_samples(batch, _loader_batch_size(self)))
+        probe._wait_end(resumed, batch_samples(batch, _loader_batch_size(self), probe))
         probe._switch(FORWARD)
         return batch
 
