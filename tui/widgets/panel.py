@@ -4,6 +4,8 @@ Panels are rebuilt once per tick, so the cost that matters is Textual repainting
 keeps the ``Content`` and the rendered ``Strip`` of each line, compares the new lines with the old
 ones and marks only the lines that differ as dirty, so an unchanged line costs nothing, neither
 here nor in the compositor.  It asks for a new layout only when its number of lines changes.
+A line that does change keeps most of its styled runs where they were, so the Rich style of
+each run (a new object per cell offset, which text selection needs) is cached as well.
 """
 
 from __future__ import annotations
@@ -11,12 +13,17 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.segment import Segment
+from rich.style import Style as RichStyle
 from textual.content import Content
 from textual.geometry import Region, Size
 from textual.strip import Strip
+from textual.style import Style
 from textual.widget import Widget
 
 from collectors.snapshot import Snapshot
+
+# Distinct (style, x, y) runs seen before the cache starts over: a few hundred on a full screen.
+_STYLE_CACHE_MAX = 4096
 
 
 class LineWidget(Widget):
@@ -26,6 +33,7 @@ class LineWidget(Widget):
         super().__init__(id=id, classes=classes)
         self._lines: list[Content] = [Content("")]
         self._strips: dict[int, Strip] = {}
+        self._run_styles: dict[tuple[Style, int, int], RichStyle] = {}
 
     @property
     def lines(self) -> list[Content]:
@@ -53,30 +61,37 @@ class LineWidget(Widget):
         strip = self._strips.get(y)
         if strip is None:
             line = self._lines[y] if y < len(self._lines) else Content("")
-            strip = self._strips[y] = self._to_strip(line, self.content_size.width)
+            strip = self._strips[y] = self._to_strip(line, self.content_size.width, y)
         return strip
 
-    def _to_strip(self, line: Content, width: int) -> Strip:
+    def _to_strip(self, line: Content, width: int, y: int) -> Strip:
         """One line to one strip, cropped or padded to ``width``.
 
         A direct ``Content.render``: ``Visual.to_strips`` would also wrap and align, which one
         pre-cut line never needs (it was 40 % of a tick).  Offsets go into the styles as there,
-        so mouse text selection keeps working.
+        so mouse text selection keeps working; building those Rich styles was the other half
+        of the cost, hence the cache.
         """
         style = self.visual_style
+        cache = self._run_styles
+        if len(cache) > _STYLE_CACHE_MAX:
+            cache.clear()
         segments, x = [], 0
         for text, part in line.render(style, end="", parse_style=self._get_style):
-            segments.append(Segment(text, (style + part).rich_style_with_offset(x, 0)))
+            rich_style = cache.get((part, x, y))
+            if rich_style is None:
+                rich_style = cache[part, x, y] = (style + part).rich_style_with_offset(x, y)
+            segments.append(Segment(text, rich_style))
             x += len(text)
         return Strip(segments).crop_extend(0, width, style.rich_style)
 
     def notify_style_update(self) -> None:
         """A theme or CSS change restyles every line: drop the rendered strips."""
         super().notify_style_update()
-        self._strips = {}
+        self._strips, self._run_styles = {}, {}
 
     def on_resize(self) -> None:
-        self._strips = {}
+        self._strips, self._run_styles = {}, {}
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self._lines)
