@@ -183,10 +183,9 @@ def open_segment(path: str | os.PathLike[str]) -> Segment:
 def _check_file(path: Path, st: os.stat_result) -> None:
     if not stat.S_ISREG(st.st_mode):
         raise SegmentError(f"{path}: not a regular file")
-    if st.st_uid != os.getuid():
-        raise SegmentError(f"{path}: owned by uid {st.st_uid}, not by us")
-    if st.st_mode & 0o077:
-        raise SegmentError(f"{path}: mode {stat.S_IMODE(st.st_mode):o} is open to others")
+    problem = ring_paths.not_private(path, st)
+    if problem:
+        raise SegmentError(problem)
 
 
 def discover(directory: str | os.PathLike[str] | None = None) -> list[Path]:

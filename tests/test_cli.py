@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.isolation import no_gpu_env
+
 SCENARIOS = Path(__file__).parent / "fakenvml" / "scenarios"
 THROTTLE = SCENARIOS / "h100x8_throttle.txt"
 H100 = "NVIDIA H100 80GB HBM3"
@@ -24,13 +26,8 @@ H100 = "NVIDIA H100 80GB HBM3"
 @pytest.fixture
 def cli_env(tmp_path: Path) -> dict[str, str]:
     """No NVML, a private empty ring directory: nothing from other runs leaks in."""
-    ring = tmp_path / "ring"
-    ring.mkdir(mode=0o700)
-    empty = tmp_path / "nolib"
-    empty.mkdir()
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINTOP", "FAKE_NVML"))}
-    environ.update(TRAINTOP_RING_DIR=str(ring), LD_LIBRARY_PATH=str(empty))
-    return environ
+    return {**environ, **no_gpu_env(tmp_path)}
 
 
 @pytest.fixture

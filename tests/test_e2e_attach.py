@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.isolation import no_gpu_env
 from tests.tmux import TmuxSession, kill_all
 
 pytestmark = pytest.mark.e2e
@@ -32,11 +33,7 @@ Start = Callable[..., TmuxSession]
 @pytest.fixture
 def ring_env(tmp_path: Path) -> dict[str, str]:
     """A private ring directory and no NVML: the jobs, not the GPUs, are under test here."""
-    ring = tmp_path / "ring"
-    ring.mkdir(mode=0o700)
-    empty = tmp_path / "no-nvml"
-    empty.mkdir()
-    return {"TRAINTOP_RING_DIR": str(ring), "LD_LIBRARY_PATH": str(empty)}
+    return no_gpu_env(tmp_path)
 
 
 @pytest.fixture

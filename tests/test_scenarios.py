@@ -11,8 +11,6 @@ docs/scenarios.md).
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -20,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.isolation import private_dir
 from tests.scenarios.blockdev import ThrottledDisk, throttled_disk, write_dataset
 from tests.scenarios.harness import (
     DiagnoseRun,
@@ -36,6 +35,7 @@ from tests.scenarios.harness import (
     workload_processes,
 )
 from tests.scenarios.netns import SlowLink, slow_link
+from tests.scenarios.report import append_result
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -58,9 +58,7 @@ def no_leftovers() -> Iterator[None]:
 @pytest.fixture
 def ring_dir(tmp_path: Path) -> Path:
     """A private ring directory, so only this scenario's jobs are visible to diagnose."""
-    path = tmp_path / "rings"
-    path.mkdir(mode=0o700)
-    return path
+    return private_dir(tmp_path / "rings")
 
 
 @pytest.fixture
@@ -87,12 +85,8 @@ def link() -> Iterator[SlowLink]:
 def _record(scenario: str, workload: Workload, run: DiagnoseRun) -> float | None:
     """Print the measured figures and append them to $TRAINTOP_SCENARIO_RESULTS if set."""
     ttv = time_to_verdict(workload.started, run)
-    row = {"scenario": scenario, "time_to_verdict_s": ttv, "verdict": run.verdict}
     print(f"\nscenario {scenario}: verdict {run.bottleneck}, time-to-verdict {ttv} s")
-    target = os.environ.get(RESULTS_ENV)
-    if target:
-        with open(target, "a") as out:
-            out.write(json.dumps(row) + "\n")
+    append_result(RESULTS_ENV, scenario, ttv, run.verdict)
     return ttv
 
 

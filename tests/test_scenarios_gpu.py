@@ -12,14 +12,13 @@ source of the table in docs/scenarios.md, rendered by tests/scenarios/gpu_report
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.isolation import private_dir
 from tests.scenarios.gpu_cases import CASES, GpuCase, missing_evidence, start_case
 from tests.scenarios.gpu_screen import border_colour, border_colours, watch_banner
 from tests.scenarios.harness import (
@@ -31,6 +30,7 @@ from tests.scenarios.harness import (
     time_to_verdict,
     wait_for_segments,
 )
+from tests.scenarios.report import append_result
 from tests.tmux import TmuxSession
 from tui.verdict_text import label
 
@@ -45,9 +45,7 @@ RESULTS_ENV = "TRAINTOP_GPU_SCENARIO_RESULTS"
 @pytest.fixture
 def ring_dir(tmp_path: Path) -> Path:
     """A private ring directory, so only this case's trainer is visible."""
-    path = tmp_path / "rings"
-    path.mkdir(mode=0o700)
-    return path
+    return private_dir(tmp_path / "rings")
 
 
 @pytest.fixture
@@ -64,11 +62,7 @@ def _record(case: GpuCase, job: Workload, run: DiagnoseRun) -> float | None:
     """Print the measured figures and append them to $TRAINTOP_GPU_SCENARIO_RESULTS if set."""
     ttv = time_to_verdict(job.started, run)
     print(f"\n{case.bottleneck}: verdict {run.bottleneck}, time-to-verdict {ttv} s")
-    target = os.environ.get(RESULTS_ENV)
-    if target:
-        row = {"scenario": case.bottleneck, "time_to_verdict_s": ttv, "verdict": run.verdict}
-        with open(target, "a") as out:
-            out.write(json.dumps(row) + "\n")
+    append_result(RESULTS_ENV, case.bottleneck, ttv, run.verdict)
     return ttv
 
 

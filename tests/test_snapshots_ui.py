@@ -6,10 +6,9 @@ visual change, look at the new SVGs and accept them with ``pytest --snapshot-upd
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
+from tests.isolation import utc_time_zone
 from tests.snapshot_fixtures import EPOCH, ScriptedSource, feed, series
 from tui.app import build_app
 
@@ -17,14 +16,7 @@ SIZES = [(80, 24), (120, 40), (200, 50)]
 GPU_COUNTS = [0, 1, 8]
 TICKS = 12
 
-
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+_utc = pytest.fixture(autouse=True)(utc_time_zone)
 
 
 @pytest.mark.parametrize("gpus", GPU_COUNTS)

@@ -7,10 +7,9 @@ change, look at the new SVGs and accept them with ``pytest --snapshot-update``.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
+from tests.isolation import utc_time_zone
 from tests.job_fixtures import data_bound_job
 from tests.snapshot_fixtures import EPOCH, ScriptedSource, series
 from tests.test_tui_verdict import settle
@@ -18,14 +17,7 @@ from tui.app import build_app
 
 TICKS = 12
 
-
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+_utc = pytest.fixture(autouse=True)(utc_time_zone)
 
 
 def _app_and_play(keys: tuple[str, ...] = ()):

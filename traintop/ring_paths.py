@@ -57,10 +57,22 @@ def check_private_dir(path: Path) -> None:
         raise RingDirError(f"{path}: is a symlink, refusing to use it")
     if not stat.S_ISDIR(st.st_mode):
         raise RingDirError(f"{path}: not a directory")
+    problem = not_private(path, st)
+    if problem:
+        raise RingDirError(problem)
+
+
+def not_private(path: Path, st: os.stat_result) -> str | None:
+    """Why ``path`` (a segment or its directory) is not ours alone, or None if it is.
+
+    One rule for the writer's directory and the reader's segments: another user must be able
+    neither to plant the file nor to read it.
+    """
     if st.st_uid != os.getuid():
-        raise RingDirError(f"{path}: owned by uid {st.st_uid}, not by us ({os.getuid()})")
+        return f"{path}: owned by uid {st.st_uid}, not by us ({os.getuid()})"
     if st.st_mode & 0o077:
-        raise RingDirError(f"{path}: mode {stat.S_IMODE(st.st_mode):o} is open to others")
+        return f"{path}: mode {stat.S_IMODE(st.st_mode):o} is open to others"
+    return None
 
 
 def ensure_private_dir(path: Path) -> Path:

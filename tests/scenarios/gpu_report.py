@@ -2,54 +2,28 @@
 
 TRAINTOP_GPU_SCENARIO_RESULTS=/tmp/gpu.jsonl python -m pytest -q tests/test_scenarios_gpu.py
 python -m tests.scenarios.gpu_report /tmp/gpu.jsonl
+
+Same line format and table as the CPU scenarios (report.py); only the setup column differs.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
 from tests.scenarios.gpu_cases import CASES
+from tests.scenarios.report import COLUMNS, RULE, render
 
-HEADER = (
-    "| case | setup | expected | observed | confidence | time-to-verdict | evidence |\n"
-    "| --- | --- | --- | --- | --- | --- | --- |"
-)
+HEADER = "| case | setup " + COLUMNS + RULE
 
 
-def row(result: dict) -> str:
-    """One table row from one JSON line; missing pieces are shown as such, never invented."""
-    scenario = result["scenario"]
-    verdict = result.get("verdict") or {}
-    confidence, ttv = verdict.get("confidence"), result.get("time_to_verdict_s")
+def setup(scenario: str) -> str:
+    """The case's setup text, or "-" for a line from a case that no longer exists."""
     case = CASES.get(scenario)
-    cells = [
-        f"`{scenario}`",
-        case.setup if case else "-",
-        f"`{scenario}`",
-        f"`{verdict.get('bottleneck', 'none')}`",
-        "-" if confidence is None else f"{confidence:.2f}",
-        "-" if ttv is None else f"{ttv:.1f} s",
-        ("; ".join(verdict.get("evidence") or []) or "-").replace("|", "/"),
-    ]
-    return "| " + " | ".join(cells) + " |"
+    return case.setup if case else "-"
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m tests.scenarios.gpu_report RESULTS.jsonl", file=sys.stderr)
-        return 2
-    try:
-        lines = Path(argv[0]).read_text().splitlines()
-        results = [json.loads(line) for line in lines if line.strip()]
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"gpu_report: cannot read {argv[0]}: {exc}", file=sys.stderr)
-        return 1
-    print(HEADER)
-    for result in results:
-        print(row(result))
-    return 0
+    return render(argv, "gpu_report", HEADER, setup)
 
 
 if __name__ == "__main__":

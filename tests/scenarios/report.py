@@ -2,12 +2,17 @@
 
 TRAINTOP_SCENARIO_RESULTS=/tmp/scn.jsonl python -m pytest -q tests/test_scenarios.py
 python -m tests.scenarios.report /tmp/scn.jsonl
+
+The CPU scenarios (this module's ``main``) and the GPU cases (gpu_report.py) share one line
+format, written by ``append_result`` and read back by ``render``, so both tables stay alike.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 WORKLOADS = {
@@ -19,13 +24,21 @@ WORKLOADS = {
     "oversubscribed": "3 wide-MLP trainers, torch.set_num_threads(4) each, 2 cores",
     "network": "2-rank gloo DDP, 260 k params, veth between 2 netns, tbf 20 Mbit/s",
 }
-HEADER = (
-    "| scenario | workload | expected | observed | confidence | time-to-verdict | evidence |\n"
-    "| --- | --- | --- | --- | --- | --- | --- |"
-)
+COLUMNS = "| expected | observed | confidence | time-to-verdict | evidence |\n"
+RULE = "| --- | --- | --- | --- | --- | --- | --- |"
+HEADER = "| scenario | workload " + COLUMNS + RULE
 
 
-def row(result: dict) -> str:
+def append_result(results_env: str, scenario: str, ttv: float | None, verdict: dict | None) -> None:
+    """Append one JSON line to the file named by ``$results_env``; unset means not recording."""
+    target = os.environ.get(results_env)
+    if target:
+        row = {"scenario": scenario, "time_to_verdict_s": ttv, "verdict": verdict}
+        with open(target, "a") as out:
+            out.write(json.dumps(row) + "\n")
+
+
+def row(result: dict, setup: str) -> str:
     """One table row from one JSON line; missing pieces are shown, never invented."""
     scenario = result["scenario"]
     verdict = result.get("verdict") or {}
@@ -34,7 +47,7 @@ def row(result: dict) -> str:
     evidence = "; ".join(verdict.get("evidence") or []) or "-"
     cells = [
         f"`{scenario}`",
-        WORKLOADS.get(scenario, "-"),
+        setup,
         f"`{scenario}`",
         f"`{verdict.get('bottleneck', 'none')}`",
         "-" if confidence is None else f"{confidence:.2f}",
@@ -44,20 +57,25 @@ def row(result: dict) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def main(argv: list[str]) -> int:
+def render(argv: list[str], module: str, header: str, setup_of: Callable[[str], str]) -> int:
+    """Print the table for the one results file in ``argv``; usage and read errors are one line."""
     if len(argv) != 1:
-        print("usage: python -m tests.scenarios.report RESULTS.jsonl", file=sys.stderr)
+        print(f"usage: python -m tests.scenarios.{module} RESULTS.jsonl", file=sys.stderr)
         return 2
     try:
         lines = Path(argv[0]).read_text().splitlines()
         results = [json.loads(line) for line in lines if line.strip()]
     except (OSError, json.JSONDecodeError) as exc:
-        print(f"report: cannot read {argv[0]}: {exc}", file=sys.stderr)
+        print(f"{module}: cannot read {argv[0]}: {exc}", file=sys.stderr)
         return 1
-    print(HEADER)
+    print(header)
     for result in results:
-        print(row(result))
+        print(row(result, setup_of(result["scenario"])))
     return 0
+
+
+def main(argv: list[str]) -> int:
+    return render(argv, "report", HEADER, lambda scenario: WORKLOADS.get(scenario, "-"))
 
 
 if __name__ == "__main__":
