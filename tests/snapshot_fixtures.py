@@ -255,8 +255,6 @@ async def feed(pilot, source: ScriptedSource, snapshots: Sequence[Snapshot]) -> 
     for snapshot in snapshots:
         source.push(snapshot)
         await pilot.pause()
-        assert pilot.app.verdicts.runner.wait_idle(5.0)
-        await pilot.pause()
 
 
 class ScriptedSource:

@@ -1,7 +1,8 @@
-"""The verdict in the UI: banner, evidence highlight, details screen, pause, off-thread runs.
+"""The verdict in the UI: banner, evidence highlight, details screen, pause, the runner.
 
-Pilot tests push scripted snapshots through the app's source and wait for the verdict thread
-after each one (``feed_verdicts``), so every run is deterministic.
+Pilot tests push scripted snapshots through the app's source; each push diagnoses the snapshot
+at once and posts it with its verdict, so one UI turn per snapshot (``feed_verdicts``) makes
+every run deterministic.
 """
 
 from __future__ import annotations
@@ -9,12 +10,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-import threading
 
 from diagnosis.api import diagnose
 from tests.diagnosis_factories import Scene
 from tests.snapshot_fixtures import EPOCH, ScriptedSource
-from tui.app import build_app
+from tui.app import SnapshotReady, build_app
 from tui.screens.details import DetailsScreen
 from tui.verdict_runner import VerdictRunner
 from tui.widgets.verdict import VerdictBanner
@@ -44,8 +44,7 @@ async def feed_verdicts(pilot, source, snapshots) -> None:
     for snapshot in snapshots:
         source.push(snapshot)
         await pilot.pause()
-        assert app.verdicts.runner.wait_idle(5.0)
-        await pilot.pause()
+        assert app.snapshot is snapshot or app.paused
 
 
 def banner(app) -> VerdictBanner:
@@ -59,7 +58,7 @@ def banner_text(app) -> str:
 async def settle(pilot, source, window) -> None:
     """Start the app on ``window[0]`` and feed the rest."""
     await pilot.pause()
-    assert pilot.app.verdicts.runner.wait_idle(5.0)
+    assert pilot.app.verdicts.latest is not None
     await feed_verdicts(pilot, source, window[1:])
 
 
@@ -181,6 +180,39 @@ async def test_pause_freezes_the_banner_and_resume_catches_up():
         assert banner_text(app).startswith("◆ DATA LOADING (CPU)")
 
 
+class _Broken:
+    def update(self, window, *, job_pid=None):
+        raise ValueError("bad window")
+
+
+@async_test
+async def test_one_message_carries_the_snapshot_and_its_verdict():
+    window = DATA_CPU.window()
+    source, app = make(window[0])
+    seen: list = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, source, window[:3])
+        original = app.post_message
+        app.post_message = lambda message: seen.append(message) or original(message)
+        await feed_verdicts(pilot, source, window[3:5])
+        seen = [m for m in seen if isinstance(m, SnapshotReady)]
+        assert [m.snapshot for m in seen] == window[3:5]
+        assert seen[-1].verdict is app.verdicts.shown
+        assert app.verdicts.shown.history[-1].monotonic == window[4].monotonic
+        assert banner_text(app).startswith("◆ DATA LOADING (CPU)")
+
+
+@async_test
+async def test_a_failing_engine_shows_in_the_banner_and_snapshots_still_arrive():
+    window = DATA_CPU.window()
+    source, app = make(window[0])
+    app.verdicts.runner = VerdictRunner(stabilizer=_Broken())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, source, window[:4])
+        assert app.snapshot is window[3]
+        assert banner_text(app).startswith("◇ NO VERDICT YET — diagnosis failed: ValueError")
+
+
 @async_test
 async def test_d_is_in_footer_bindings_and_help():
     _, app = make(DATA_CPU.window()[0])
@@ -197,55 +229,23 @@ def test_runner_does_not_flicker_when_windows_alternate():
     fresh = [diagnose(snaps[i - 4 : i + 1]).primary.bottleneck for i in range(4, 20)]
     flips = sum(x != y for x, y in itertools.pairwise(fresh))
     assert flips == len(fresh) - 1, fresh  # the input really flips every tick
-    shown: list[str] = []
-    runner = VerdictRunner(lambda u: shown.append(u.verdict.primary.bottleneck), window_s=4.0)
-    runner.start()
-    try:
-        for snap in snaps:
-            assert runner.offer(snap)
-            assert runner.wait_idle(5.0)
-    finally:
-        runner.stop()
+    runner = VerdictRunner(window_s=4.0)
+    shown = [runner.update(snap).verdict.primary.bottleneck for snap in snaps]
     assert shown[:3] == ["unknown"] * 3  # under 3 s of samples
     assert set(shown[3:]) == {shown[3]} and shown[3] in fresh, shown
 
 
-def test_runner_skips_a_tick_while_a_run_is_in_flight():
-    gate, started = threading.Event(), threading.Event()
-
-    def slow_deliver(update) -> None:
-        started.set()
-        gate.wait(5.0)
-
-    runner = VerdictRunner(slow_deliver)
-    runner.start()
-    try:
-        window = DATA_CPU.window(n=3)
-        assert runner.offer(window[0])
-        assert started.wait(5.0)
-        assert not runner.offer(window[1])
-        assert runner.skipped == 1
-        gate.set()
-        assert runner.wait_idle(5.0)
-        assert runner.offer(window[2])
-        assert runner.wait_idle(5.0)
-    finally:
-        runner.stop()
-    assert runner.runs == 2
+def test_runner_diagnoses_every_snapshot_exactly_once():
+    runner = VerdictRunner()
+    updates = [runner.update(snap) for snap in DATA_CPU.window(n=5)]
+    assert runner.runs == 5
+    assert [len(u.history) for u in updates] == [1, 2, 3, 4, 5]
 
 
 def _run_all(snapshots, **kwargs) -> list:
     """Feed ``snapshots`` through a runner one at a time; return every delivered update."""
-    updates: list = []
-    runner = VerdictRunner(updates.append, **kwargs)
-    runner.start()
-    try:
-        for snap in snapshots:
-            assert runner.offer(snap)
-            assert runner.wait_idle(5.0)
-    finally:
-        runner.stop()
-    return updates
+    runner = VerdictRunner(**kwargs)
+    return [runner.update(snap) for snap in snapshots]
 
 
 def test_runner_window_is_bounded_in_time_and_count_and_restarts_when_the_clock_goes_back():
@@ -259,11 +259,7 @@ def test_runner_window_is_bounded_in_time_and_count_and_restarts_when_the_clock_
 
 
 def test_runner_survives_an_engine_error_and_says_so():
-    class Broken:
-        def update(self, window, *, job_pid=None):
-            raise ValueError("bad window")
-
-    updates = _run_all(DATA_CPU.window(n=2), stabilizer=Broken())
+    updates = _run_all(DATA_CPU.window(n=2), stabilizer=_Broken())
     assert [u.verdict.primary.summary for u in updates] == [
         "diagnosis failed: ValueError: bad window"
     ] * 2

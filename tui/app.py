@@ -1,9 +1,9 @@
 """The traintop monitor: one App fed by a SnapshotSource, panels toggled by number keys.
 
-The sampler thread calls ``on_snapshot`` from its own thread; the app turns that into a
-``SnapshotReady`` message (thread-safe, and replaceable so a slow UI skips stale frames), lets
-every panel record history, and, unless paused, sets one reactive inside ``batch_update()`` so
-all panels repaint in a single frame.
+The sampler thread calls ``on_snapshot`` from its own thread; the app diagnoses the snapshot
+there and turns both into one ``SnapshotReady`` message (thread-safe, and replaceable so a slow
+UI skips stale frames), lets every panel record history, and, unless paused, updates panels,
+header and verdict banner inside one ``batch_update()`` so each tick paints a single frame.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from textual.widgets import Footer, Static
 from collectors.snapshot import Snapshot
 from tui.screens.help import HelpScreen
 from tui.source import SnapshotSource, next_interval
-from tui.verdict_runner import VerdictReady
+from tui.verdict_runner import VerdictUpdate
 from tui.verdict_view import VerdictView
 from tui.widgets.cpu import CpuPanel
 from tui.widgets.dataloader import DataLoaderPanel
@@ -56,11 +56,13 @@ PANEL_KEYS = {
 
 
 class SnapshotReady(Message):
-    """A new snapshot from the sampler thread; a newer one replaces it if still queued."""
+    """A new snapshot and its verdict from the sampler thread; a newer one replaces it if
+    still queued (the verdict's history already covers the skipped ticks)."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, verdict: VerdictUpdate) -> None:
         super().__init__()
         self.snapshot = snapshot
+        self.verdict = verdict
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SnapshotReady)
@@ -158,21 +160,20 @@ class TraintopApp(App[None]):
 
     def on_unmount(self) -> None:
         self.source.stop()
-        self.verdicts.stop()
 
     def _deliver(self, snapshot: Snapshot) -> None:
-        """Runs on the sampler thread: hand over to the UI thread, nothing else."""
-        self.post_message(SnapshotReady(snapshot))
+        """Runs on the sampler thread: diagnose (~1 ms), then hand both to the UI thread."""
+        self.post_message(SnapshotReady(snapshot, self.verdicts.judge(snapshot)))
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
         self._latest = message.snapshot
-        self.verdicts.offer(message.snapshot)
         for panel in self.query(Panel):
             panel.record(message.snapshot)
-        if not self.paused:
-            with self.batch_update():
+        with self.batch_update():
+            self.verdicts.receive(message.verdict, paused=self.paused)
+            if not self.paused:
                 self.snapshot = message.snapshot
-            self._show_header()
+                self._show_header()
 
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
         if snapshot is None:
@@ -186,16 +187,13 @@ class TraintopApp(App[None]):
             self.query_one(DataLoaderPanel).update_jobs(snapshot.jobs)
         self.query_one(StatusLine).show(snapshot)
 
-    def on_verdict_ready(self, message: VerdictReady) -> None:
-        self.verdicts.receive(message.update, paused=self.paused)
-
     def watch_paused(self, paused: bool) -> None:
-        if not paused:
-            self.verdicts.resume()
-        if not paused and self._latest is not None:
-            with self.batch_update():
+        with self.batch_update():
+            if not paused:
+                self.verdicts.resume()
+            if not paused and self._latest is not None:
                 self.snapshot = self._latest
-        self._show_header()
+            self._show_header()
 
     def _show_header(self) -> None:
         header = self.query_one(HeaderBar)

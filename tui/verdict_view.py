@@ -1,10 +1,12 @@
-"""Glue between the verdict thread and the screen: banner, evidence marks, details screen.
+"""Glue between the verdict runner and the screen: banner, evidence marks, details screen.
 
-The app hands every snapshot to :meth:`VerdictView.offer` and every ``VerdictReady`` message to
-:meth:`VerdictView.receive`; this class decides what is shown.  While the display is paused
-the newest verdict is kept but not shown, so the banner freezes with the panels and catches up
-on resume.  Widgets are looked up once at start: ``App.query`` only sees the active screen, and
-the main screen must keep updating its marks even when the details screen covers it.
+The sampler thread calls :meth:`VerdictView.judge` for every snapshot and the app carries the
+result to the UI thread with the snapshot itself; there :meth:`VerdictView.receive` decides
+what is shown, inside the same ``batch_update()`` as the panels, so one tick is one frame.
+While the display is paused the newest verdict is kept but not shown, so the banner freezes
+with the panels and catches up on resume.  The banner is looked up once at start:
+``App.query`` only sees the active screen, and the main screen must keep updating its marks
+even when the details screen covers it.
 """
 
 from __future__ import annotations
@@ -14,34 +16,27 @@ from textual.app import App
 from collectors.snapshot import Snapshot
 from tui.evidence import EvidenceHighlight, evidence_marks
 from tui.screens.details import DetailsScreen
-from tui.verdict_runner import VerdictReady, VerdictRunner, VerdictUpdate
+from tui.verdict_runner import VerdictRunner, VerdictUpdate
 from tui.widgets.verdict import VerdictBanner
 
 
 class VerdictView:
-    """Owns the :class:`VerdictRunner` of one app and shows what it delivers."""
+    """Owns the :class:`VerdictRunner` of one app and shows what it computes."""
 
     def __init__(self, app: App, *, job_pid: int | None = None) -> None:
         self._app = app
-        self.runner = VerdictRunner(self._post, job_pid=job_pid)
+        self.runner = VerdictRunner(job_pid=job_pid)
         self.latest: VerdictUpdate | None = None
         self.shown: VerdictUpdate | None = None
         self._banner: VerdictBanner | None = None
         self._highlight = EvidenceHighlight()
 
-    def _post(self, update: VerdictUpdate) -> None:
-        """Runs on the verdict thread: hand over to the UI thread, nothing else."""
-        self._app.post_message(VerdictReady(update))
-
     def start(self) -> None:
         self._banner = self._app.query_one(VerdictBanner)
-        self.runner.start()
 
-    def stop(self) -> None:
-        self.runner.stop()
-
-    def offer(self, snapshot: Snapshot) -> None:
-        self.runner.offer(snapshot)
+    def judge(self, snapshot: Snapshot) -> VerdictUpdate:
+        """Runs on the sampler thread, the only one that touches the runner."""
+        return self.runner.update(snapshot)
 
     def receive(self, update: VerdictUpdate, *, paused: bool) -> None:
         self.latest = update
