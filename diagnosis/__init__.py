@@ -1,21 +1,7 @@
-"""Name the bottleneck: pure functions over windows of snapshots (no I/O, no UI)."""
+"""Name the bottleneck: pure functions over windows of snapshots (no I/O, no UI).
 
-from diagnosis.api import (
-    BOTTLENECKS,
-    Evidence,
-    Finding,
-    Verdict,
-    VerdictStabilizer,
-    diagnose,
-    verdict_to_dict,
-)
+The public surface is ``diagnosis.api``; the package re-exports it unchanged.
+"""
 
-__all__ = [
-    "BOTTLENECKS",
-    "Evidence",
-    "Finding",
-    "Verdict",
-    "VerdictStabilizer",
-    "diagnose",
-    "verdict_to_dict",
-]
+from diagnosis.api import *  # noqa: F403
+from diagnosis.api import __all__  # noqa: F401

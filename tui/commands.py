@@ -17,7 +17,8 @@ from collections.abc import Iterator
 EXIT_NO_JOB = 1
 
 
-def _collectors():
+def monitor_collectors():
+    """Every collector the monitor, `snapshot` and `diagnose` sample, jobs included."""
     from collectors.factory import build_collectors
     from collectors.jobs import JobCollector
 
@@ -57,7 +58,7 @@ def _run_monitor(interval_s: float, focus_job: int | None = None, on_exit=None) 
 
     _require_terminal()
 
-    collectors = _collectors()
+    collectors = monitor_collectors()
     sampler = Sampler(collectors, interval_s=interval_s)
     app = build_app(sampler, focus_job=focus_job)
     try:
@@ -80,7 +81,7 @@ def snapshot(args: argparse.Namespace) -> int:
     """`traintop snapshot --json`: one sample of everything, no TTY needed."""
     from collectors.export import snapshot_to_dict, take_snapshot
 
-    snap = take_snapshot(_collectors())
+    snap = take_snapshot(monitor_collectors())
     json.dump(snapshot_to_dict(snap), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

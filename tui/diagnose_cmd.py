@@ -12,7 +12,7 @@ EXIT_NO_VERDICT = 1
 def _observe(for_s: float, interval_s: float) -> list:
     """Run the real sampler for `for_s` seconds and return every snapshot it produced."""
     from collectors.sampler import Sampler
-    from tui.commands import _collectors
+    from tui.commands import monitor_collectors
 
     window: list = []
     lock = threading.Lock()
@@ -21,7 +21,7 @@ def _observe(for_s: float, interval_s: float) -> list:
         with lock:
             window.append(snap)
 
-    sampler = Sampler(_collectors(), interval_s=interval_s)
+    sampler = Sampler(monitor_collectors(), interval_s=interval_s)
     sampler.start(keep)
     try:
         threading.Event().wait(for_s)

@@ -15,16 +15,18 @@ _SPARK_CHARS = " ▁▂▃▄▅▆▇█"
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 
 
+def _scaled(value: float, base: float, units: tuple[str, ...]) -> str:
+    """``value`` stepped up by ``base`` until under it; the smallest unit has no decimals."""
+    for unit in units:
+        if abs(value) < base or unit == units[-1]:
+            return f"{value:.0f} {unit}" if unit == units[0] else f"{value:.1f} {unit}"
+        value /= base
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def fmt_bytes(value: float | None) -> str:
     """Binary sizes (RAM, VRAM), like free -h: 1536 MiB -> "1.5 GiB"."""
-    if value is None:
-        return NA
-    size = float(value)
-    for unit in _BINARY_UNITS:
-        if abs(size) < 1024 or unit == _BINARY_UNITS[-1]:
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")  # pragma: no cover
+    return NA if value is None else _scaled(float(value), 1024, _BINARY_UNITS)
 
 
 def fmt_gib(value: float | None) -> str:
@@ -34,14 +36,7 @@ def fmt_gib(value: float | None) -> str:
 
 def fmt_rate(value: float | None) -> str:
     """Decimal throughput like iostat and nload: 12_300_000 -> "12.3 MB/s"."""
-    if value is None:
-        return NA
-    rate = float(value)
-    for unit in _DECIMAL_RATE_UNITS:
-        if abs(rate) < 1000 or unit == _DECIMAL_RATE_UNITS[-1]:
-            return f"{rate:.0f} {unit}" if unit == "B/s" else f"{rate:.1f} {unit}"
-        rate /= 1000
-    raise AssertionError("unreachable")  # pragma: no cover
+    return NA if value is None else _scaled(float(value), 1000, _DECIMAL_RATE_UNITS)
 
 
 def fmt_count(value: float | None) -> str:
