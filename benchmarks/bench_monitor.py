@@ -4,7 +4,10 @@ Figures and ratios come from one run on this machine, side by side with baseline
 the same way (htop and glances in the same tmux geometry), because absolute numbers on a
 noisy 2-core VM mean little.  Usage::
 
-    python benchmarks/bench_monitor.py [--seconds 60] [--skip-baselines]
+    python benchmarks/bench_monitor.py [--seconds 60] [--repeat 3] [--skip-baselines]
+
+``--repeat`` runs every tool that many times and reports the median (and each run): on a shared
+2-core VM one 60 s window varies by about 0.2 points of CPU between otherwise equal runs.
 
 Targets (issue 2): <= 1.5 % of one core at a 1 s interval, <= 70 MB peak RSS, first full
 frame <= 0.5 s, with 8 fake H100s throttling through the C-ABI fake NVML.
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,8 +41,12 @@ def fake_nvml_env() -> dict[str, str]:
     return {"LD_LIBRARY_PATH": str(lib_dir), "FAKE_NVML_SCENARIO": str(SCENARIO)}
 
 
-def sample_cost_us(rounds: int = 200) -> tuple[float, float]:
-    """Median µs of one full sample (8 fake GPUs + host), and of the GPU part alone."""
+def sample_cost_us(rounds: int = 200, gap_s: float = 0.0) -> tuple[float, float]:
+    """Median µs of one full sample (8 fake GPUs + host), and of the GPU part alone.
+
+    With ``gap_s`` = 0 the samples run back to back (warm caches); with a 1 s gap each one
+    starts cold, as in the monitor, which costs about twice as much.
+    """
     code = (
         "import time, statistics\n"
         "from collectors.factory import build_collectors\n"
@@ -48,8 +56,9 @@ def sample_cost_us(rounds: int = 200) -> tuple[float, float]:
         "s.sample_once(); c.gpu.collect()\n"
         "full=[]; gpu=[]\n"
         f"for _ in range({rounds}):\n"
-        "    t=time.perf_counter_ns(); s.sample_once(); full.append(time.perf_counter_ns()-t)\n"
-        "    t=time.perf_counter_ns(); c.gpu.collect(); gpu.append(time.perf_counter_ns()-t)\n"
+        f"    time.sleep({gap_s})\n"
+        "    t=time.thread_time_ns(); s.sample_once(); full.append(time.thread_time_ns()-t)\n"
+        "    t=time.thread_time_ns(); c.gpu.collect(); gpu.append(time.thread_time_ns()-t)\n"
         "print(statistics.median(full)/1e3, statistics.median(gpu)/1e3)\n"
     )
     env = {**os.environ, **fake_nvml_env(), "PYTHONPATH": str(ROOT)}
@@ -103,23 +112,38 @@ def run_in_tmux(argv: list[str], ready: str, seconds: float, env: dict[str, str]
     }
 
 
+def _median_run(results: list[dict]) -> dict:
+    """Per figure, the median over the runs of one tool."""
+    return {key: statistics.median(r[key] for r in results) for key in results[0]}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--skip-baselines", action="store_true")
     args = parser.parse_args()
     print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     full_us, gpu_us = sample_cost_us()
-    print(f"one full sample (8 fake GPUs + host): {full_us:9.1f} µs median")
-    print(f"  of which GPU collector:              {gpu_us:9.1f} µs median")
+    cold_us, cold_gpu_us = sample_cost_us(rounds=15, gap_s=1.0)
+    print(f"one full sample (8 fake GPUs + host):{full_us:7.0f} µs warm {cold_us:7.0f} µs cold")
+    print(f"  of which GPU collector:             {gpu_us:7.0f} µs warm {cold_gpu_us:7.0f} µs cold")
     env = fake_nvml_env()
     traintop = shutil.which("traintop") or f"{sys.executable} -m tui.cli"
-    rows = {"traintop": run_in_tmux([traintop, "--interval", "1"], "H100", args.seconds, env)}
+    tools = {"traintop": ([traintop, "--interval", "1"], "H100")}
     if not args.skip_baselines:
         if shutil.which("htop"):
-            rows["htop"] = run_in_tmux(["htop", "-d", "10"], "Load average", args.seconds, env)
+            tools["htop"] = (["htop", "-d", "10"], "Load average")
         if shutil.which("glances"):
-            rows["glances"] = run_in_tmux(["glances", "-t", "1"], "CPU", args.seconds, env)
+            tools["glances"] = (["glances", "-t", "1"], "CPU")
+    runs: dict[str, list[dict]] = {tool: [] for tool in tools}
+    for _ in range(args.repeat):  # interleaved, so a noisy minute hits every tool alike
+        for tool, (argv, ready) in tools.items():
+            runs[tool].append(run_in_tmux(argv, ready, args.seconds, env))
+    rows = {tool: _median_run(results) for tool, results in runs.items()}
+    if args.repeat > 1:
+        for tool, results in runs.items():
+            print(f"{tool} CPU % per run: " + ", ".join(f"{r['cpu_pct']:.2f}" for r in results))
     print(f"\n{'tool':<10} {'CPU % of one core':>18} {'peak RSS MB':>12} {'first frame s':>14}")
     for tool, r in rows.items():
         print(
@@ -132,7 +156,7 @@ def main() -> int:
             print(f"traintop/{tool} CPU ratio: {base['cpu_pct'] / r['cpu_pct']:.2f}")
     ok = base["cpu_pct"] <= 1.5 and base["peak_rss_mb"] <= 70 and base["first_frame_s"] <= 0.5
     print(f"\ntargets (<=1.5 % CPU, <=70 MB, <=0.5 s first frame): {'met' if ok else 'NOT met'}")
-    print(f"interval 1 s; steady window {args.seconds:.0f} s; terminal 200x50")
+    print(f"interval 1 s; steady window {args.seconds:.0f} s x {args.repeat}; terminal 200x50")
     print("load average after:  {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     return 0
 

@@ -19,6 +19,10 @@ from collectors.snapshot import CpuCore, CpuSnapshot
 TOTAL_INDEX = -1
 """``CpuSnapshot.total.index``: the aggregate is not a real core, so it gets no core number."""
 
+FREQ_TTL_S = 5.0
+"""How long core frequencies are reused: psutil reads three sysfs files per core for them (768
+reads a tick on a 256-core host) or parses /proc/cpuinfo, for a figure shown as one average."""
+
 
 class CpuCollector:
     """Samples every logical CPU; the first ``collect()`` has ``None`` percentages."""
@@ -29,6 +33,8 @@ class CpuCollector:
         self._prev_cores: Sequence[Any] = ()
         self._prev_total: Any = None
         self._physical: int | None = ps.cpu_count(logical=False)
+        self._freqs: Sequence[Any] = ()
+        self._freqs_t = float("-inf")
 
     def collect(self) -> CpuSnapshot:
         """One reading of all cores, the aggregate, frequencies and load average."""
@@ -58,12 +64,17 @@ class CpuCollector:
         return self._prev_cores[index] if index < len(self._prev_cores) else None
 
     def _core_freqs(self) -> Sequence[Any]:
-        """Per-core ``scpufreq`` readings, or none where the platform or VM hides them."""
+        """Per-core ``scpufreq`` readings, at most ``FREQ_TTL_S`` old, or none where the
+        platform or VM hides them."""
+        now = self._clock()
+        if now - self._freqs_t < FREQ_TTL_S:
+            return self._freqs
         try:
             freqs = self._ps.cpu_freq(percpu=True)
         except (AttributeError, NotImplementedError, OSError):
-            return ()
-        return freqs or ()
+            freqs = ()
+        self._freqs, self._freqs_t = freqs or (), now
+        return self._freqs
 
     def _load_avg(self) -> tuple[float, float, float] | None:
         """1/5/15-minute load average; ``None`` where the OS has none."""

@@ -38,6 +38,10 @@ VIRTUAL_PREFIXES = (
 )
 """Container, overlay and traffic-shaping interfaces hidden unless ``include_virtual``."""
 
+LINK_FACTS_TTL_S = 5.0
+"""How long link speed and up/down state are reused: ``net_if_stats`` makes several ioctls per
+interface, the costliest call of a tick's host sampling, for facts that rarely change."""
+
 
 def is_loopback(name: str, stats: Any) -> bool:
     """``lo`` by name, or any interface whose flags say loopback (psutil >= 5.9.3 has flags)."""
@@ -60,12 +64,14 @@ class NicCollector:
         self._include_virtual = include_virtual
         self._prev: Mapping[str, Any] = {}
         self._prev_t: float | None = None
+        self._stats: Mapping[str, Any] = {}
+        self._stats_t = float("-inf")
 
     def collect(self) -> tuple[NicSnapshot, ...]:
         """One row per shown NIC, sorted by name; rates are ``None`` for a NIC's first tick."""
         now = self._clock()
         counters = self._ps.net_io_counters(pernic=True) or {}
-        stats = self._ps.net_if_stats()
+        stats = self._link_facts(now, counters)
         dt = 0.0 if self._prev_t is None else now - self._prev_t
         rows = tuple(
             _nic_row(name, self._prev.get(name), cur, stats.get(name), dt)
@@ -74,6 +80,12 @@ class NicCollector:
         )
         self._prev, self._prev_t = counters, now
         return rows
+
+    def _link_facts(self, now: float, counters: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``net_if_stats()``, re-read every ``LINK_FACTS_TTL_S`` or when a NIC appears."""
+        if now - self._stats_t >= LINK_FACTS_TTL_S or not counters.keys() <= self._stats.keys():
+            self._stats, self._stats_t = self._ps.net_if_stats(), now
+        return self._stats
 
     def _shown(self, name: str, stats: Any) -> bool:
         """Apply the loopback and virtual-interface filters."""

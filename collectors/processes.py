@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import psutil
 
@@ -60,9 +60,12 @@ class _Static:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _Light:
-    """One tick's reading of a process: everything that ranks it, before it is chosen."""
+class _Light(NamedTuple):
+    """One tick's reading of a process: everything that ranks it, before it is chosen.
+
+    A NamedTuple rather than a frozen dataclass: one is made per process per tick, and a
+    frozen dataclass pays an ``object.__setattr__`` per field.
+    """
 
     proc: Any
     key: Key
@@ -96,6 +99,7 @@ class ProcessCollector:
         self._prev_cpu: dict[Key, float] = {}
         self._prev_io: dict[Key, tuple[float, int, int]] = {}
         self._static: dict[Key, _Static] = {}
+        self._reading = procfs.ProcfsProcess.reading if self._ps is procfs else _psutil_reading
 
     def collect(self, gpu_mem: Mapping[int, int] | None = None) -> tuple[ProcessSnapshot, ...]:
         """Rows to show, each trainer followed by its workers; ``gpu_mem`` maps pid -> bytes."""
@@ -114,15 +118,12 @@ class ProcessCollector:
     def _light(self, proc: Any, dt: float, now: float) -> _Light | None:
         """One process's reading (one stat and one io read with procfs); None if it is gone."""
         try:
-            with proc.oneshot():
-                key = (proc.pid, proc.create_time())
-                times, ppid = proc.cpu_times(), proc.ppid()
-                rss, threads = proc.memory_info().rss, proc.num_threads()
-                cpu_s = times.user + times.system
-                io = self._io(proc, key, now, idle=self._prev_cpu.get(key) == cpu_s)
+            key, ppid, cpu_s, rss, threads = self._reading(proc)
+            prev_cpu = self._prev_cpu.get(key)
+            io = self._io(proc, key, now, idle=prev_cpu == cpu_s)
         except self._gone:
             return None
-        pct = rate(self._prev_cpu.get(key), cpu_s, dt)
+        pct = rate(prev_cpu, cpu_s, dt)
         cpu_pct = None if pct is None else 100.0 * pct
         return _Light(proc, key, ppid, cpu_s, cpu_pct, rss, threads, io)
 
@@ -228,6 +229,14 @@ class ProcessCollector:
         return rate(prev[1], io.read_bytes, dt), rate(prev[2], io.write_bytes, dt)
 
 
+def _psutil_reading(proc: Any) -> tuple[Key, int, float, int, int]:
+    """``(key, ppid, cpu seconds, rss, threads)`` through the psutil API, in one batch."""
+    with proc.oneshot():
+        times, rss = proc.cpu_times(), proc.memory_info().rss
+        key = (proc.pid, proc.create_time())
+        return key, proc.ppid(), times.user + times.system, rss, proc.num_threads()
+
+
 def _by_cpu(entry: _Light) -> tuple[float, float]:
     """Busiest first; processes without a reading yet (first tick) by total CPU time."""
     return (-(entry.cpu_pct if entry.cpu_pct is not None else -1.0), -entry.cpu_s)
@@ -243,12 +252,23 @@ def _by_io(entry: _Light) -> float:
 
 def _read_static(proc: Any, denied: type[Exception]) -> _Static:
     """Read name, argv and user; a field we may not read is left empty rather than failing."""
-    name = proc.name()
+    user = _or_default(proc.username, denied, None)
     return _Static(
-        name=name,
-        argv=tuple(_or_default(proc.cmdline, denied, [])),
-        user=_or_default(proc.username, denied, None),
+        name=printable(proc.name()),
+        argv=tuple(printable(arg) for arg in _or_default(proc.cmdline, denied, [])),
+        user=None if user is None else printable(user),
     )
+
+
+def printable(text: str) -> str:
+    """``text`` with every non-printable character shown as "?", as ps(1) does.
+
+    Any user names their own processes: an escape sequence in a name or argument must reach
+    the monitor's terminal as text, never as a command to that terminal.
+    """
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else "?" for char in text)
 
 
 def _or_default(read: Callable[[], Any], denied: type[Exception], default: Any) -> Any:

@@ -83,8 +83,27 @@ def _read(path: str, pid: int) -> bytes:
     return b"".join(chunks)
 
 
+_NO_BATCH = contextlib.nullcontext()
+
+
 class ProcfsProcess:
-    """One process, its stat line parsed once at construction (one tick's view of it)."""
+    """One process, its stat line parsed once at construction (one tick's view of it).
+
+    Every number the collector asks for is taken from the line here, in one pass: the
+    collector reads a few hundred of these per tick, so per-call parsing added up.
+    """
+
+    __slots__ = (
+        "_comm",
+        "_cpu",
+        "_create",
+        "_dir",
+        "_ppid",
+        "_rss_pages",
+        "_threads",
+        "_vms",
+        "pid",
+    )
 
     def __init__(self, pid: int, proc_root: str = _PROC) -> None:
         self.pid = pid
@@ -93,31 +112,40 @@ class ProcfsProcess:
         # comm sits in parentheses and may itself contain ") ", so split at the last one.
         head, _, rest = raw.rpartition(b")")
         self._comm = head.partition(b"(")[2].decode(errors="replace")
-        self._fields = rest.split()
+        # stat(5) fields 4 (ppid) .. 24 (rss); rest[0] is field 3 (state).
+        fields = rest.split(None, 22)
+        self._ppid = int(fields[1])
+        self._cpu = (int(fields[11]), int(fields[12]))
+        self._threads = int(fields[17])
+        self._create = int(fields[19])
+        self._vms, self._rss_pages = int(fields[20]), int(fields[21])
+
+    def reading(self) -> tuple[tuple[int, float], int, float, int, int]:
+        """``((pid, create_time), ppid, cpu seconds, rss bytes, threads)`` in one call: what the
+        collector ranks every process by, without a method call per number."""
+        cpu_s = (self._cpu[0] + self._cpu[1]) / _CLK_TCK
+        created = self._create / _CLK_TCK
+        return (self.pid, created), self._ppid, cpu_s, self._rss_pages * _PAGE, self._threads
 
     def oneshot(self) -> contextlib.AbstractContextManager[None]:
         """psutil's batching context; the stat line is already read, so there is nothing to do."""
-        return contextlib.nullcontext()
-
-    def _int(self, field: int) -> int:
-        """Field ``field`` of stat(5) (1-based, as the man page numbers them)."""
-        return int(self._fields[field - 3])
+        return _NO_BATCH
 
     def create_time(self) -> float:
         """Seconds after boot; only compared with other processes of the same source."""
-        return self._int(22) / _CLK_TCK
+        return self._create / _CLK_TCK
 
     def ppid(self) -> int:
-        return self._int(4)
+        return self._ppid
 
     def cpu_times(self) -> CpuTimes:
-        return CpuTimes(self._int(14) / _CLK_TCK, self._int(15) / _CLK_TCK)
+        return CpuTimes(self._cpu[0] / _CLK_TCK, self._cpu[1] / _CLK_TCK)
 
     def memory_info(self) -> MemoryInfo:
-        return MemoryInfo(self._int(24) * _PAGE, self._int(23))
+        return MemoryInfo(self._rss_pages * _PAGE, self._vms)
 
     def num_threads(self) -> int:
-        return self._int(20)
+        return self._threads
 
     def name(self) -> str:
         return self._comm
@@ -134,7 +162,7 @@ class ProcfsProcess:
         return _user_name(uid)
 
     def io_counters(self) -> IoCounters:
-        if self._int(4) == KTHREADD_PID or self.pid == KTHREADD_PID:
+        if self._ppid == KTHREADD_PID or self.pid == KTHREADD_PID:
             return _NO_IO  # kernel threads do no file I/O of their own: skip one read each
         values = {}
         for line in _read(f"{self._dir}/io", self.pid).splitlines():

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
-from statistics import median, pstdev
+from statistics import median
 
 
 def present(values: Iterable[float | None]) -> list[float]:
@@ -20,7 +21,12 @@ def mean_of(values: Iterable[float | None]) -> float | None:
 def std_of(values: Iterable[float | None]) -> float | None:
     """Population standard deviation; needs two samples to say anything about variability."""
     got = present(values)
-    return pstdev(got) if len(got) >= 2 else None
+    if len(got) < 2:
+        return None
+    # Plain floats: statistics.pstdev works in exact fractions, which cost more than the
+    # rest of a diagnosis put together, for digits no threshold looks at.
+    mean = math.fsum(got) / len(got)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in got) / len(got))
 
 
 def max_of(values: Iterable[float | None]) -> float | None:

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from collectors.cpu import TOTAL_INDEX, CpuCollector
+from collectors.cpu import FREQ_TTL_S, TOTAL_INDEX, CpuCollector
 from collectors.host import HostCollector
 from collectors.memory import MemoryCollector
 
@@ -74,6 +74,18 @@ def test_zero_max_frequency_means_unknown():
     snap = CpuCollector(ps=ps).collect()
     assert snap.freq_max_mhz is None
     assert [c.freq_mhz for c in snap.cores] == [2596.0, None]
+
+
+def test_frequencies_are_reread_only_when_stale():
+    now = [0.0]
+    ps = FakeCpuPs(freqs=[Freq(2000.0, 0, 3000.0), Freq(2000.0, 0, 3000.0)])
+    collector = CpuCollector(ps=ps, clock=lambda: now[0])
+    collector.collect()
+    ps.freqs = [Freq(1000.0, 0, 3000.0), Freq(1000.0, 0, 3000.0)]
+    now[0] = FREQ_TTL_S / 2
+    assert collector.collect().freq_mhz == 2000.0
+    now[0] = FREQ_TTL_S
+    assert collector.collect().freq_mhz == 1000.0
 
 
 class FakeMemPs:

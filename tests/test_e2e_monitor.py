@@ -114,6 +114,34 @@ def test_help_opens_and_escape_closes(start: Start) -> None:
     session.wait_for(lambda s: "traintop keys" not in s and len(gpu_rows(s)) == 8)
 
 
+def _wakeups(pid: int) -> dict[str, int]:
+    """Voluntary context switches so far of every thread of ``pid``: one per wake-up."""
+    counts = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        status = (task / "status").read_text()
+        counts[task.name] = int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M)[1])
+    return counts
+
+
+def test_no_thread_polls_while_nobody_types(start: Start) -> None:
+    """Textual's stock input thread woke ten times a second; at a 1 s interval no thread of
+    ours needs to wake more than a few times (the sampler, the UI and the writer, per tick).
+    The keys still work: a lone Escape (a parser timeout) closes the help screen."""
+    session = start("--interval", "1")
+    session.wait_for(lambda s: len(gpu_rows(s)) == 8, FIRST_FRAME_S)
+    pid, window_s = session.app_pid(), 4.0
+    time.sleep(3.0)  # start-up work (first diagnoses, layout) is not the steady state
+    before = _wakeups(pid)
+    time.sleep(window_s)
+    after = _wakeups(pid)
+    rates = {tid: (after[tid] - before.get(tid, 0)) / window_s for tid in after}
+    assert max(rates.values()) < 6, rates
+    session.send("?")
+    session.wait_for(lambda s: "traintop keys" in s, 10)
+    session.send("Escape")
+    session.wait_for(lambda s: "traintop keys" not in s and len(gpu_rows(s)) == 8)
+
+
 def test_pause_shows_indicator_and_resume_clears_it(start: Start) -> None:
     session = start()
     session.wait_for(lambda s: len(gpu_rows(s)) == 8, FIRST_FRAME_S)

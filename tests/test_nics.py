@@ -4,7 +4,7 @@ from collections import namedtuple
 
 import pytest
 
-from collectors.nics import NicCollector, link_util_pct
+from collectors.nics import LINK_FACTS_TTL_S, NicCollector, link_util_pct
 
 Net = namedtuple(
     "Net",
@@ -23,6 +23,7 @@ class FakeNetPs:
         return dict(self.counters)
 
     def net_if_stats(self):
+        self.stats_reads = getattr(self, "stats_reads", 0) + 1
         return dict(self.stats)
 
 
@@ -69,6 +70,22 @@ def test_unknown_speed_and_missing_stats():
     eth0, wg0 = NicCollector(ps=ps).collect()
     assert eth0.speed_mbps is None
     assert (wg0.is_up, wg0.speed_mbps) == (False, None)
+
+
+def test_link_facts_reused_until_stale_or_a_nic_appears():
+    now = [0.0]
+    ps = FakeNetPs({"eth0": ZERO}, {"eth0": UP})
+    collector = NicCollector(ps=ps, clock=lambda: now[0])
+    collector.collect()
+    ps.stats = {"eth0": UP._replace(isup=False)}
+    now[0] = LINK_FACTS_TTL_S / 2
+    assert collector.collect()[0].is_up and ps.stats_reads == 1
+    now[0] = LINK_FACTS_TTL_S
+    assert not collector.collect()[0].is_up and ps.stats_reads == 2
+    ps.counters, ps.stats = {"eth0": ZERO, "ib0": ZERO}, {"eth0": UP, "ib0": UP}
+    now[0] += 1.0
+    assert [n.speed_mbps for n in collector.collect()] == [10000, 10000]
+    assert ps.stats_reads == 3
 
 
 @pytest.mark.parametrize(

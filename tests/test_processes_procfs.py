@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -83,3 +85,21 @@ def test_real_proc_matches_this_process():
     rows = {row.pid: row for row in collector.collect()}
     assert rows[os.getpid()].rss_bytes > 1 << 20
     assert rows[os.getpid()].cpu_pct is not None
+
+
+@pytest.mark.skipif(not procfs.available(), reason="needs Linux /proc")
+def test_escape_sequences_in_a_real_command_line_are_shown_as_text():
+    """Another user's process named with terminal escapes must not drive our terminal."""
+    evil = "\x1b]0;pwned\x07\x1b[2J"
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; time.sleep(30)", evil],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        rows = {row.pid: row for row in ProcessCollector(top_n=None).collect()}
+        line = rows[child.pid].cmdline
+        assert "\x1b" not in line and "\x07" not in line
+        assert line.endswith("?]0;pwned??[2J")
+    finally:
+        child.kill()
+        child.wait()

@@ -193,7 +193,7 @@ HOT = 0x8 | 0x20  # HW Slowdown + SW Thermal Slowdown
     ],
 )
 def test_throttle_badge_shortens_by_whole_words(width, expected):
-    assert throttle_badge(HOT, width).plain == expected
+    assert throttle_badge(HOT, width)[0] == expected
 
 
 def test_badge_need_is_the_widest_full_badge():

@@ -22,6 +22,7 @@ from textual.reactive import reactive
 from textual.widgets import Footer, Static
 
 from collectors.snapshot import Snapshot
+from tui.driver import QuietLinuxDriver
 from tui.screens.help import HelpScreen
 from tui.source import SnapshotSource, next_interval
 from tui.verdict_runner import VerdictUpdate
@@ -119,12 +120,13 @@ class TraintopApp(App[None]):
         hostname: str | None = None,
         focus_job: int | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(driver_class=QuietLinuxDriver if QuietLinuxDriver.suits() else None)
         self.source = source
         self._clock = clock
         self._hostname = hostname
         self._focus_job = focus_job
         self._latest: Snapshot | None = None
+        self._panels: list[Panel] = []
         self.verdicts = VerdictView(self, job_pid=focus_job)
 
     def compose(self) -> ComposeResult:
@@ -150,6 +152,8 @@ class TraintopApp(App[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        # Looked up once: two DOM queries per tick cost as much as drawing a panel.
+        self._panels = list(self.query(Panel))
         self.query_one(ProcessTable).focus(scroll_visible=False)
         self._show_header()
         self.verdicts.start()
@@ -167,7 +171,7 @@ class TraintopApp(App[None]):
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
         self._latest = message.snapshot
-        for panel in self.query(Panel):
+        for panel in self._panels:
             panel.record(message.snapshot)
         with self.batch_update():
             self.verdicts.receive(message.verdict, paused=self.paused)
@@ -178,7 +182,7 @@ class TraintopApp(App[None]):
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
         if snapshot is None:
             return
-        for panel in self.query(Panel):
+        for panel in self._panels:
             panel.show(snapshot)
         self.query_one(ProcessTable).show_processes(snapshot.processes)
         self.screen.set_class(bool(snapshot.jobs), "-jobs")

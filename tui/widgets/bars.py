@@ -1,31 +1,30 @@
-"""Bar and sparkline pieces as styled Content, shared by the GPU, CPU and memory panels."""
+"""Bars appended to a :class:`~tui.line.Line`, shared by the GPU, CPU and memory panels."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from textual.content import Content
-
 from tui.format import bar_cells, level_style, split_bar
+from tui.line import Line
 
 
-def meter(pct: float | None, width: int, style: str | None = None) -> Content:
-    """``[████▌    ]``: a bracketed bar coloured by load unless ``style`` is given."""
+def meter(line: Line, pct: float | None, width: int, style: str | None = None) -> Line:
+    """Append ``[████▌    ]`` to ``line``: a bracketed bar coloured by load unless ``style``."""
     inner = bar_cells(pct, width)
     filled = inner.rstrip(" ")
-    return Content.assemble(
-        ("[", "dim"),
-        (filled, style or level_style(pct)),
-        inner[len(filled) :],
-        ("]", "dim"),
+    return (
+        line.add("[", "dim")
+        .add(filled, style or level_style(pct))
+        .add(inner[len(filled) :])
+        .add("]", "dim")
     )
 
 
-def stacked_meter(segments: Iterable[tuple[float | None, str]], width: int) -> Content:
-    """A bracketed bar of coloured segments, e.g. htop's user/system/iowait split."""
+def stacked_meter(line: Line, segments: Iterable[tuple[float | None, str]], width: int) -> Line:
+    """Append a bracketed bar of coloured segments, e.g. htop's user/system/iowait split."""
     pairs = list(segments)
     counts = split_bar((pct for pct, _ in pairs), width)
-    parts: list[tuple[str, str]] = [("[", "dim")]
-    parts += [("|" * count, style) for count, (_, style) in zip(counts, pairs, strict=True)]
-    parts += [(" " * (width - sum(counts)), ""), ("]", "dim")]
-    return Content.assemble(*parts)
+    line.add("[", "dim")
+    for count, (_, style) in zip(counts, pairs, strict=True):
+        line.add("|" * count, style)
+    return line.add(" " * (width - sum(counts))).add("]", "dim")

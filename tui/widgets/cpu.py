@@ -13,6 +13,7 @@ from textual.content import Content
 
 from collectors.snapshot import CpuCore, CpuSnapshot, Snapshot
 from tui.format import NA, fmt_pct, level_style, sparkline
+from tui.line import Line
 from tui.widgets.bars import stacked_meter
 from tui.widgets.panel import Panel
 
@@ -22,6 +23,14 @@ _BAR_CELL_EXTRA = 10
 _BAR_MAX = 40
 _COMPACT_CELL = 8  # "  0  45%"
 USER_STYLE, SYSTEM_STYLE, IOWAIT_STYLE = "$success", "$error", "$secondary"
+_LEGEND = [
+    ("  ", ""),
+    ("usr", USER_STYLE),
+    (" ", ""),
+    ("sys", SYSTEM_STYLE),
+    (" ", ""),
+    ("iowait", IOWAIT_STYLE),
+]
 
 
 class CpuPanel(Panel):
@@ -30,11 +39,11 @@ class CpuPanel(Panel):
     KEY = "2"
     TITLE = "CPU"
 
-    def build(self, snapshot: Snapshot, width: int) -> Content:
+    def build_lines(self, snapshot: Snapshot, width: int) -> list[Content]:
         cpu = snapshot.cpu
         if cpu is None:
-            return Content.styled("CPU statistics unavailable", "$warning")
-        return Content("\n").join([summary_line(cpu, width), *core_grid(cpu.cores, width)])
+            return [Content.styled("CPU statistics unavailable", "$warning")]
+        return [summary_line(cpu, width), *core_grid(cpu.cores, width)]
 
 
 def core_grid(cores: tuple[CpuCore, ...], width: int) -> list[Content]:
@@ -56,12 +65,16 @@ def _grid(cores: tuple[CpuCore, ...], rows: int, width: int, cell) -> list[Conte
     cell_width = (width + 1) // columns - 1
     lines = []
     for row in range(rows):
-        cells = [cell(cores[i], cell_width) for i in range(row, len(cores), rows)]
-        lines.append(Content(" ").join(cells))
+        line = Line()
+        for i in range(row, len(cores), rows):
+            if i > row:
+                line.add(" ")
+            cell(line, cores[i], cell_width)
+        lines.append(line.content())
     return lines
 
 
-def _bar_cell(core: CpuCore, width: int) -> Content:
+def _bar_cell(line: Line, core: CpuCore, width: int) -> None:
     bar = min(width - _BAR_CELL_EXTRA, _BAR_MAX)
     if core.user_pct is None and core.system_pct is None:
         segments = [(core.busy_pct, USER_STYLE)]
@@ -72,14 +85,13 @@ def _bar_cell(core: CpuCore, width: int) -> Content:
             (core.iowait_pct, IOWAIT_STYLE),
         ]
     percent = (fmt_pct(core.busy_pct) if core.busy_pct is not None else NA).rjust(5)
-    return Content.assemble(
-        (f"{core.index:>3}", "dim"), stacked_meter(segments, bar), percent
-    ).pad_right(width - bar - _BAR_CELL_EXTRA)
+    stacked_meter(line.add(f"{core.index:>3}", "dim"), segments, bar)
+    line.add(percent + " " * (width - bar - _BAR_CELL_EXTRA))
 
 
-def _compact_cell(core: CpuCore, width: int) -> Content:
+def _compact_cell(line: Line, core: CpuCore, width: int) -> None:
     percent = fmt_pct(core.busy_pct).rjust(width - 3)
-    return Content.assemble((f"{core.index:>3}", "dim"), (percent, level_style(core.busy_pct)))
+    line.add(f"{core.index:>3}", "dim").add(percent, level_style(core.busy_pct))
 
 
 def heat_map(cores: tuple[CpuCore, ...], width: int) -> list[Content]:
@@ -87,12 +99,11 @@ def heat_map(cores: tuple[CpuCore, ...], width: int) -> list[Content]:
     per_line = max(1, width - 4)
     lines = []
     for start in range(0, len(cores), per_line):
-        chunk = cores[start : start + per_line]
-        blocks = [
-            (sparkline([core.busy_pct], 1).replace(" ", "▁"), level_style(core.busy_pct))
-            for core in chunk
-        ]
-        lines.append(Content.assemble((f"{start:>3} ", "dim"), *blocks))
+        line = Line().add(f"{start:>3} ", "dim")
+        for core in cores[start : start + per_line]:
+            block = sparkline([core.busy_pct], 1).replace(" ", "▁")
+            line.add(block, level_style(core.busy_pct))
+        lines.append(line.content())
     return lines
 
 
@@ -108,25 +119,22 @@ def summary_line(cpu: CpuSnapshot, width: int) -> Content:
         segments = [(total.busy_pct, USER_STYLE)]
     load = NA if cpu.load_avg is None else " ".join(f"{v:.2f}" for v in cpu.load_avg)
     physical = f" ({cpu.physical_cores} cores)" if cpu.physical_cores else ""
-    line = Content.assemble(
-        ("avg", "bold"),
-        stacked_meter(segments, max(10, min(30, width // 5))),
-        (fmt_pct(total.busy_pct).rjust(5), level_style(total.busy_pct)),
-    )
+    line = stacked_meter(Line().add("avg", "bold"), segments, max(10, min(30, width // 5)))
+    line.add(fmt_pct(total.busy_pct).rjust(5), level_style(total.busy_pct))
     # Whole fields in order of importance, never one cut mid-word.
-    extras = [
-        Content.assemble(("  load ", "dim"), load),
-        Content.assemble(("  freq ", "dim"), _frequency(cpu)),
-        Content(f"  {len(cpu.cores)} cpus{physical}"),
-        Content.assemble(
-            "  ", ("usr", USER_STYLE), " ", ("sys", SYSTEM_STYLE), " ", ("iowait", IOWAIT_STYLE)
-        ),
+    extras: list[list[tuple[str, str]]] = [
+        [("  load ", "dim"), (load, "")],
+        [("  freq ", "dim"), (_frequency(cpu), "")],
+        [(f"  {len(cpu.cores)} cpus{physical}", "")],
+        _LEGEND,
     ]
     for extra in extras:
-        if line.cell_length + extra.cell_length > width:
+        if len(line) + sum(len(text) for text, _ in extra) > width:
             break
-        line = line + extra
-    return line.truncate(width)
+        for text, style in extra:
+            line.add(text, style)
+    content = line.content()
+    return content if len(line) <= width else content.truncate(width)
 
 
 def _frequency(cpu: CpuSnapshot) -> str:

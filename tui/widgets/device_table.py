@@ -42,7 +42,7 @@ def table(
     header: Sequence[tuple[str, int]],
     rows: Iterable[tuple[Sequence[Content | str], Sequence[float | None], float]],
     width: int,
-) -> Content:
+) -> list[Content]:
     """Lay ``rows`` under ``header`` (label, width) pairs and use what is left for history.
 
     Each row brings its cells, its history and the value drawn as a full block.
@@ -63,7 +63,7 @@ def table(
         if spark >= 8:
             line = Content.assemble(line, "  ", (sparkline(history, spark, top), "$primary"))
         lines.append(line.truncate(width))
-    return Content("\n").join(lines)
+    return lines
 
 
 def _fit(cell: Content | str, width: int, *, first: bool) -> Content:

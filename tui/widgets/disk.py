@@ -35,9 +35,9 @@ class DiskPanel(Panel):
         for disk in snapshot.disks:
             self._history.add(disk.name, total(disk.read_bytes_per_s, disk.write_bytes_per_s))
 
-    def build(self, snapshot: Snapshot, width: int) -> Content:
+    def build_lines(self, snapshot: Snapshot, width: int) -> list[Content]:
         if not snapshot.disks:
-            return Content.styled("no block devices", "dim")
+            return [Content.styled("no block devices", "dim")]
         rows = []
         for disk in snapshot.disks:
             history = self._history.get(disk.name)

@@ -37,14 +37,14 @@ class GpuPanel(Panel):
         """Utilization samples of GPU ``index``, oldest first (for tests and diagnosis views)."""
         return tuple(self._history.get(index, ()))
 
-    def build(self, snapshot: Snapshot, width: int) -> Content:
+    def build_lines(self, snapshot: Snapshot, width: int) -> list[Content]:
         status = snapshot.gpu_status
         if not status.available:
             reason = status.message or "reason unknown"
-            return Content.styled(f"NVML unavailable: {reason}", "$warning")
+            return [Content.styled(f"NVML unavailable: {reason}", "$warning")]
         if not snapshot.gpus:
             driver = f" (driver {status.driver_version})" if status.driver_version else ""
-            return Content.styled(f"no NVIDIA GPU found{driver}", "dim")
+            return [Content.styled(f"no NVIDIA GPU found{driver}", "dim")]
         two_columns = len(snapshot.gpus) > 8 and width >= _TWO_COLUMNS_MIN_WIDTH
         column_width = (width - len(_SEPARATOR)) // 2 if two_columns else width
         fans = any(gpu.fan_pct is not None for gpu in snapshot.gpus)
@@ -52,11 +52,10 @@ class GpuPanel(Panel):
         layout = plan_layout(column_width, self._badge_need, fans)
         rows = [gpu_row(gpu, layout, self._history.get(gpu.index, ())) for gpu in snapshot.gpus]
         if not two_columns:
-            return Content("\n").join(rows)
+            return rows
         half = (len(rows) + 1) // 2
         left, right = rows[:half], rows[half:]
-        pairs = [
+        return [
             Content.assemble(a.pad_right(column_width - a.cell_length), (_SEPARATOR, "dim"), b)
             for a, b in zip(left, [*right, Content("")], strict=False)
         ]
-        return Content("\n").join(pairs)

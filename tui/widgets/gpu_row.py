@@ -25,6 +25,7 @@ from tui.format import (
     temp_style,
     truncate,
 )
+from tui.line import Line
 from tui.widgets.bars import meter
 
 # index, " util 97%", "  mem 70.2/79.6 GiB", temperature, power, the gap before the badge
@@ -95,31 +96,40 @@ def plan_layout(width: int, badge_need: int = 0, fans: bool = True) -> GpuLayout
 
 def gpu_row(gpu: GpuSnapshot, layout: GpuLayout, history: Sequence[float | None]) -> Content:
     """The full line for one GPU; a lost GPU becomes a single error-coloured LOST line."""
-    head = Content.assemble(
-        f"{gpu.index:>2} ",
-        (truncate(short_gpu_name(gpu.name), layout.name).ljust(layout.name), "bold"),
-    )
+    line = Line().add(f"{gpu.index:>2} ")
+    line.add(truncate(short_gpu_name(gpu.name), layout.name).ljust(layout.name), "bold")
     if gpu.lost:
-        reason = gpu.error or "GPU has fallen off the bus"
-        return Content.assemble(head, (" LOST ", "bold $error"), (reason, "$error"))
-    parts = [head, _util(gpu, layout), _memory(gpu, layout), _temperature(gpu), _power(gpu)]
-    parts += _optional_columns(gpu, layout)
+        line.add(" LOST ", "bold $error").add(gpu.error or "GPU has fallen off the bus", "$error")
+        return _fit(line, layout.width)
+    _util(line, gpu, layout)
+    _memory(line, gpu, layout)
+    line.add(fmt_celsius(gpu.temp_c).rjust(6), temp_style(gpu.temp_c, gpu.temp_slowdown_c))
+    _power(line, gpu)
+    _optional_columns(line, gpu, layout)
     if layout.spark:
-        parts.append(Content.assemble("  ", (sparkline(history, layout.spark), "$primary")))
-    row = Content("").join(parts)
-    badge = throttle_badge(gpu.clocks_event_reasons, layout.width - row.cell_length - 2)
-    return Content.assemble(row, "  ", badge).truncate(layout.width)
+        line.add("  ").add(sparkline(history, layout.spark), "$primary")
+    badge, style = throttle_badge(gpu.clocks_event_reasons, layout.width - len(line) - 2)
+    if badge:
+        line.add("  ").add(badge, style)
+    return _fit(line, layout.width)
 
 
-def throttle_badge(mask: int | None, width: int) -> Content:
-    """Active clock-limiting reasons in nvidia-smi words, worst first, coloured by severity.
+def _fit(line: Line, width: int) -> Content:
+    """The finished row, cut to ``width`` only when a column plan could not hold it."""
+    content = line.content()
+    return content if len(line) <= width else content.truncate(width)
+
+
+def throttle_badge(mask: int | None, width: int) -> tuple[str, str]:
+    """Active clock-limiting reasons in nvidia-smi words, worst first, and the severity style
+    to draw them in ("" and "" when nothing limits the clocks).
 
     When the full names do not fit, "Slowdown" shortens to "Slow", then only the worst reason
     is named with a count of the others ("HW Slowdown +1"), so nothing is cut mid-word.
     """
     reasons = sorted(throttling_reasons(mask), key=lambda r: -SEVERITY_RANK[r.severity])
     if not reasons:
-        return Content("")
+        return "", ""
     worst = reasons[0].severity
     style = {"error": "bold $error", "warning": "bold $warning"}.get(worst, "")
     names = [reason.name for reason in reasons]
@@ -127,54 +137,53 @@ def throttle_badge(mask: int | None, width: int) -> Content:
     tiers = (", ".join(names), ", ".join(names).replace("Slowdown", "Slow"), names[0] + more)
     fitting = [tier for tier in tiers if len(tier) <= width]
     text = fitting[0] if fitting else truncate(tiers[-1].replace("Slowdown", "Slow"), width)
-    return Content.styled(text, style)
+    return text, style
 
 
 def badge_need(gpus: Sequence[GpuSnapshot]) -> int:
     """Cells the widest full throttle badge of these GPUs needs (0 when none throttles)."""
-    return max((len(throttle_badge(gpu.clocks_event_reasons, 999)) for gpu in gpus), default=0)
+    widths = (len(throttle_badge(gpu.clocks_event_reasons, 999)[0]) for gpu in gpus)
+    return max(widths, default=0)
 
 
-def _util(gpu: GpuSnapshot, layout: GpuLayout) -> Content:
+def _util(line: Line, gpu: GpuSnapshot, layout: GpuLayout) -> None:
     pct = gpu.util_gpu_pct
-    # High utilization is the goal in training, so it is not drawn as a warning.
-    bar = meter(pct, layout.util_bar, "$primary") if layout.util_bar else ""
-    return Content.assemble((" util", "dim"), bar, " ", fmt_pct(pct).rjust(4))
+    line.add(" util", "dim")
+    if layout.util_bar:
+        # High utilization is the goal in training, so it is not drawn as a warning.
+        meter(line, pct, layout.util_bar, "$primary")
+    line.add(" " + fmt_pct(pct).rjust(4))
 
 
-def _memory(gpu: GpuSnapshot, layout: GpuLayout) -> Content:
+def _memory(line: Line, gpu: GpuSnapshot, layout: GpuLayout) -> None:
     used, total = gpu.mem_used_bytes, gpu.mem_total_bytes
     pct = used / total * 100 if used is not None and total else None
-    # Training fills VRAM on purpose; only the last few percent before OOM are a warning.
-    bar = meter(pct, layout.mem_bar, level_style(pct, 95, 99)) if layout.mem_bar else ""
+    line.add("  ").add("mem", "dim")
+    if layout.mem_bar:
+        # Training fills VRAM on purpose; only the last few percent before OOM are a warning.
+        meter(line, pct, layout.mem_bar, level_style(pct, 95, 99))
     text = f"{fmt_gib(used)}/{fmt_gib(total)} GiB" if total is not None else NA
-    return Content.assemble("  ", ("mem", "dim"), bar, " ", text.rjust(13))
+    line.add(" " + text.rjust(13))
 
 
-def _temperature(gpu: GpuSnapshot) -> Content:
-    text = fmt_celsius(gpu.temp_c).rjust(6)
-    return Content.styled(text, temp_style(gpu.temp_c, gpu.temp_slowdown_c))
-
-
-def _power(gpu: GpuSnapshot) -> Content:
+def _power(line: Line, gpu: GpuSnapshot) -> None:
     if gpu.power_w is None:
-        return Content(f"{NA:>11}")
+        line.add(f"{NA:>11}")
+        return
     limit = f"/{gpu.power_limit_w:.0f}" if gpu.power_limit_w is not None else ""
     pct = gpu.power_w / gpu.power_limit_w * 100 if gpu.power_limit_w else None
-    return Content.styled(f"{gpu.power_w:.0f}{limit} W".rjust(11), level_style(pct, 90, 98))
+    line.add(f"{gpu.power_w:.0f}{limit} W".rjust(11), level_style(pct, 90, 98))
 
 
-def _optional_columns(gpu: GpuSnapshot, layout: GpuLayout) -> list[Content]:
-    columns: list[Content] = []
+def _optional_columns(line: Line, gpu: GpuSnapshot, layout: GpuLayout) -> None:
     if layout.clocks:
         clock = NA if gpu.sm_clock_mhz is None else str(gpu.sm_clock_mhz)
         top = "" if gpu.sm_clock_max_mhz is None else f"/{gpu.sm_clock_max_mhz}"
-        columns.append(Content(f"{clock}{top} MHz".rjust(15)))
+        line.add(f"{clock}{top} MHz".rjust(15))
     if layout.pstate:
-        columns.append(Content(("" if gpu.pstate is None else f"P{gpu.pstate}").rjust(5)))
+        line.add(("" if gpu.pstate is None else f"P{gpu.pstate}").rjust(5))
     if layout.pcie:
         rx, tx = fmt_rate(gpu.pcie_rx_bytes_per_s), fmt_rate(gpu.pcie_tx_bytes_per_s)
-        columns.append(Content.assemble(("  ↓", "dim"), rx.rjust(10), (" ↑", "dim"), tx.rjust(10)))
+        line.add("  ↓", "dim").add(rx.rjust(10)).add(" ↑", "dim").add(tx.rjust(10))
     if layout.fan:
-        columns.append(Content.assemble(("  fan", "dim"), fmt_pct(gpu.fan_pct).rjust(4)))
-    return columns
+        line.add("  fan", "dim").add(fmt_pct(gpu.fan_pct).rjust(4))

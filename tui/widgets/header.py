@@ -10,29 +10,24 @@ import time
 from collections.abc import Callable
 
 from textual.content import Content
-from textual.widget import Widget
 
 from collectors.snapshot import Snapshot
 from tui.format import fmt_duration, fmt_interval
+from tui.widgets.panel import LineWidget
 
 
-class HeaderBar(Widget):
+class HeaderBar(LineWidget):
     """One line; repaints only when its text changes."""
 
     def __init__(self, clock: Callable[[], float], hostname: str | None, *, id: str) -> None:
         super().__init__(id=id)
         self._clock = clock
         self._hostname = hostname
-        self._content = Content("traintop")
-
-    def render(self) -> Content:
-        return self._content
+        self._lines = [Content("traintop")]
 
     def show(self, snapshot: Snapshot | None, interval_s: float, paused: bool) -> None:
         content = header_text(snapshot, self._hostname, interval_s, self._clock(), paused)
-        if content != self._content or content.spans != self._content.spans:
-            self._content = content
-            self.refresh()
+        self.set_lines([content])
 
 
 def header_text(

@@ -6,6 +6,7 @@ from textual.content import Content
 
 from collectors.snapshot import MemorySnapshot, Snapshot
 from tui.format import fmt_bytes, fmt_gib, fmt_pct, fmt_rate, level_style
+from tui.line import Line
 from tui.widgets.bars import stacked_meter
 from tui.widgets.panel import Panel
 
@@ -18,12 +19,12 @@ class MemoryPanel(Panel):
     KEY = "3"
     TITLE = "Memory"
 
-    def build(self, snapshot: Snapshot, width: int) -> Content:
+    def build_lines(self, snapshot: Snapshot, width: int) -> list[Content]:
         memory = snapshot.memory
         if memory is None:
-            return Content.styled("memory statistics unavailable", "$warning")
+            return [Content.styled("memory statistics unavailable", "$warning")]
         bar = max(4, min(40, width - _TEXT_WIDTH))
-        return Content("\n").join([ram_line(memory, bar), swap_line(memory, bar)])
+        return [ram_line(memory, bar), swap_line(memory, bar)]
 
 
 def _pct(part: float | None, whole: float) -> float | None:
@@ -33,37 +34,27 @@ def _pct(part: float | None, whole: float) -> float | None:
 def ram_line(memory: MemorySnapshot, bar: int) -> Content:
     used_pct = _pct(memory.used_bytes, memory.total_bytes)
     cached_pct = _pct(memory.cached_bytes, memory.total_bytes)
-    meter = stacked_meter([(used_pct, level_style(used_pct)), (cached_pct, "$secondary")], bar)
-    return Content.assemble(
-        ("Mem", "bold"),
-        meter,
-        f" {fmt_gib(memory.used_bytes)}/{fmt_gib(memory.total_bytes)} GiB",
-        (f" {fmt_pct(used_pct):>4}", level_style(used_pct)),
-        ("  avail ", "dim"),
-        fmt_bytes(memory.available_bytes),
-    )
+    line = Line().add("Mem", "bold")
+    stacked_meter(line, [(used_pct, level_style(used_pct)), (cached_pct, "$secondary")], bar)
+    line.add(f" {fmt_gib(memory.used_bytes)}/{fmt_gib(memory.total_bytes)} GiB")
+    line.add(f" {fmt_pct(used_pct):>4}", level_style(used_pct))
+    return line.add("  avail ", "dim").add(fmt_bytes(memory.available_bytes)).content()
 
 
 def swap_line(memory: MemorySnapshot, bar: int) -> Content:
+    line = Line().add("Swp", "bold")
     if memory.swap_total_bytes <= 0:
-        return Content.assemble(("Swp", "bold"), (" no swap", "dim"), swap_rates(memory))
+        return swap_rates(line.add(" no swap", "dim"), memory).content()
     used_pct = _pct(memory.swap_used_bytes, memory.swap_total_bytes)
-    return Content.assemble(
-        ("Swp", "bold"),
-        stacked_meter([(used_pct, level_style(used_pct, 25, 60))], bar),
-        f" {fmt_gib(memory.swap_used_bytes)}/{fmt_gib(memory.swap_total_bytes)} GiB",
-        f" {fmt_pct(used_pct):>4}",
-        swap_rates(memory),
-    )
+    stacked_meter(line, [(used_pct, level_style(used_pct, 25, 60))], bar)
+    line.add(f" {fmt_gib(memory.swap_used_bytes)}/{fmt_gib(memory.swap_total_bytes)} GiB")
+    line.add(f" {fmt_pct(used_pct):>4}")
+    return swap_rates(line, memory).content()
 
 
-def swap_rates(memory: MemorySnapshot) -> Content:
-    """Swap traffic, in the error colour while the box is actively swapping."""
+def swap_rates(line: Line, memory: MemorySnapshot) -> Line:
+    """Append swap traffic, in the error colour while the box is actively swapping."""
     swapping = any(rate for rate in (memory.swap_in_bytes_per_s, memory.swap_out_bytes_per_s))
     style = "bold $error" if swapping else ""
-    return Content.assemble(
-        ("  in ", "dim"),
-        (fmt_rate(memory.swap_in_bytes_per_s), style),
-        (" out ", "dim"),
-        (fmt_rate(memory.swap_out_bytes_per_s), style),
-    )
+    line.add("  in ", "dim").add(fmt_rate(memory.swap_in_bytes_per_s), style)
+    return line.add(" out ", "dim").add(fmt_rate(memory.swap_out_bytes_per_s), style)

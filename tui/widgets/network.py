@@ -26,9 +26,9 @@ class NetworkPanel(Panel):
         for nic in snapshot.nics:
             self._history.add(nic.name, total(nic.rx_bytes_per_s, nic.tx_bytes_per_s))
 
-    def build(self, snapshot: Snapshot, width: int) -> Content:
+    def build_lines(self, snapshot: Snapshot, width: int) -> list[Content]:
         if not snapshot.nics:
-            return Content.styled("no network interfaces", "dim")
+            return [Content.styled("no network interfaces", "dim")]
         rows = []
         for nic in snapshot.nics:
             history = self._history.get(nic.name)

@@ -26,6 +26,25 @@ from collectors.snapshot import Snapshot
 _STYLE_CACHE_MAX = 4096
 
 
+def _flat_runs(line: Content) -> list[tuple[str, str | Style | None]] | None:
+    """``(text, style)`` runs of a line whose spans follow one another without nesting (the
+    style is ``None`` between spans), or ``None`` when spans overlap."""
+    text, spans, pos = line.plain, line.spans, 0
+    runs: list[tuple[str, str | Style | None]] = []
+    for span in spans:
+        start, end = span.start, span.end
+        if start < pos:
+            return None
+        if start > pos:
+            runs.append((text[pos:start], None))
+        if end > start:
+            runs.append((text[start:end], span.style))
+            pos = end
+    if pos < len(text):
+        runs.append((text[pos:], None))
+    return runs
+
+
 class LineWidget(Widget):
     """A widget drawn from a list of one-line ``Content`` through the Line API."""
 
@@ -67,23 +86,34 @@ class LineWidget(Widget):
     def _to_strip(self, line: Content, width: int, y: int) -> Strip:
         """One line to one strip, cropped or padded to ``width``.
 
-        A direct ``Content.render``: ``Visual.to_strips`` would also wrap and align, which one
-        pre-cut line never needs (it was 40 % of a tick).  Offsets go into the styles as there,
-        so mouse text selection keeps working; building those Rich styles was the other half
-        of the cost, hence the cache.
+        A direct walk over the line's runs: ``Visual.to_strips`` would also wrap and align,
+        which one pre-cut line never needs (it was 40 % of a tick), and ``Content.render``
+        keeps a style stack for nested spans, which lines built by :class:`~tui.line.Line`
+        never have.  Offsets go into the styles as there, so mouse text selection keeps
+        working; building those Rich styles was the other half of the cost, hence the cache.
         """
+        runs = _flat_runs(line)
+        if runs is None:  # nested spans: let Content combine them
+            runs = [(text, part) for text, part in line.render(Style(), end="")]
         style = self.visual_style
         cache = self._run_styles
         if len(cache) > _STYLE_CACHE_MAX:
             cache.clear()
         segments, x = [], 0
-        for text, part in line.render(style, end="", parse_style=self._get_style):
+        for text, part in runs:
             rich_style = cache.get((part, x, y))
             if rich_style is None:
-                rich_style = cache[part, x, y] = (style + part).rich_style_with_offset(x, y)
+                rich_style = cache[part, x, y] = self._run_style(style, part, x, y)
             segments.append(Segment(text, rich_style))
             x += len(text)
         return Strip(segments).crop_extend(0, width, style.rich_style)
+
+    def _run_style(self, base: Style, part: str | Style | None, x: int, y: int) -> RichStyle:
+        """The Rich style of one run: the widget's style plus the run's, with its offset."""
+        if part is None:
+            return base.rich_style_with_offset(x, y)
+        parsed = part if isinstance(part, Style) else self._get_style(part)
+        return Style.combine([base, parsed]).rich_style_with_offset(x, y)
 
     def notify_style_update(self) -> None:
         """A theme or CSS change restyles every line: drop the rendered strips."""
@@ -117,8 +147,8 @@ class Panel(LineWidget):
         self._snapshot = snapshot
         self._rebuild(self.content_size.width)
 
-    def build(self, snapshot: Snapshot, width: int) -> Content:
-        """The panel's text for ``snapshot`` at ``width`` cells; subclasses implement it."""
+    def build_lines(self, snapshot: Snapshot, width: int) -> list[Content]:
+        """The panel's lines for ``snapshot`` at ``width`` cells; subclasses implement it."""
         raise NotImplementedError
 
     def on_resize(self) -> None:
@@ -128,9 +158,9 @@ class Panel(LineWidget):
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         if self._snapshot is None:
             return 1
-        return len(self.build(self._snapshot, width).split("\n", allow_blank=True))
+        return len(self.build_lines(self._snapshot, width))
 
     def _rebuild(self, width: int) -> None:
         if self._snapshot is None or width <= 0:
             return
-        self.set_lines(self.build(self._snapshot, width).split("\n", allow_blank=True))
+        self.set_lines(self.build_lines(self._snapshot, width))

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from textual.content import Content
+from textual.content import Content, Span
 
 from collectors.snapshot import ProcessSnapshot
 from tui.format import NA, level_style, truncate
@@ -133,30 +133,37 @@ def row_content(row: Row, columns: Sequence[Column], width: int, selected: bool)
     text = (head + truncate(command, width - len(head))).ljust(width)
     if selected:
         return Content.styled(text, "bold reverse")
-    content = Content(text)
+    spans = []
     if proc.cpu_pct is not None:
         start = _cpu_start(columns)
-        content = content.stylize(level_style(proc.cpu_pct, 90, 99), start, start + len(cells[2]))
+        spans.append(Span(start, start + len(cells[2]), level_style(proc.cpu_pct, 90, 99)))
     if row.prefix:
-        content = content.stylize("dim", len(head), len(head) + len(row.prefix))
-    return content.stylize("dim") if is_kernel_thread(proc) else content
+        spans.append(Span(len(head), len(head) + len(row.prefix), "dim"))
+    if is_kernel_thread(proc):
+        spans.append(Span(0, len(text), "dim"))
+    return Content(text, spans)
 
 
 def _cpu_start(columns: Sequence[Column]) -> int:
     return sum(c.width + 1 for c in columns[:2])
 
 
+_CELL_TEXT: dict[str, Callable[[ProcessSnapshot], str]] = {
+    "pid": lambda proc: str(proc.pid),
+    "user": lambda proc: proc.user or NA,
+    "cpu": lambda proc: NA if proc.cpu_pct is None else f"{proc.cpu_pct:.1f}",
+    "rss": lambda proc: compact_bytes(proc.rss_bytes),
+    "read": lambda proc: compact_rate(proc.read_bytes_per_s),
+    "write": lambda proc: compact_rate(proc.write_bytes_per_s),
+    "gpu": lambda proc: "" if proc.gpu_mem_bytes is None else compact_bytes(proc.gpu_mem_bytes),
+}
+
+
 def _cell(proc: ProcessSnapshot, column: Column) -> str:
-    text = {
-        "pid": lambda: str(proc.pid),
-        "user": lambda: truncate(proc.user or NA, column.width),
-        "cpu": lambda: NA if proc.cpu_pct is None else f"{proc.cpu_pct:.1f}",
-        "rss": lambda: compact_bytes(proc.rss_bytes),
-        "read": lambda: compact_rate(proc.read_bytes_per_s),
-        "write": lambda: compact_rate(proc.write_bytes_per_s),
-        "gpu": lambda: "" if proc.gpu_mem_bytes is None else compact_bytes(proc.gpu_mem_bytes),
-    }[column.key]()
-    return text.ljust(column.width) if column.key == "user" else text.rjust(column.width)
+    text = _CELL_TEXT[column.key](proc)
+    if column.key == "user":
+        return truncate(text, column.width).ljust(column.width)
+    return text.rjust(column.width)
 
 
 def short_command(cmdline: str, name: str) -> str:

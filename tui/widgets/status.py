@@ -7,26 +7,17 @@ collector failed this tick and why, in the warning colour.
 from __future__ import annotations
 
 from textual.content import Content
-from textual.widget import Widget
 
 from collectors.snapshot import Snapshot
+from tui.widgets.panel import LineWidget
 
 
-class StatusLine(Widget):
+class StatusLine(LineWidget):
     """One line, repainted only when its text changes."""
-
-    def __init__(self, *, id: str) -> None:
-        super().__init__(id=id)
-        self._content = Content("")
-
-    def render(self) -> Content:
-        return self._content
 
     def show(self, snapshot: Snapshot) -> None:
         content = status_text(snapshot)
-        if content != self._content or content.spans != self._content.spans:
-            self._content = content
-            self.refresh()
+        self.set_lines([content])
 
 
 def status_text(snapshot: Snapshot) -> Content:

@@ -13,10 +13,10 @@ from typing import ClassVar
 from textual.binding import Binding
 from textual.content import Content
 from textual.events import Click
-from textual.widget import Widget
 
 from diagnosis.api import Finding, Verdict
 from tui.verdict_text import evidence_line, label, marker, tone, tone_style, verdict_facts
+from tui.widgets.panel import LineWidget
 
 WAITING = Finding("unknown", 0.0, "info", "waiting for the first sample")
 DETAILS_HINT = "d: details"
@@ -24,7 +24,7 @@ SEPARATOR = " · "
 MIN_EVIDENCE = 32  # keep a first sentence up to this long whole before keeping facts
 
 
-class VerdictBanner(Widget, can_focus=True):
+class VerdictBanner(LineWidget, can_focus=True):
     """Shows the verdict it is given; Enter or a click opens the details screen."""
 
     BINDINGS: ClassVar[list[Binding]] = [Binding("enter", "app.details", "Details", show=False)]
@@ -32,11 +32,7 @@ class VerdictBanner(Widget, can_focus=True):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="-unknown")
         self.verdict: Verdict | None = None
-        self._content = Content("")
         self._tone = "unknown"
-
-    def render(self) -> Content:
-        return self._content
 
     def show(self, verdict: Verdict) -> None:
         """Display ``verdict``; restyles only on a severity change, repaints only on new text."""
@@ -65,9 +61,7 @@ class VerdictBanner(Widget, can_focus=True):
         if width <= 0:
             return
         content = banner_text(self.verdict, width, two_lines=self.content_size.height >= 2)
-        if content != self._content or content.spans != self._content.spans:
-            self._content = content
-            self.refresh()
+        self.set_lines(content.split("\n", allow_blank=True))
 
 
 def banner_text(verdict: Verdict | None, width: int, *, two_lines: bool = False) -> Content:

@@ -1,0 +1,46 @@
+"""A cheap way to build one styled line: append text runs, get one ``Content`` at the end.
+
+Panels rebuild their lines every tick, and ``Content.assemble``/``join`` make a ``Content`` per
+piece (each strips control codes and measures cells), so a GPU row of twenty pieces cost about
+twenty of them.  A ``Line`` only appends strings and records a span per styled run; the one
+``Content`` it makes has sequential, non-overlapping spans, which is also what lets
+:class:`~tui.widgets.panel.LineWidget` draw it without ``Content.render``'s style stack.
+"""
+
+from __future__ import annotations
+
+from textual.content import Content, Span
+
+
+class Line:
+    """Text runs and their styles, in order; ``content()`` makes the finished line."""
+
+    __slots__ = ("_length", "_parts", "_spans")
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._spans: list[Span] = []
+        self._length = 0
+
+    def __len__(self) -> int:
+        """Characters so far (one cell each: panels draw only narrow characters)."""
+        return self._length
+
+    def add(self, text: str, style: str = "") -> Line:
+        """Append ``text``, styled with ``style`` (a Textual style string) when given."""
+        if text:
+            start, end = self._length, self._length + len(text)
+            spans = self._spans
+            if style and spans and spans[-1].end == start and spans[-1].style == style:
+                spans[-1] = Span(spans[-1].start, end, style)  # one run, one segment on screen
+            elif style:
+                spans.append(Span(start, end, style))
+            self._parts.append(text)
+            self._length = end
+        return self
+
+    def content(self) -> Content:
+        text = "".join(self._parts)
+        # Content strips control codes with str.translate, slow on non-ASCII text (bars,
+        # sparklines); a printable line has none to strip.
+        return Content(text, self._spans, strip_control_codes=not text.isprintable())
