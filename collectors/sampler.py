@@ -121,6 +121,7 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._last_host: HostInfo | None = None
         self._callback_errors: list[CollectorError] = []
+        self._sampled_at: float | None = None
 
     @property
     def interval_s(self) -> float:
@@ -156,11 +157,16 @@ class Sampler:
     def sample_once(self) -> Snapshot:
         """One snapshot, taken synchronously (never concurrently with a thread tick)."""
         with self._tick_lock:
+            self._sampled_at = self._clock()
             return self._build()
 
     def _run(self, on_snapshot: Callable[[Snapshot], None]) -> None:
         """Tick on a monotonic schedule until stopped; the thread never dies of an error."""
         due = self._clock()
+        if self._sampled_at is not None:
+            # A sample was taken just before start (the monitor's first frame): the thread's
+            # first tick comes one interval after it, so its rates span a whole interval.
+            due = self._sleep_past(self._sampled_at)
         while not self._stopping.is_set():
             snapshot = self.sample_once()
             try:

@@ -9,7 +9,7 @@ from statistics import median
 
 def present(values: Iterable[float | None]) -> list[float]:
     """The measured values only: a missing sample must never count as a zero."""
-    return [float(v) for v in values if v is not None]
+    return [v for v in values if v is not None]
 
 
 def mean_of(values: Iterable[float | None]) -> float | None:

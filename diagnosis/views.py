@@ -80,12 +80,6 @@ def _latest(values: Sequence[float | None]) -> float | None:
     return next((v for v in reversed(values) if v is not None), None)
 
 
-def _mem_share(g: GpuSnapshot) -> float | None:
-    if g.mem_used_bytes is None or not g.mem_total_bytes:
-        return None
-    return g.mem_used_bytes / g.mem_total_bytes
-
-
 def _reason_share(samples: Sequence[GpuSnapshot]) -> dict[int, float]:
     """Share of samples in which each reason bit was set, over samples that report a mask."""
     masks = [g.clocks_event_reasons for g in samples if g.clocks_event_reasons is not None]
@@ -121,7 +115,9 @@ def gpu_view(samples: Sequence[GpuSnapshot]) -> GpuView:
         index=samples[-1].index,
         util_pct=mean_of(util),
         util_std=std_of(util),
-        mem_used_share=max_of(_mem_share(g) for g in live),
+        mem_used_share=max_of(
+            u / t for u, t in zip(used, total, strict=True) if u is not None and t
+        ),
         mem_used_bytes=max_of(used),
         mem_total_bytes=_latest(total),
         temp_c=max_of(temp),

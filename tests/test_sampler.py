@@ -134,6 +134,16 @@ def test_interval_change_wakes_the_sleeping_thread():
     assert third.interval_s == 0.1
 
 
+def test_a_sample_taken_before_start_sets_the_first_tick_one_interval_later():
+    """The monitor shows a synchronous first sample; the thread's first tick must not follow
+    it at once, or its rates would span a few milliseconds."""
+    sampler = Sampler(_collectors(), interval_s=0.5)
+    sampler.sample_once()
+    taken = time.monotonic()
+    ((arrived, _),) = _run(sampler, 1)
+    assert 0.4 <= arrived - taken < 2.0
+
+
 def test_stop_returns_promptly_from_a_long_interval():
     sampler = Sampler(_collectors(), interval_s=60.0)
     started = threading.Event()

@@ -44,6 +44,18 @@ def text(app, widget_type) -> str:
 
 
 @async_test
+async def test_a_first_snapshot_is_in_the_first_frame():
+    """The monitor hands over a sample taken before start: panels are full before the source
+    delivers anything, and the verdict runner has seen it."""
+    first, *_ = series(1, gpus=8)
+    source, app = make([], first=first)
+    async with app.run_test(size=(200, 50)):
+        assert text(app, GpuPanel).count("H100 80GB HBM3") == 8
+        assert source.started and source.emitted == 0
+        assert app.verdicts.runner.runs == 1
+
+
+@async_test
 async def test_panels_show_the_snapshot():
     ticks = series(3, gpus=8)
     source, app = make(ticks[:1])

@@ -8,7 +8,7 @@ from diagnosis.api import Evidence, Finding, Verdict
 from tui.evidence import evidence_marks
 from tui.verdict_history import VerdictPoint, extend, runs, stats
 from tui.verdict_text import fmt_since
-from tui.widgets.verdict import banner_text
+from tui.widgets.verdict import banner_lines
 
 DATA = Finding(
     "data_cpu",
@@ -38,14 +38,15 @@ VERDICT = Verdict(DATA, (), "attach", 10.0, 12.0)
     ],
 )
 def test_banner_fits_the_width(width, expected):
-    text = banner_text(VERDICT, width).plain
+    (line,) = banner_lines(VERDICT, width)
+    text = line.plain
     assert text == expected and len(text) <= width
 
 
 def test_second_line_has_summary_remedy_and_other_findings():
     other = Finding("memory", 0.5, "info", "GPU memory nearly full")
-    lines = banner_text(Verdict(DATA, (other,), "attach", 10.0, 12.0), 200, two_lines=True)
-    assert lines.plain.splitlines()[1] == (
+    lines = banner_lines(Verdict(DATA, (other,), "attach", 10.0, 12.0), 200, two_lines=True)
+    assert lines[1].plain == (
         "  Input pipeline limited by CPU: 62 % of time lost"
         "  try: raise DataLoader num_workers from 4 to 7  also: memory pressure"
     )
@@ -53,7 +54,7 @@ def test_second_line_has_summary_remedy_and_other_findings():
 
 def test_banner_before_any_sample():
     assert (
-        banner_text(None, 80).plain
+        banner_lines(None, 80)[0].plain
         == "◇ NO VERDICT YET — waiting for the first sample · d: details"
     )
 

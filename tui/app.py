@@ -119,9 +119,11 @@ class TraintopApp(App[None]):
         clock: Callable[[], float] = time.time,
         hostname: str | None = None,
         focus_job: int | None = None,
+        first: Snapshot | None = None,
     ) -> None:
         super().__init__(driver_class=QuietLinuxDriver if QuietLinuxDriver.suits() else None)
         self.source = source
+        self._first = first
         self._clock = clock
         self._hostname = hostname
         self._focus_job = focus_job
@@ -157,6 +159,11 @@ class TraintopApp(App[None]):
         self.query_one(ProcessTable).focus(scroll_visible=False)
         self._show_header()
         self.verdicts.start()
+        if self._first is not None:
+            # Shown before the first paint, so the first frame is a full one: no "waiting"
+            # frame, no relayout when the panels fill, no sampling while that frame is drawn.
+            # The runner is still this thread's alone: the sampler thread starts below.
+            self.on_snapshot_ready(SnapshotReady(self._first, self.verdicts.judge(self._first)))
         self.source.start(self._deliver)
         # Startup objects (modules, CSS, widgets) live forever: freezing them keeps the
         # collector's full passes from walking them again every few ticks (~20 % of UI time).
@@ -229,6 +236,8 @@ def build_app(
     clock: Callable[[], float] = time.time,
     hostname: str | None = None,
     focus_job: int | None = None,
+    first: Snapshot | None = None,
 ) -> TraintopApp:
-    """The one factory the CLI, the tests and the screenshot script all use."""
-    return TraintopApp(source, clock=clock, hostname=hostname, focus_job=focus_job)
+    """The one factory the CLI, the tests and the screenshot script all use; ``first`` is a
+    snapshot the source took just before, shown in the very first frame."""
+    return TraintopApp(source, clock=clock, hostname=hostname, focus_job=focus_job, first=first)

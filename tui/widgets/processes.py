@@ -141,7 +141,9 @@ def row_content(row: Row, columns: Sequence[Column], width: int, selected: bool)
         spans.append(Span(len(head), len(head) + len(row.prefix), "dim"))
     if is_kernel_thread(proc):
         spans.append(Span(0, len(text), "dim"))
-    return Content(text, spans)
+    # The collector already made names printable; str.translate on every row would cost more
+    # than building it.
+    return Content(text, spans, strip_control_codes=not text.isprintable())
 
 
 def _cpu_start(columns: Sequence[Column]) -> int:

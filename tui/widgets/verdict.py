@@ -60,16 +60,15 @@ class VerdictBanner(LineWidget, can_focus=True):
         width = self.content_size.width
         if width <= 0:
             return
-        content = banner_text(self.verdict, width, two_lines=self.content_size.height >= 2)
-        self.set_lines(content.split("\n", allow_blank=True))
+        self.set_lines(banner_lines(self.verdict, width, two_lines=self.content_size.height >= 2))
 
 
-def banner_text(verdict: Verdict | None, width: int, *, two_lines: bool = False) -> Content:
-    """The banner for ``verdict`` (None: nothing sampled yet) fitted to ``width`` cells."""
+def banner_lines(verdict: Verdict | None, width: int, *, two_lines: bool = False) -> list[Content]:
+    """The banner's lines for ``verdict`` (None: nothing sampled yet) fitted to ``width``."""
     first = banner_line(verdict.primary if verdict else WAITING, _facts(verdict), width)
     if not two_lines or verdict is None:
-        return first
-    return Content("\n").join([first, detail_line(verdict, width)])
+        return [first]
+    return [first, detail_line(verdict, width)]
 
 
 def _facts(verdict: Verdict | None) -> list[str]:
