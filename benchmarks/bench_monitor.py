@@ -86,6 +86,15 @@ def _tmux(*args: str, env: dict[str, str] | None = None) -> str:
     ).stdout
 
 
+def _wait_gone(pid: int, timeout_s: float = 10.0) -> None:
+    """Wait until ``pid`` has exited and the machine has settled, so that one tool's shutdown
+    never lands in the next tool's first-frame or CPU window."""
+    deadline = time.monotonic() + timeout_s
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(2.0)
+
+
 def run_in_tmux(argv: list[str], ready: str, seconds: float, env: dict[str, str]) -> dict:
     """Start argv in a 200x50 tmux pane, time its first frame, then its CPU over `seconds`."""
     _tmux("kill-server")
@@ -105,6 +114,7 @@ def run_in_tmux(argv: list[str], ready: str, seconds: float, env: dict[str, str]
     cpu1, w1 = _proc_cpu_s(pid), time.monotonic()
     rss = _peak_rss_mb(pid)
     _tmux("kill-server")
+    _wait_gone(pid)
     return {
         "first_frame_s": first_frame_s,
         "cpu_pct": 100 * (cpu1 - cpu0) / (w1 - w0),
@@ -143,7 +153,9 @@ def main() -> int:
     rows = {tool: _median_run(results) for tool, results in runs.items()}
     if args.repeat > 1:
         for tool, results in runs.items():
-            print(f"{tool} CPU % per run: " + ", ".join(f"{r['cpu_pct']:.2f}" for r in results))
+            cpu = ", ".join(f"{r['cpu_pct']:.2f}" for r in results)
+            first = ", ".join(f"{r['first_frame_s']:.3f}" for r in results)
+            print(f"{tool} per run: CPU % {cpu}; first frame s {first}")
     print(f"\n{'tool':<10} {'CPU % of one core':>18} {'peak RSS MB':>12} {'first frame s':>14}")
     for tool, r in rows.items():
         print(

@@ -138,6 +138,7 @@ class Panel(LineWidget):
         self.border_title = f"{self.KEY} {self.TITLE}"
         self._snapshot: Snapshot | None = None
         self._lines = [Content("waiting for the first sample…")]
+        self._built_width = 0
 
     def record(self, snapshot: Snapshot) -> None:
         """Keep history from every snapshot, also while the display is paused."""
@@ -160,7 +161,17 @@ class Panel(LineWidget):
             return 1
         return len(self.build_lines(self._snapshot, width))
 
+    def render_line(self, y: int) -> Strip:
+        width = self.content_size.width
+        if self._snapshot is not None and 0 < width != self._built_width:
+            # The first paint after a layout comes before the Resize event: draw the snapshot
+            # at the width being painted, not the lines of the old width (or "waiting").
+            self._lines, self._strips = self.build_lines(self._snapshot, width), {}
+            self._built_width = width
+        return super().render_line(y)
+
     def _rebuild(self, width: int) -> None:
         if self._snapshot is None or width <= 0:
             return
         self.set_lines(self.build_lines(self._snapshot, width))
+        self._built_width = width

@@ -15,6 +15,8 @@ from typing import ClassVar
 from textual import events
 from textual.binding import Binding
 from textual.content import Content
+from textual.geometry import Size
+from textual.strip import Strip
 
 from collectors.snapshot import ProcessSnapshot
 from tui.widgets.panel import LineWidget
@@ -58,6 +60,7 @@ class ProcessTable(LineWidget, can_focus=True):
         self._cursor = 0
         self._top = 0
         self._selected_pid: int | None = None  # None: the cursor stays on the first row
+        self._built_size = Size(0, 0)
 
     @classmethod
     def help_bindings(cls) -> list[Binding]:
@@ -102,10 +105,18 @@ class ProcessTable(LineWidget, can_focus=True):
         self._top = min(self._top, self._cursor, max(0, len(self._rows) - visible))
         self._top = max(self._top, self._cursor - visible + 1, 0)
 
+    def render_line(self, y: int) -> Strip:
+        if self.content_size != self._built_size:
+            # The first paint after a layout comes before the Resize event (see Panel).
+            self._clamp_top()
+            self._lines, self._strips = self._build_lines(), {}
+        return super().render_line(y)
+
     def _build_lines(self) -> list[Content]:
         width, height = self.content_size
         if height <= 0 or width <= 0:
             return self._lines
+        self._built_size = self.content_size
         columns = plan_columns(width, self._rows)
         lines = [header(columns, self.sort, width)]
         for index in range(self._top, self._top + height - 1):
