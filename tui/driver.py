@@ -47,6 +47,7 @@ class QuietLinuxDriver(LinuxDriver):
         super().__init__(*args, **kwargs)
         self._wake_read, wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
+        os.set_blocking(wake_write, False)  # a full pipe already wakes the thread
         self.exit_event = _WakingEvent(wake_write)
 
     def run_input_thread(self) -> None:
