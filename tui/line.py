@@ -40,7 +40,13 @@ class Line:
         return self
 
     def content(self) -> Content:
-        text = "".join(self._parts)
-        # Content strips control codes with str.translate, slow on non-ASCII text (bars,
-        # sparklines); a printable line has none to strip.
-        return Content(text, self._spans, strip_control_codes=not text.isprintable())
+        return line_content("".join(self._parts), self._spans)
+
+
+def line_content(text: str, spans: list[Span]) -> Content:
+    """``Content(text, spans)``, stripping control codes only when there can be any.
+
+    Content strips them with str.translate, slow on non-ASCII text (bars, sparklines) and
+    costlier than building a process row; a printable line has none to strip.
+    """
+    return Content(text, spans, strip_control_codes=not text.isprintable())

@@ -16,6 +16,7 @@ from textual.content import Content, Span
 
 from collectors.snapshot import ProcessSnapshot
 from tui.format import NA, level_style, truncate
+from tui.line import line_content
 
 KTHREADD_PID = 2
 """Linux starts every kernel thread from kthreadd (pid 2); htop hides them the same way."""
@@ -141,9 +142,7 @@ def row_content(row: Row, columns: Sequence[Column], width: int, selected: bool)
         spans.append(Span(len(head), len(head) + len(row.prefix), "dim"))
     if is_kernel_thread(proc):
         spans.append(Span(0, len(text), "dim"))
-    # The collector already made names printable; str.translate on every row would cost more
-    # than building it.
-    return Content(text, spans, strip_control_codes=not text.isprintable())
+    return line_content(text, spans)
 
 
 def _cpu_start(columns: Sequence[Column]) -> int:
