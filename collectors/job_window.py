@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from collectors.ring_header import SegmentHeader
 from collectors.ring_reader import PollResult
+from collectors.job_key import job_key
 from collectors.snapshot import JobSnapshot, PhaseShare, WorkerSnapshot
 from traintop import ring_format
 
@@ -102,6 +103,8 @@ class JobWindow:
             rank=self._header.rank,
             local_rank=self._header.local_rank,
             world_size=self._header.world_size,
+            job_id=job_key(self._header),
+            started_at=self._header.created_realtime_ns / _NS,
             state=state,
             steps_total=self.steps_total,
             workers=workers,

@@ -218,6 +218,9 @@ class JobSnapshot:
     cuda_mem_reserved_bytes: int | None = None
     live_phase: str | None = None  # the phase the trainer is in right now (from the live word)
     live_phase_s: float | None = None  # how long it has been in it
+    # Ranks of one job share this key (collectors.job_key.job_key); a lone process has its own.
+    job_id: str = ""
+    started_at: float | None = None  # wall clock, seconds since the epoch, when the ring was made
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -100,8 +100,7 @@ class RingWriter:
         """
         try:
             header = header_fields(name, phases, rank, local_rank, world_size, capacity, mem_kind)
-            env_run_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
-            header["run_id"] = env_run_id if run_id is None else run_id
+            header["run_id"] = env_run_id() if run_id is None else run_id
             header["crc"] = default_crc() if crc is None else bool(crc)
             return cls._create_first_fit(header, ring_paths.candidate_dirs(directory))
         except Exception as exc:  # training must go on without monitoring
@@ -232,3 +231,16 @@ def _register_exit_hooks() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def env_run_id() -> str:
+    """The launcher's run id, else the rendezvous store address (see collectors/job_key.py).
+
+    torchrun's default run id is the literal ``none``, shared by every job started without
+    ``--rdzv-id``; the store address torchrun (and most launchers) export is unique per live job.
+    """
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    if run_id not in ("", "none"):
+        return run_id
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    return f"tcp://{addr}:{port}" if addr and port else ""

@@ -1,0 +1,32 @@
+"""Which ranks belong to one job: the key that folds a job's per-rank segments together.
+
+A multi-rank job has no single process to name it, but all its ranks share a rendezvous: the
+launcher's run id (torchrun's ``--rdzv-id``, in ``TORCHELASTIC_RUN_ID``) or, where that is the
+default ``none``, the store address every rank connects to (``MASTER_ADDR:MASTER_PORT``, or the
+``init_method`` the probe sees at ``init_process_group``).  The probe writes that into the ring
+header's ``run_id``; two jobs on one host cannot share a live store port, so the key is unique
+among live jobs.  The world size is part of the key because a restarted job may rendezvous on
+the same address with another size.  A single process, or one whose rendezvous is unknown, is a
+job of its own, keyed by host and pid.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+NO_RUN_IDS = frozenset({"", "none"})
+
+
+class _Header(Protocol):
+    run_id: str
+    world_size: int
+    hostname: str
+    pid: int
+    created_monotonic_ns: int
+
+
+def job_key(header: _Header) -> str:
+    """Stable grouping key: ``run:<run id>/<world size>`` or ``pid:<host>/<pid>/<created ns>``."""
+    if header.world_size > 1 and header.run_id not in NO_RUN_IDS:
+        return f"run:{header.run_id}/{header.world_size}"
+    return f"pid:{header.hostname}/{header.pid}/{header.created_monotonic_ns}"
