@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import deque
 from typing import NamedTuple
 
+from collectors.job_key import job_key
 from collectors.ring_header import SegmentHeader
 from collectors.ring_reader import PollResult
-from collectors.job_key import job_key
 from collectors.snapshot import JobSnapshot, PhaseShare, WorkerSnapshot
 from traintop import ring_format
 
