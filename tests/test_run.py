@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from collectors.ring_reader import discover, open_segment
+from tests.isolation import private_dir
 from traintop.launcher import SHIM_DIR, instrumented_env, job_name
 
 WORKLOADS = Path(__file__).parent / "workloads"
@@ -22,9 +23,7 @@ LAUNCH = [sys.executable, "-m", "traintop.launcher"]
 
 @pytest.fixture
 def ring_dir(tmp_path: Path) -> Path:
-    ring = tmp_path / "ring"
-    ring.mkdir(mode=0o700)
-    return ring
+    return private_dir(tmp_path / "ring")
 
 
 # CPython's resource tracker (its own process) now and then reports the semaphores of torch's
@@ -137,6 +136,8 @@ def test_bad_commands_give_one_line(argv: list[str], code: int, message: str) ->
 def test_env_puts_shim_first_once_and_names_the_job() -> None:
     env = instrumented_env({"PYTHONPATH": f"/a{os.pathsep}{SHIM_DIR}"}, "job")
     assert env["PYTHONPATH"] == f"{SHIM_DIR}{os.pathsep}/a" and env["TRAINTOP_RUN_NAME"] == "job"
-    assert job_name(["python", "-u", "train.py"]) == "train"
+    assert job_name(["python", "-u", "pretrain.py"]) == "pretrain"
+    assert job_name(["python", "/src/word_language_model/main.py"]) == "word_language_model/main"
+    assert job_name(["torchrun", "--nproc-per-node=2", "gpt/train.py"]) == "gpt/train"
     assert job_name(["python", "-m", "pkg.train"]) == "pkg.train"
     assert job_name(["/usr/bin/torchrun", "--nproc=2"]) == "torchrun"

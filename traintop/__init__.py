@@ -23,9 +23,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
-from traintop import cuda_timing
+from traintop import cuda_timing, job_names
 from traintop.probe import Probe, Writer, WriterFactory
 
 __all__ = ["Probe", "attach"]
@@ -36,9 +35,10 @@ _probe: Probe | None = None
 def attach(name: str | None = None, *, phases: Iterable[str] = ()) -> Probe:
     """The probe of this process, created on first call (later calls return the same one).
 
-    ``name`` defaults to ``$TRAINTOP_RUN_NAME`` (set by ``traintop run``) or the script name;
-    ``phases`` declares custom phase names up front.  Rank, local rank and world size come from
-    torchrun's RANK / LOCAL_RANK / WORLD_SIZE.
+    ``name`` defaults to ``traintop run --name``, the launcher's run name or the script name
+    (``default_name``); ``phases`` declares custom phase names up front.  Rank, local rank and
+    world size come from the process group when there is one, else from torchrun's RANK /
+    LOCAL_RANK / WORLD_SIZE (``traintop.dist_identity``).
     """
     global _probe
     if _probe is None:
@@ -48,12 +48,16 @@ def attach(name: str | None = None, *, phases: Iterable[str] = ()) -> Probe:
 
 
 def default_name() -> str:
-    """What the monitor shows for a job nobody named: the script or module that runs."""
-    env = os.environ.get("TRAINTOP_RUN_NAME")
-    if env:
-        return env
+    """The job's name when the code gives none: ``traintop run --name``, else the launcher's run
+    name, else the script ``traintop run`` started (``traintop.job_names``), else this one."""
+    named = os.environ.get("TRAINTOP_RUN_NAME") or job_names.launcher_run_name()
+    if named:
+        return named
+    script = os.environ.get("TRAINTOP_SCRIPT_NAME")
+    if script:
+        return script
     argv0 = sys.argv[0] if sys.argv and sys.argv[0] not in ("", "-c", "-m") else ""
-    return Path(argv0).stem or "python"
+    return job_names.script_name(argv0) if argv0 else "python"
 
 
 def _new_probe(name: str, phases: tuple[str, ...]) -> Probe:
@@ -67,22 +71,16 @@ def _new_probe(name: str, phases: tuple[str, ...]) -> Probe:
 
 
 def _ring_factory(name: str) -> WriterFactory:
-    rank, local_rank, world = (_env_int(v, d) for v, d in _RANK_ENV)
+    """Segments are made at the first step: by then a process group usually exists, and its
+    rank identity is the one written (``traintop.dist_identity``)."""
 
     def create(phases: Sequence[str]) -> Writer:
+        from traintop.dist_identity import current
         from traintop.ring import RingWriter
 
-        return RingWriter.create(name=name, phases=phases, rank=rank, local_rank=local_rank,
-                                 world_size=world)  # fmt: skip
+        who = current()
+        return RingWriter.create(name=name, phases=phases, rank=who.rank,
+                                 local_rank=who.local_rank, world_size=who.world_size,
+                                 run_id=who.run_id)  # fmt: skip
 
     return create
-
-
-_RANK_ENV = (("RANK", 0), ("LOCAL_RANK", 0), ("WORLD_SIZE", 1))
-
-
-def _env_int(variable: str, default: int) -> int:
-    try:
-        return int(os.environ.get(variable, default))
-    except ValueError:
-        return default

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
+
+from traintop.job_names import script_name
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 EXIT_NOT_FOUND = 127  # what a shell returns for an unknown command
@@ -22,12 +25,14 @@ EXIT_NOT_EXECUTABLE = 126
 EXIT_USAGE = 2
 
 
-def run_command(argv: list[str], name: str | None) -> NoReturn:
+def run_command(argv: list[str], name: str | None, record: str | None = None) -> NoReturn:
     """Exec ``argv`` with the shim on PYTHONPATH; exits 127/126 with one line if it cannot."""
     if not argv:
         _die("traintop run: no command given (usage: traintop run [--name NAME] -- CMD ...)",
              EXIT_USAGE)  # fmt: skip
-    env = instrumented_env(os.environ, name or job_name(argv))
+    if record is not None:
+        start_recorder(record, os.getpid())
+    env = instrumented_env(os.environ, name or job_name(argv), explicit=name is not None)
     try:
         os.execvpe(argv[0], argv, env)
     except FileNotFoundError:
@@ -38,20 +43,26 @@ def run_command(argv: list[str], name: str | None) -> NoReturn:
         _die(f"traintop run: {argv[0]}: {exc.strerror or exc}", EXIT_NOT_EXECUTABLE)
 
 
-def instrumented_env(base: os._Environ[str] | dict[str, str], name: str) -> dict[str, str]:
-    """A copy of ``base`` with the shim first on PYTHONPATH and the job name set."""
+def instrumented_env(base: os._Environ[str] | dict[str, str], name: str, *,
+                     explicit: bool = True) -> dict[str, str]:  # fmt: skip
+    """A copy of ``base`` with the shim first on PYTHONPATH and the job name set.
+
+    A name given with ``--name`` is final (TRAINTOP_RUN_NAME); one guessed from the command
+    (TRAINTOP_SCRIPT_NAME) yields to a run name the launcher gives its workers.
+    """
     env = dict(base)
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(SHIM_DIR)]
     env["PYTHONPATH"] = os.pathsep.join([str(SHIM_DIR), *paths])
-    env["TRAINTOP_RUN_NAME"] = name
+    env["TRAINTOP_RUN_NAME" if explicit else "TRAINTOP_SCRIPT_NAME"] = name
     return env
 
 
 def job_name(argv: Sequence[str]) -> str:
-    """``python train.py`` -> "train", ``python -m pkg.train`` -> "pkg.train", else the program."""
+    """``python train.py`` -> "train" (``main.py`` -> "folder/main"), ``python -m pkg.train`` ->
+    "pkg.train", else the program."""
     for i, arg in enumerate(argv[1:], start=1):
         if arg.endswith(".py"):
-            return Path(arg).stem
+            return script_name(arg)
         if arg == "-m" and i + 1 < len(argv):
             return argv[i + 1]
     return Path(argv[0]).name
@@ -62,13 +73,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _OneLineParser(
         prog="traintop run", description="Run a training command with traintop instrumentation."
     )
-    parser.add_argument("--name", help="job name shown by the monitor (default: script name)")
+    parser.add_argument(
+        "--name",
+        help="job name shown by the monitor (default: the launcher's "
+        "run name, else the script, with its folder for main.py/train.py)",
+    )
+    parser.add_argument("--record", metavar="FILE", help="record the job's whole life to FILE")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if args.name is not None and not args.name.strip():
         _die("traintop run: --name must not be empty", EXIT_USAGE)
-    run_command(command, args.name)
+    if args.record is not None and os.path.exists(args.record):
+        _die(f"traintop run: {args.record}: already exists; choose another file name", EXIT_USAGE)
+    run_command(command, args.name, args.record)
+
+
+def start_recorder(path: str, pid: int) -> None:
+    """`traintop record` for the life of ``pid`` (this process, soon the job: exec keeps it).
+
+    A process of its own, detached by a double fork into its own session: the training process
+    never runs recorder code and never has to reap it, and a Ctrl+C meant for the job does not
+    cut the recording short (the recorder stops when the job exits, after reading its last
+    steps).  Its one-line summary or error goes to this terminal's stderr.
+    """
+    argv = [sys.executable, "-m", "tui.cli", "record", "-o", path, "--watch-pid", str(pid)]
+    child = os.fork()
+    if child:
+        os.waitpid(child, 0)
+        return
+    try:
+        os.setsid()
+        subprocess.Popen(argv, stdin=subprocess.DEVNULL, close_fds=True)
+    finally:
+        os._exit(0)
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -253,6 +253,48 @@ class Probe:
         except Exception as exc:
             self._fail(exc)
 
+    def _cut(self) -> tuple[int, list[int], int] | None:
+        """End the step's accounting now without writing it: (start ns, phase ns, samples).
+
+        For a boundary that may be taken back (``traintop.step_boundary``): ``_paste`` merges
+        the cut into the step going on, ``_write_cut`` writes it as the step it was.
+        """
+        if not self._on:
+            return None
+        try:
+            now = self._clock()
+            acc, open_ = self._acc, self._open
+            if open_ >= 0:
+                acc[open_] += now - self._open_t
+            cut = (self._t_start or now, acc, self._samples)
+        except Exception as exc:
+            self._fail(exc)
+            return None
+        self._acc, self._samples = self._zeros.copy(), 0
+        self._t_start = self._open_t = now
+        if not self._stack:
+            self._open = OTHER
+        return cut
+
+    def _paste(self, cut: tuple[int, list[int], int]) -> None:
+        """Take a cut back: its time and samples belong to the step going on."""
+        start, acc, samples = cut
+        for index, ns in enumerate(acc):  # a slot added since has nothing in the cut
+            self._acc[index] += ns
+        self._t_start = start
+        self._samples += samples
+
+    def _write_cut(self, cut: tuple[int, list[int], int], samples: int) -> None:
+        """Write a cut as the next step's record (its own start, phases; ``samples``)."""
+        if not self._on:
+            return
+        try:
+            writer = self._writer or self._create_writer()
+            writer.record(self._step, cut[0], cut[1], samples, 0, 0, 0, 0, 0)
+            self._step += 1
+        except Exception as exc:
+            self._fail(exc)
+
     def _create_writer(self) -> Writer:
         writer = self._writer = self._writer_factory(tuple(self._names))
         self._live = live_sink(writer)

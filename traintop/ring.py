@@ -25,6 +25,7 @@ from traintop.ring_format import (
     FLAG_EVAL,
     FLAG_GPU_VALID,
     FLAG_MEM_VALID,
+    HEADER_GEN_WORD,
     HEARTBEAT_WORD,
     LIVE_WORD,
     MEM_CUDA_ALLOCATED,
@@ -35,11 +36,13 @@ from traintop.ring_format import (
     STATE_WORD,
     default_crc,
     header_fields,
+    rewrite_identity,
     segment_size,
     stat_ino,
     write_header,
 )
 from traintop.ring_record import make_recorder
+from traintop.ring_shrink import shrink
 
 __all__ = [
     "FLAG_CKPT",
@@ -158,11 +161,28 @@ class RingWriter:
         """Records refused because their values could not be stored at all."""
         return self._dropped()
 
+    def rewrite_identity(self, identity: object) -> None:
+        """Put a rank identity learnt after creation (``init_process_group``) into the header.
+
+        ``identity`` has ``rank``, ``local_rank``, ``world_size`` and ``run_id``
+        (``traintop.dist_identity.Identity``); the header generation word tells readers to
+        parse the header again.  Only the creating process may do this; failures only warn.
+        """
+        if self._mm is None or self._q is None or os.getpid() != self._owner_pid:
+            return
+        try:
+            rewrite_identity(self._mm, identity.rank, identity.local_rank,  # type: ignore[attr-defined]
+                             identity.world_size, identity.run_id)  # type: ignore[attr-defined]  # fmt: skip
+            self._q[HEADER_GEN_WORD] = self._q[HEADER_GEN_WORD] + 1
+        except Exception as exc:
+            _warn(f"rank identity not written to the ring header: {exc}")
+
     def close(self, unlink: bool = False) -> None:
         """Mark the segment CLOSED and release it; only the creating process may do this.
 
-        The file is kept by default so a monitor can still show the finished job's last numbers;
-        readers remove finished and crashed segments after a grace period.
+        The file is kept by default so a monitor can still show the finished job's last numbers,
+        shrunk to the header and the newest records (traintop/ring_shrink.py); readers remove
+        finished and crashed segments after a grace period, new writers beyond a budget.
         """
         if self._q is None or os.getpid() != self._owner_pid:
             return
@@ -170,6 +190,8 @@ class RingWriter:
         self._q[STATE_WORD] = STATE_CLOSED
         if unlink and self.path is not None and stat_ino(str(self.path)) == self._ino:
             os.unlink(self.path)
+        elif self.path is not None and self._mm is not None:
+            shrink(self._mm, self.path, self._ino)
         self._release(unlock=True)
 
     def _release(self, unlock: bool) -> None:

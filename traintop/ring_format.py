@@ -28,11 +28,15 @@ CLOCK_MONOTONIC_ID = 1
 HEADER = struct.Struct("<8sHHIIIQQIIQqQQIIqqiiiIII16s")
 HEADER_CRC_OFFSET = 252
 PHASES_OFFSET, PHASE_NAME_SIZE = 256, 32
+IDENTITY_OFFSET = 104  # i32 rank, local_rank, world_size
 RUN_ID_OFFSET, HOSTNAME_OFFSET, NAME_OFFSET, TEXT_SIZE = 512, 576, 640, 64
 CRC_AREA_END = 1024
 
 # Hot block: u64 words at 1024.., each only ever written with one aligned 8-byte store.
 HEAD_WORD, HEARTBEAT_WORD, DROPPED_WORD, STATE_WORD, LIVE_WORD, LIVE_STEP_WORD = range(128, 134)
+# Bumped after each rewrite of the identity fields (rank, local rank, world size, run id), so a
+# reader that parsed the header knows to parse it again.
+HEADER_GEN_WORD = 134
 STATE_INIT, STATE_RUNNING, STATE_CLOSED = 0, 1, 2
 # Live word: phase start in ns with its low 4 bits replaced by the phase index (16 ns resolution:
 # no division or shift on the hot path, and index + time change in one store).
@@ -146,6 +150,23 @@ def write_header(mm: mmap.mmap, h: dict) -> None:
     q[STATE_WORD] = STATE_RUNNING
     q.release()
     mm[0:8] = MAGIC
+
+
+def rewrite_identity(mm: mmap.mmap, rank: int, local_rank: int, world_size: int,
+                     run_id: str) -> None:  # fmt: skip
+    """Replace the identity fields of a published header, crc included.
+
+    Readers validate the crc, so one that copies the page mid-rewrite rejects it and reads again;
+    the magic and everything else stay as they are.
+    """
+    if rank < 0 or local_rank < 0 or world_size < 1:
+        raise ValueError("rank and local_rank must be >= 0 and world_size >= 1")
+    page = bytearray(mm[:CRC_AREA_END])
+    struct.pack_into("<iii", page, IDENTITY_OFFSET, rank, local_rank, world_size)
+    page[RUN_ID_OFFSET : RUN_ID_OFFSET + TEXT_SIZE] = bytes(TEXT_SIZE)
+    _put_text(page, RUN_ID_OFFSET, TEXT_SIZE, run_id)
+    struct.pack_into("<I", page, HEADER_CRC_OFFSET, header_crc(page))
+    mm[8:CRC_AREA_END] = page[8:]
 
 
 def _put_text(page: bytearray, offset: int, size: int, text: str) -> None:

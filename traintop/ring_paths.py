@@ -141,9 +141,11 @@ def create_segment_file(directory: Path, pid: int, rank: int, size: int) -> NewS
     posix_fallocate makes a full tmpfs fail here instead of as SIGBUS in the training loop;
     MAP_POPULATE keeps page faults out of the hot path.  The liveness flock goes on a second,
     separate open file description because mmap keeps a dup of the first one, which forked
-    children would inherit and so keep a dead trainer looking alive.
+    children would inherit and so keep a dead trainer looking alive.  Ended segments beyond
+    the budget go first (``trim_ended``): a run never finds its room taken by runs that are over.
     """
     ensure_private_dir(directory)
+    trim_ended(directory)
     if not has_room(directory, size):
         raise OSError(errno.ENOSPC, f"{directory}: too little free space left for the ring")
     tmp_path, final_path, fd = _open_exclusive(directory, pid, rank)
@@ -172,3 +174,50 @@ def _open_exclusive(directory: Path, pid: int, rank: int) -> tuple[Path, Path, i
         except FileExistsError:
             continue
     raise OSError(errno.EEXIST, f"{directory}: could not find a free segment name")
+
+
+ENDED_BUDGET_BYTES = 8 * 1024 * 1024
+
+
+def trim_ended(directory: Path, budget: int = ENDED_BUDGET_BYTES) -> list[Path]:
+    """Unlink the oldest ended segments in ``directory`` beyond ``budget`` bytes in all.
+
+    Run by each new writer, so ended runs cannot fill /dev/shm while no monitor runs.  Ended
+    means nobody holds the liveness flock (the kernel drops it when the writer exits, even on
+    SIGKILL); a live segment is never touched.  Oldest by modification time: a finished segment
+    was rewritten at its close, a crashed one was last modified at its creation.
+    """
+    ended = sorted(_ended_segments(directory), key=lambda e: e[0], reverse=True)
+    removed, used = [], 0
+    for _mtime, size, path in ended:
+        used += size
+        if used > budget:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+                removed.append(path)
+    return removed
+
+
+def _ended_segments(directory: Path) -> list[tuple[float, int, Path]]:
+    """``(mtime, bytes held, path)`` of every segment in ``directory`` whose lock is free."""
+    found = []
+    for path in list_segments(directory):
+        with contextlib.suppress(OSError):
+            st = _if_ended(path)
+            if st is not None:
+                found.append((st.st_mtime, st.st_blocks * 512, path))
+    return found
+
+
+def _if_ended(path: Path) -> os.stat_result | None:
+    """The segment's stat if no writer holds its lock (taken and released at once), else None."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return None
+    else:
+        st = os.fstat(fd)
+        return st if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() else None
+    finally:
+        os.close(fd)

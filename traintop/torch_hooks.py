@@ -7,12 +7,19 @@ passes through, each costing one extra Python call per step or per batch:
   ``DataLoader.__iter__``: iterator creation, when workers start, counts as data wait too.
   Patching the iterator's class instead of wrapping the iterator keeps its type and ``len()``.
 * ``Tensor.backward``: backward time; from batch arrival to backward is counted as "forward".
-* torch's global optimizer step pre/post hooks: optimizer time, and the step boundary.
+* torch's global optimizer step pre/post hooks: optimizer time; a closure passed to ``step()``
+  (LBFGS, Lightning's automatic optimization) runs the forward and backward, so its time is
+  booked as those, and only the update itself as optimizer.
+* ``init_process_group``: the rank identity (``traintop.dist_hooks``).
+* The outermost module call, found without a global forward hook (``traintop.module_samples``):
+  where forward starts, and the batch size of loops with no DataLoader.
 
-Module forward hooks are deliberately not used: any global one moves every module call onto
-torch's slow path.  The hooks stand aside (call straight through) when the script also uses the
-explicit ``traintop.attach()`` API, in DataLoader workers, and after any probe failure.
-Everything is resolved before anything is patched, so a torch lacking one API is left untouched.
+Where a step ends is decided from these landmarks by ``traintop.step_boundary``: one step per
+loop iteration, whatever updates the weights.  Module forward hooks are deliberately not used
+globally: any global one moves every module call onto torch's slow path.  The hooks stand aside
+(call straight through) when the script also uses the explicit ``traintop.attach()`` API, in
+DataLoader workers, and after any probe failure.  Everything is resolved before anything is
+patched, so a torch lacking one API is left untouched.
 """
 
 from __future__ import annotations
@@ -23,8 +30,11 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
+from traintop import comm_hooks, dist_hooks
 from traintop.loader import batch_samples
+from traintop.module_samples import ModelFinder
 from traintop.probe import BACKWARD, FORWARD, NO_PHASE, OPTIMIZER, Probe, Writer
+from traintop.step_boundary import StepBoundary
 
 
 class _SilentWriter:
@@ -47,12 +57,17 @@ def install(probe: Probe, torch: ModuleType) -> None:
     register_pre = optimizer_module.register_optimizer_step_pre_hook
     register_post = optimizer_module.register_optimizer_step_post_hook
     originals = (iterator_class.__next__, loader_class.__iter__, tensor_class.backward)
+    boundary = StepBoundary(probe)
+    finder = ModelFinder(probe, boundary, torch.nn.Module, torch.is_grad_enabled)
+    dist_hooks.install(probe, torch)
     probe._writer_factory = _outside_workers(probe, data.get_worker_info)
-    iterator_class.__next__ = _timed_next(probe, originals[0])
+    iterator_class.__next__ = _timed_next(probe, boundary, originals[0])
     loader_class.__iter__ = _timed_iter(probe, originals[1])
-    tensor_class.backward = _timed_backward(probe, originals[2])
-    register_pre(_optimizer_pre_hook(probe))
-    register_post(_optimizer_post_hook(probe))
+    tensor_class.backward = _timed_backward(probe, boundary, finder, originals[2])
+    comm_hooks.install(probe, torch)  # outside the timed backward: books the wait on peers
+    register_pre(_optimizer_pre_hook(probe, boundary))
+    register_post(_optimizer_post_hook(probe, boundary))
+    finder.start()
     probe._auto = True
 
 
@@ -69,11 +84,13 @@ def _outside_workers(probe: Probe, get_worker_info: Callable[[], Any]) -> Callab
     return factory
 
 
-def _timed_next(probe: Probe, original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def _timed_next(probe: Probe, boundary: StepBoundary,
+                original: Callable[[Any], Any]) -> Callable[[Any], Any]:  # fmt: skip
     @functools.wraps(original)
     def __next__(self: Any) -> Any:
         if not probe._auto:
             return original(self)
+        boundary.batch_wanted()
         resumed = probe._wait_begin()
         try:
             batch = original(self)
@@ -107,33 +124,63 @@ def _timed_iter(probe: Probe, original: Callable[[Any], Any]) -> Callable[[Any],
     return __iter__
 
 
-def _timed_backward(probe: Probe, original: Callable[..., Any]) -> Callable[..., Any]:
+def _timed_backward(probe: Probe, boundary: StepBoundary, finder: ModelFinder,
+                    original: Callable[..., Any]) -> Callable[..., Any]:  # fmt: skip
     @functools.wraps(original)
     def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not probe._auto:
             return original(self, *args, **kwargs)
+        if finder.searching:  # the forward that made this loss has run: the model is known
+            finder.settle()
         probe._switch(BACKWARD)
         try:
             return original(self, *args, **kwargs)
         finally:
             probe._switch(NO_PHASE)
+            boundary.backward_done()
 
     return backward
 
 
-def _optimizer_pre_hook(probe: Probe) -> Callable[..., None]:
-    def traintop_optimizer_pre(_optimizer: Any, _args: Any, _kwargs: Any) -> None:
-        if probe._auto:
-            probe._switch(OPTIMIZER)
+def _optimizer_pre_hook(probe: Probe, boundary: StepBoundary) -> Callable[..., Any]:
+    def traintop_optimizer_pre(optimizer: Any, args: Any, kwargs: Any) -> Any:
+        if not probe._auto:
+            return None
+        boundary.optimizer_pre(optimizer)
+        return _with_timed_closure(probe, args, kwargs)
 
     return traintop_optimizer_pre
 
 
-def _optimizer_post_hook(probe: Probe) -> Callable[..., None]:
-    def traintop_optimizer_post(_optimizer: Any, _args: Any, _kwargs: Any) -> None:
+def _with_timed_closure(probe: Probe, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+    """``step(closure)`` arguments with the closure timed as forward; None when there is none.
+
+    ``args`` starts with the optimizer itself (torch passes the bound call's arguments).
+    """
+    if len(args) > 1 and callable(args[1]):
+        return (args[0], _timed_closure(probe, args[1]), *args[2:]), kwargs
+    if callable(kwargs.get("closure")):
+        return args, {**kwargs, "closure": _timed_closure(probe, kwargs["closure"])}
+    return None
+
+
+def _timed_closure(probe: Probe, closure: Callable[[], Any]) -> Callable[[], Any]:
+    """The closure computes the loss (and its backward, timed by the backward hook)."""
+
+    @functools.wraps(closure)
+    def timed_closure() -> Any:
+        probe._switch(FORWARD)
+        try:
+            return closure()
+        finally:
+            probe._switch(OPTIMIZER)
+
+    return timed_closure
+
+
+def _optimizer_post_hook(probe: Probe, boundary: StepBoundary) -> Callable[..., None]:
+    def traintop_optimizer_post(optimizer: Any, _args: Any, _kwargs: Any) -> None:
         if probe._auto:
-            probe._switch(NO_PHASE)
-            probe.step()
-            probe._auto = True  # step() is also the explicit API, which stops the hooks
+            boundary.optimizer_post(optimizer)
 
     return traintop_optimizer_post

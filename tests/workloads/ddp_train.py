@@ -1,0 +1,77 @@
+"""A plain gloo DDP training script for the comm-hook tests, started by torchrun.
+
+It prints a SHA-256 of every parameter's bytes after training (rank 0), so a run with and
+without `traintop run` can be compared bit for bit.  ``--user-hook`` registers a comm hook of
+its own after DDP is built (as users do) and prints how often it ran; ``--straggle-ms`` makes
+the last rank slow before each backward, so the others wait on it inside DDP's all-reduce.
+``--manual-allreduce`` trains without DDP and averages gradients with blocking
+``dist.all_reduce`` calls after backward, as the PyTorch distributed tutorial does.
+"""
+
+import argparse
+import hashlib
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+CALLS = [0]
+
+
+def counting_allreduce(
+    group: dist.ProcessGroup, bucket: dist.GradBucket
+) -> torch.futures.Future[torch.Tensor]:
+    """The documented example hook: average each bucket, and count the calls."""
+    CALLS[0] += 1
+    buffer = bucket.buffer().div_(group.size())
+    return (
+        dist.all_reduce(buffer, group=group, async_op=True)
+        .get_future()
+        .then(lambda fut: fut.value()[0])
+    )
+
+
+def average_gradients(model: torch.nn.Module, world: int) -> None:
+    """The tutorial's hand-written data parallelism: one blocking all-reduce per parameter."""
+    for param in model.parameters():
+        dist.all_reduce(param.grad)
+        param.grad /= world
+
+
+def main() -> None:
+    args = argparse.ArgumentParser()
+    args.add_argument("--steps", type=int, default=20)
+    args.add_argument("--straggle-ms", type=float, default=0.0)
+    args.add_argument("--user-hook", action="store_true")
+    args.add_argument("--manual-allreduce", action="store_true")
+    opts = args.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    ddp = model if opts.manual_allreduce else DistributedDataParallel(model, bucket_cap_mb=0.05)
+    if opts.user_hook:
+        ddp.register_comm_hook(dist.group.WORLD, counting_allreduce)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+    gen = torch.Generator().manual_seed(1 + rank)
+    for _ in range(opts.steps):
+        inputs = torch.randn(32, 64, generator=gen)
+        labels = torch.randint(0, 10, (32,), generator=gen)
+        loss = torch.nn.functional.cross_entropy(ddp(inputs), labels)
+        optimizer.zero_grad(set_to_none=True)
+        if opts.straggle_ms and rank == world - 1:
+            time.sleep(opts.straggle_ms / 1000)
+        loss.backward()
+        if opts.manual_allreduce:
+            average_gradients(model, world)
+        optimizer.step()
+    digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters()))
+    if rank == 0:
+        print(f"params={digest.hexdigest()} hook_calls={CALLS[0]}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

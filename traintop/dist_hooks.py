@@ -1,0 +1,61 @@
+"""Hook ``torch.distributed.init_process_group``: the rank identity every launcher ends in.
+
+There is no callback for "a process group was created", so the function is wrapped where
+callers find it (``torch.distributed``, its ``distributed_c10d`` home, and ``device_mesh``, which
+imported it by name).  The wrapper calls the original first and untouched (its exceptions are
+the caller's), then records the identity; a segment that already exists gets its header
+rewritten (``RingWriter.rewrite_identity``).  A group made some other way is still found when
+the segment is created (``dist_identity.current``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from traintop import dist_identity
+from traintop.probe import Probe
+
+_HOMES = ("distributed_c10d", "device_mesh")
+
+
+def install(probe: Probe, torch: ModuleType) -> None:
+    """Wrap ``init_process_group`` (nothing to do on a torch built without distributed)."""
+    dist = torch.distributed
+    if not dist.is_available():
+        return
+    homes = [dist, *(importlib.import_module(f"{dist.__name__}.{m}") for m in _HOMES)]
+    original = homes[1].init_process_group
+    wrapped = _hooked(probe, dist, original)
+    for module in homes:
+        if getattr(module, "init_process_group", None) is original:
+            module.init_process_group = wrapped
+
+
+def _hooked(probe: Probe, dist: ModuleType, original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        try:
+            bound = signature.bind_partial(*args, **kwargs).arguments
+            identity = dist_identity.from_group(dist, bound.get("init_method"), bound.get("store"))
+            adopt(probe, identity)
+        except Exception as exc:  # our failure only: the group exists, training goes on
+            probe._fail(exc)
+        return result
+
+    return init_process_group
+
+
+def adopt(probe: Probe, identity: dist_identity.Identity) -> None:
+    """Make ``identity`` the process's, and the existing segment's if there is one."""
+    dist_identity.remember(identity)
+    rewrite = getattr(probe._writer, "rewrite_identity", None)
+    if rewrite is not None:
+        rewrite(identity)
