@@ -12,6 +12,8 @@ import psutil
 from collectors.cpu import CpuCollector
 from collectors.disks import DiskCollector
 from collectors.host import HostCollector
+from collectors.job_nics import JobNicCollector
+from collectors.jobs import JobCollector
 from collectors.memory import MemoryCollector
 from collectors.nics import NicCollector
 from collectors.processes import ProcessCollector
@@ -35,6 +37,9 @@ def build_collectors(
     ``include_virtual`` shows loop/dm/zram disks and container NICs; ``jobs`` is an optional
     ``JobCollector`` whose training jobs land in ``Snapshot.jobs``.
     """
+    processes = ProcessCollector(ps=ps, clock=clock, top_n=top_processes)
+    if isinstance(jobs, JobCollector):  # DataLoader workers from the same scan, not a second one
+        jobs.share_process_scan(processes)
     return Collectors(
         gpu=gpu if gpu is not None else _nvml_gpu(nvml, clock),
         cpu=CpuCollector(ps=ps, clock=clock),
@@ -43,9 +48,10 @@ def build_collectors(
         nics=NicCollector(
             ps=ps, clock=clock, include_loopback=include_loopback, include_virtual=include_virtual
         ),
-        processes=ProcessCollector(ps=ps, clock=clock, top_n=top_processes),
+        processes=processes,
         host=HostCollector(ps=ps),
         jobs=jobs,
+        job_nics=JobNicCollector(clock=clock, include_virtual=include_virtual),
     )
 
 

@@ -1,93 +1,131 @@
 """The recent-steps window of one job and the statistics JobSnapshot shows.
 
-Rows enter and leave a deque with running sums, so a tick costs O(new records) plus one sort
-for the percentiles, whatever the step rate.  Finished or crashed jobs freeze their window at
-their last step so the monitor keeps showing the last numbers.
+A trainer may publish thousands of steps a second, so a tick must not cost Python work per step.
+Each poll's records become one ``_Chunk`` of column sums (C-level column copies and ``sum``, no
+object per record), and the window is a deque of chunks with running totals: a tick costs
+O(new records) in C plus O(1) in Python, whatever the step rate and however long the job ran.
+Time shares and rates are exact over every step.  Percentiles come from the newest
+``SAMPLE_PER_POLL`` steps of each poll (all of them below that many steps per tick, i.e. exact
+up to 128 steps/s at a 1 s interval), sorted once per poll: the work is bounded, and a contiguous
+run of steps keeps any pattern shorter than it (a stall every N steps) at its true frequency.
+Finished or crashed jobs freeze their window at their last step, so the monitor keeps showing
+the last numbers.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from itertools import chain, compress
 from typing import NamedTuple
 
 from collectors.job_key import job_key
 from collectors.ring_header import SegmentHeader
 from collectors.ring_reader import PollResult
+from collectors.ring_records import RecordBlock
 from collectors.snapshot import JobSnapshot, PhaseShare, WorkerSnapshot
 from traintop import ring_format
 
 RECENT_STEPS = 120
-_RATE_FIELDS = ("steps_per_s", "samples_per_s", "batches_per_s", "gpu_busy_share")
+SAMPLE_PER_POLL = 128
 _NS = 1e9
 
 
-class _Row(NamedTuple):
-    t_start_ns: int
-    t_end_ns: int
-    step_ns: int
+class _Chunk(NamedTuple):
+    """Column sums of the steps one poll returned."""
+
+    t_start_ns: int  # start of its first step
+    t_end_ns: int  # end of its last step
+    steps: int
     samples: int
-    phases: tuple[int, ...]
-    gpu_ns: int | None
+    batches: int
+    phase_ns: tuple[int, ...]
+    gpu_ns: int
+    gpu_steps: int
+    step_sample: list[int]  # the newest steps' times, sorted (for the percentiles)
+    data_sample: list[int]  # their data waits, sorted
 
 
 class JobWindow:
-    """Step rows of the last ``window_s`` seconds plus lifetime counters."""
+    """Chunks of the last ``window_s`` seconds of steps, their totals, and lifetime counters."""
 
     def __init__(self, header: SegmentHeader, window_s: float) -> None:
         self._header = header
         self._window_ns = int(window_s * _NS)
-        self._rows: deque[_Row] = deque()
+        self._chunks: deque[_Chunk] = deque()
+        self._sorted: tuple[list[int], list[int]] | None = None
         self._recent: deque[float] = deque(maxlen=RECENT_STEPS)
-        self._sum_step = self._sum_samples = self._sum_gpu = self._n_gpu = self._batches = 0
-        self._sum_phase = [0] * len(header.phases)
+        self._totals = [0] * 5  # steps, samples, batches, gpu_ns, gpu_steps
+        self._phase_totals = [0] * len(header.phases)
         self.lost = 0
         self.steps_total = 0
         self.last_end_ns: int | None = None  # end of the newest step ever read (kept past trims)
         self._mem: int | None = None
 
+    def follow_header(self, header: SegmentHeader) -> None:
+        """The writer rewrote its identity (rank, world size, run id); geometry is unchanged."""
+        self._header = header
+
     def add(self, result: PollResult) -> None:
-        """Append the rows of one poll; lost and rejected records both count as lost."""
-        block = result.records
+        """Account one poll; lost and rejected records both count as lost."""
         self.lost += result.lost + result.rejected
+        block = result.records
         if not len(block):
             return
-        phases = list(zip(*(block.phase_ns(i) for i in range(len(self._sum_phase))), strict=True))
-        flags = block.flags()
-        for t0, ph, samples, flag, gpu in zip(
-            block.t_start_ns(), phases, block.samples(), flags, block.gpu_ns(), strict=True
-        ):
-            step_ns = sum(ph)
-            self._push(_Row(t0, t0 + step_ns, step_ns, samples, ph,
-                            gpu if flag & ring_format.FLAG_GPU_VALID else None))  # fmt: skip
-        self.last_end_ns = self._rows[-1].t_end_ns
-        mems = [m for m, f in zip(block.mem_bytes(), flags, strict=True) if f & _MEM]
-        self._mem = mems[-1] if mems else self._mem
+        block = self._within_window(block)
+        phases = [block.phase_ns(i) for i in range(len(self._phase_totals))]
+        step_ns = _row_sums([column[-SAMPLE_PER_POLL:] for column in phases])
+        self.last_end_ns = block.t_start_ns_at(len(block) - 1) + step_ns[-1]
+        data_i = self._header.data_phase_index
+        data = phases[data_i][-len(step_ns) :] if data_i is not None else []
+        self._push(_chunk(block, phases, self.last_end_ns, sorted(step_ns), sorted(data)))
+        self._recent.extend(ns / _NS for ns in step_ns[-RECENT_STEPS:])
+        self._mem = block.last_mem_bytes(self._mem)
 
-    def _push(self, row: _Row) -> None:
-        self._rows.append(row)
-        self._recent.append(row.step_ns / _NS)
-        self._account(row, 1)
+    def _within_window(self, block: RecordBlock) -> RecordBlock:
+        """A backlog (the first poll of a long-running job) keeps only its last window of steps."""
+        newest = block.t_start_ns_at(len(block) - 1)
+        if newest - block.t_start_ns_at(0) <= self._window_ns:
+            return block
+        return block.tail_from(newest - self._window_ns)
 
-    def _account(self, row: _Row, sign: int) -> None:
-        self._sum_step += sign * row.step_ns
-        self._sum_samples += sign * row.samples
-        self._batches += sign * (row.samples > 0)
-        for i, value in enumerate(row.phases):
-            self._sum_phase[i] += sign * value
-        if row.gpu_ns is not None:
-            self._sum_gpu += sign * row.gpu_ns
-            self._n_gpu += sign
+    def _push(self, chunk: _Chunk) -> None:
+        self._chunks.append(chunk)
+        self._account(chunk, 1)
+        self._sorted = None
+
+    def _account(self, chunk: _Chunk, sign: int) -> None:
+        values = (chunk.steps, chunk.samples, chunk.batches, chunk.gpu_ns, chunk.gpu_steps)
+        for i, value in enumerate(values):
+            self._totals[i] += sign * value
+        for i, value in enumerate(chunk.phase_ns):
+            self._phase_totals[i] += sign * value
 
     def _trim(self, ref_ns: int) -> None:
-        while self._rows and self._rows[0].t_end_ns < ref_ns - self._window_ns:
-            self._account(self._rows.popleft(), -1)
+        """Drop the chunks whose last step ended before the window (whole chunks)."""
+        edge = ref_ns - self._window_ns
+        while self._chunks and self._chunks[0].t_end_ns < edge:
+            self._account(self._chunks.popleft(), -1)
+            self._sorted = None
+
+    def _percentile_lists(self) -> tuple[list[int], list[int]]:
+        """The window's sampled step times and data waits, sorted once per change.
+
+        Each chunk's samples are already sorted, so this is a merge of sorted runs (timsort
+        finds them), not a full sort.
+        """
+        if self._sorted is None:
+            steps = sorted(chain.from_iterable(c.step_sample for c in self._chunks))
+            data = sorted(chain.from_iterable(c.data_sample for c in self._chunks))
+            self._sorted = steps, data
+        return self._sorted
 
     def step_time_p50_s(self) -> float | None:
-        return _percentile(sorted(r.step_ns for r in self._rows), 0.5)
+        return _percentile(self._percentile_lists()[0], 0.5)
 
     def last_step_age_s(self, now_s: float) -> float | None:
         """Seconds since the last step ended; since the writer started if it never stepped."""
-        last = self._rows[-1].t_end_ns if self._rows else self._header.created_monotonic_ns
+        last = self.last_end_ns
+        last = self._header.created_monotonic_ns if last is None else last
         return max(0.0, now_s - last / _NS)
 
     def snapshot(
@@ -95,7 +133,7 @@ class JobWindow:
     ) -> JobSnapshot:
         """Summarise; a job that no longer runs is measured up to its last step, not to now."""
         running = state in ("live", "stalled")
-        ref_ns = int(now_s * _NS) if running or not self._rows else self._rows[-1].t_end_ns
+        ref_ns = int(now_s * _NS) if running or self.last_end_ns is None else self.last_end_ns
         self._trim(ref_ns)
         return JobSnapshot(
             pid=self._header.pid,
@@ -109,7 +147,7 @@ class JobWindow:
             steps_total=self.steps_total,
             workers=workers,
             lost_records=self.lost,
-            last_step_age_s=self.last_step_age_s(now_s) if self._rows else None,
+            last_step_age_s=None if self.last_end_ns is None else self.last_step_age_s(now_s),
             recent_step_times_s=tuple(self._recent),
             **self._rates(ref_ns),
             **self._times(),
@@ -117,9 +155,9 @@ class JobWindow:
         )
 
     def _span_s(self, ref_ns: int) -> float | None:
-        if not self._rows:
+        if not self._chunks:
             return None
-        start = max(ref_ns - self._window_ns, self._rows[0].t_start_ns)
+        start = self._chunks[0].t_start_ns
         return (ref_ns - start) / _NS if ref_ns > start else None
 
     def _rates(self, ref_ns: int) -> dict:
@@ -128,35 +166,38 @@ class JobWindow:
             return dict.fromkeys(
                 ("steps_per_s", "samples_per_s", "batches_per_s", "gpu_busy_share")
             )
-        gpu = self._sum_gpu / _NS / span if self._n_gpu else None
+        steps, samples, batches, gpu_ns, gpu_steps = self._totals
+        gpu = gpu_ns / _NS / span if gpu_steps else None
         return {
-            "steps_per_s": len(self._rows) / span,
-            "samples_per_s": self._sum_samples / span,
-            "batches_per_s": self._batches / span,
+            "steps_per_s": steps / span,
+            # A loop that counts no samples (no DataLoader, no tensor input found) has no rate:
+            # unknown ("—"), not 0, which would read as a dead loader in panels and evidence.
+            "samples_per_s": samples / span if samples else None,
+            "batches_per_s": batches / span,
             "gpu_busy_share": None if gpu is None else min(1.0, gpu),
         }
 
     def _times(self) -> dict:
-        steps = sorted(r.step_ns for r in self._rows)
+        steps, data = self._percentile_lists() if self._chunks else ([], [])
         data_i = self._header.data_phase_index
-        data = sorted(r.phases[data_i] for r in self._rows) if data_i is not None else []
-        total = self._sum_step
+        total = sum(self._phase_totals)
+        share = self._phase_totals[data_i] / total if data and total else None
         return {
             "step_time_p50_s": _percentile(steps, 0.5),
             "step_time_p95_s": _percentile(steps, 0.95),
             "data_wait_p50_s": _percentile(data, 0.5),
             "data_wait_p95_s": _percentile(data, 0.95),
-            "data_wait_share": self._sum_phase[data_i] / total if data and total else None,
-            "phases": self._phase_shares(),
+            "data_wait_share": share,
+            "phases": self._phase_shares(total),
         }
 
-    def _phase_shares(self) -> tuple[PhaseShare, ...]:
-        if not self._rows or not self._sum_step:
+    def _phase_shares(self, total: int) -> tuple[PhaseShare, ...]:
+        steps = self._totals[0]
+        if not steps or not total:
             return ()
-        n = len(self._rows)
         return tuple(
-            PhaseShare(name, total / self._sum_step, total / n / _NS)
-            for name, total in zip(self._header.phases, self._sum_phase, strict=True)
+            PhaseShare(name, ns / total, ns / steps / _NS)
+            for name, ns in zip(self._header.phases, self._phase_totals, strict=True)
         )
 
     def _memory(self) -> dict:
@@ -169,7 +210,31 @@ class JobWindow:
         }
 
 
-_MEM = ring_format.FLAG_MEM_VALID
+def _chunk(
+    block: RecordBlock, phases: list[list[int]], t_end_ns: int, steps: list[int], data: list[int]
+) -> _Chunk:
+    """Column sums of one block; GPU time only of the steps that carry a measurement."""
+    samples = block.samples()
+    gpu_valid = block.flag_column(ring_format.FLAG_GPU_VALID)
+    gpu = block.gpu_ns()
+    gpu_steps = gpu_valid.count(1)
+    return _Chunk(
+        t_start_ns=block.t_start_ns_at(0),
+        t_end_ns=t_end_ns,
+        steps=len(block),
+        samples=sum(samples),
+        batches=len(samples) - samples.count(0),
+        phase_ns=tuple(map(sum, phases)),
+        gpu_ns=sum(gpu) if gpu_steps == len(gpu) else sum(compress(gpu, gpu_valid)),
+        gpu_steps=gpu_steps,
+        step_sample=steps,
+        data_sample=data,
+    )
+
+
+def _row_sums(columns: list[list[int]]) -> list[int]:
+    """Per-step totals of equally long phase columns (each step's time is its phases' sum)."""
+    return list(map(sum, zip(*columns, strict=True)))
 
 
 def _percentile(sorted_ns: list[int], q: float) -> float | None:

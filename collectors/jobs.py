@@ -1,24 +1,28 @@
 """JobCollector: turns the training processes' ring segments into JobSnapshots.
 
-Each tick polls every segment incrementally (no record is read twice), keeps a bounded window of
-step rows per job with running sums, and derives rates and shares from that window.  Timestamps
-in records are CLOCK_MONOTONIC ns, so ``clock`` must be that clock in seconds (time.monotonic);
-tests pass a fake one together with scripted records.
+Each tick polls every live segment incrementally (no record is read twice) into a window of
+column sums per job (collectors/job_window.py), and derives rates and shares from that window.
+A segment found finished or crashed is read to its end once, closed, and kept as its summary:
+ended jobs cost no reads, no liveness checks and no worker sampling, however many there are.
+DataLoader workers come from the tick's one process scan (``ProcessCollector.readings``): a
+trainer's children by ppid, never another rank (Lightning's launcher makes rank 1 a child of
+rank 0).  Timestamps in records are CLOCK_MONOTONIC ns, so ``clock`` must be that clock in
+seconds (time.monotonic); tests pass a fake one together with scripted records.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from types import ModuleType
-
-import psutil
+from typing import Protocol
 
 from collectors.job_window import JobWindow
+from collectors.ring_header import SegmentHeader
 from collectors.ring_reader import (
     HotBlock,
+    PollResult,
     Segment,
     SegmentError,
     discover,
@@ -42,24 +46,40 @@ class _Job:
         self.liveness = "live"
         self.restarted = False
         self.hot: HotBlock | None = None
+        self.summary: JobSnapshot | None = None  # an ended job's last snapshot, kept
+        self.fresh: PollResult | None = None  # this tick's records, for JobCollector.on_records
 
     def gone(self) -> bool:
         """Unlinked and no longer written: the cleaner (or the writer) removed it."""
         return self.liveness != "live"
 
     def poll(self) -> None:
-        """Read new records; a segment gone bad keeps its last numbers and shows as crashed."""
+        """Read new records; an ended segment is read to its end once, then closed for good.
+
+        A segment gone bad keeps its last numbers and shows as crashed.
+        """
         if self.segment.closed:
             return
         try:
-            result = self.segment.poll()
-            self.window.add(result)
-            self.window.steps_total = self.segment.next_index
-            self.hot = self.segment.hot()
-            self.liveness = self.segment.liveness()
+            stepped = len(self._read().records) > 0
+            self.liveness = self.segment.liveness(stepped)
+            if self.liveness != "live":
+                self._read()  # what the writer published between the read and its exit
+                self.segment.close()
         except (SegmentError, OSError):
             self.segment.close()
             self.liveness = "crashed"
+
+    def _read(self) -> PollResult:
+        result = self.segment.poll()
+        self.window.add(result)
+        self.fresh = result if self.fresh is None else _joined(self.fresh, result)
+        self.window.steps_total = self.segment.next_index
+        self.hot = self.segment.hot()
+        if self.segment.follow_header(self.hot):  # the writer learnt its rank identity late
+            self.header = self.segment.header
+            self.window.follow_header(self.header)
+        return result
 
 
 class JobCollector:
@@ -70,18 +90,21 @@ class JobCollector:
         directory: str | None = None,
         window_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
-        ps: ModuleType = psutil,
+        processes: ProcessTable | None = None,
         gc_every_s: float = 60.0,
         gc_max_age_s: float = 600.0,
     ) -> None:
         self._directory = directory
         self._window_s = window_s
         self._clock = clock
-        self._workers = _WorkerSampler(ps, clock)
+        self._processes = processes
         self._jobs: dict[Path, _Job] = {}
         self._gc_every_s, self._gc_max_age_s = gc_every_s, gc_max_age_s
         self._next_gc = clock()
         self.errors: tuple[str, ...] = ()
+        # Called on the sampler thread with each segment's newly read records (a recorder keeps
+        # every step); it must only hand them on, never block.
+        self.on_records: Callable[[SegmentHeader, PollResult], None] | None = None
 
     def collect(self) -> tuple[JobSnapshot, ...]:
         """Poll all segments and summarise them; never raises for a bad segment."""
@@ -90,9 +113,27 @@ class JobCollector:
         self._discover()
         for job in self._jobs.values():
             job.poll()
+        self._hand_on_records()
         _mark_restarts(list(self._jobs.values()))
         jobs = sorted(self._jobs.values(), key=lambda j: (j.header.name, j.header.rank))
-        return tuple(self._snapshot(job, now) for job in jobs)
+        workers = self._workers([job for job in jobs if job.liveness == "live"])
+        return tuple(self._snapshot(job, now, workers) for job in jobs)
+
+    def share_process_scan(self, processes: ProcessTable) -> None:
+        """Take DataLoader workers from ``processes``' scan, which runs just before each collect."""
+        self._processes = processes
+
+    def _workers(self, live: list[_Job]) -> dict[int, tuple[WorkerSnapshot, ...]]:
+        if self._processes is None or not live:
+            return {}
+        return self._processes.workers_of({job.header.pid for job in live})
+
+    def _hand_on_records(self) -> None:
+        sink = self.on_records
+        for job in self._jobs.values():
+            fresh, job.fresh = job.fresh, None
+            if sink is not None and fresh is not None and (len(fresh.records) or fresh.lost):
+                sink(job.header, fresh)
 
     def close(self) -> None:
         for job in self._jobs.values():
@@ -116,14 +157,32 @@ class JobCollector:
             self._next_gc = now + self._gc_every_s
             remove_stale(self._directory, self._gc_max_age_s)
 
-    def _snapshot(self, job: _Job, now: float) -> JobSnapshot:
+    def _snapshot(
+        self, job: _Job, now: float, workers: dict[int, tuple[WorkerSnapshot, ...]]
+    ) -> JobSnapshot:
         state = _state(job, now)
-        workers = self._workers.sample(job.header.pid) if state in ("live", "stalled") else ()
-        snapshot = job.window.snapshot(now, state, workers)
+        if job.summary is not None and job.summary.state == state:
+            return _aged(job.summary, job.window.last_step_age_s(now))
+        snapshot = job.window.snapshot(now, state, workers.get(job.header.pid, ()))
+        if job.segment.closed:  # ended: this snapshot is all there will ever be
+            job.summary = snapshot
         phase, seconds = live_phase(job, state, now)
         if phase is None:
             return snapshot
         return dataclasses.replace(snapshot, live_phase=phase, live_phase_s=seconds)
+
+
+def _joined(first: PollResult, then: PollResult) -> PollResult:
+    return PollResult(
+        first.records.joined(then.records), first.lost + then.lost, first.rejected + then.rejected
+    )
+
+
+def _aged(summary: JobSnapshot, age_s: float | None) -> JobSnapshot:
+    """An ended job's kept summary with its age brought up to now (the only field that moves)."""
+    if summary.last_step_age_s is None:
+        return summary
+    return dataclasses.replace(summary, last_step_age_s=age_s)
 
 
 def live_phase(job: _Job, state: str, now_s: float) -> tuple[str | None, float | None]:
@@ -170,41 +229,7 @@ def _mark_restarts(jobs: list[_Job]) -> None:
         job.restarted = newer and job.liveness != "live"
 
 
-class _WorkerSampler:
-    """CPU %, RSS and read rate of a trainer's children (DataLoader workers), from deltas."""
+class ProcessTable(Protocol):
+    """What the job collector needs of the tick's process scan (collectors.processes)."""
 
-    def __init__(self, ps: ModuleType, clock: Callable[[], float]) -> None:
-        self._ps = ps
-        self._clock = clock
-        self._prev: dict[int, tuple[float, float, int | None]] = {}
-
-    def sample(self, pid: int) -> tuple[WorkerSnapshot, ...]:
-        try:
-            children = self._ps.Process(pid).children(recursive=False)
-        except Exception:  # psutil.Error, or a trainer in another pid namespace
-            return ()
-        return tuple(w for w in (self._one(child) for child in children) if w is not None)
-
-    def _one(self, proc: psutil.Process) -> WorkerSnapshot | None:
-        try:
-            with proc.oneshot():
-                times = proc.cpu_times()
-                rss = proc.memory_info().rss
-                read = _read_bytes(proc)
-        except Exception:  # the worker exited between listing and reading
-            return None
-        now, cpu = self._clock(), times.user + times.system
-        prev = self._prev.get(proc.pid)
-        self._prev[proc.pid] = (now, cpu, read)
-        if prev is None or now <= prev[0]:
-            return WorkerSnapshot(proc.pid, None, rss, None)
-        dt = now - prev[0]
-        read_rate = (read - prev[2]) / dt if read is not None and prev[2] is not None else None
-        return WorkerSnapshot(proc.pid, max(0.0, (cpu - prev[1]) / dt * 100), rss, read_rate)
-
-
-def _read_bytes(proc: psutil.Process) -> int | None:
-    try:
-        return proc.io_counters().read_bytes
-    except (AttributeError, psutil.AccessDenied):
-        return None
+    def workers_of(self, pids: Iterable[int]) -> dict[int, tuple[WorkerSnapshot, ...]]: ...

@@ -6,6 +6,7 @@ process per tick); elsewhere it uses psutil.  It ranks every process by CPU, RSS
 the top N of each (all of them with ``top_n=None``), so the table is right whichever column it
 is sorted by.  Static facts (name, cmdline, user) are read once per process lifetime, keyed by
 ``(pid, create_time)`` so a recycled pid never inherits another process's name or CPU history.
+The rows chosen also get their CPU demand (run-queue wait, busy threads: ``collectors.schedstat``).
 """
 
 from __future__ import annotations
@@ -20,15 +21,19 @@ from typing import Any, NamedTuple
 
 import psutil
 
-from collectors import procfs
+from collectors import procfs, schedstat
 from collectors.rates import rate
-from collectors.snapshot import ProcessSnapshot
+from collectors.snapshot import ProcessSnapshot, WorkerSnapshot
 
 Key = tuple[int, float]
 """A process identity that survives pid reuse: ``(pid, create_time)``."""
 
 TORCH_PROCESS_NAMES = ("pt_main_thread", "pt_data_worker")
 """Names newer torch gives a trainer's main thread and its DataLoader workers (via prctl)."""
+
+DETAIL_TOP_N = 8
+"""The busiest processes that get per-thread figures (busy threads, main thread) whatever their
+thread count, beside GPU holders and trainers with DataLoader workers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +94,10 @@ class ProcessCollector:
         ps: ModuleType | Any = psutil,
         clock: Callable[[], float] = time.monotonic,
         top_n: int | None = 30,
+        demand: bool = True,
     ):
+        """``demand=False`` skips scheduler statistics (WAIT%, thread states): the baseline
+        ``benchmarks/bench_schedstat.py`` measures their cost against."""
         # psutil itself is the portable fallback; on Linux the same facts come 3x cheaper.
         self._ps = procfs if ps is psutil and procfs.available() else ps
         self._clock = clock
@@ -100,6 +108,10 @@ class ProcessCollector:
         self._prev_io: dict[Key, tuple[float, int, int]] = {}
         self._static: dict[Key, _Static] = {}
         self._reading = procfs.ProcfsProcess.reading if self._ps is procfs else _psutil_reading
+        on_linux = self._ps is procfs and schedstat.available()
+        self._sched = schedstat.SchedReader() if demand and on_linux else None
+        self._now = 0.0
+        self._light_table: list[_Light] = []
 
     def collect(self, gpu_mem: Mapping[int, int] | None = None) -> tuple[ProcessSnapshot, ...]:
         """Rows to show, each trainer followed by its workers; ``gpu_mem`` maps pid -> bytes."""
@@ -110,10 +122,25 @@ class ProcessCollector:
         alive = {entry.key for entry in light}
         self._prev_cpu = {entry.key: entry.cpu_s for entry in light}
         self._forget_dead(alive)
-        self._prev_t = now
+        self._prev_t, self._now = now, now
+        self._light_table = light
         chosen, groups = self._choose(light, gpu_mem)
-        rows = [row for entry in chosen if (row := self._row(entry, gpu_mem, groups))]
+        detail = _detailed(chosen, groups, gpu_mem)
+        rows = [row for entry in chosen if (row := self._row(entry, gpu_mem, groups, detail))]
         return tuple(order_rows(rows))
+
+    def workers_of(self, pids: Iterable[int]) -> dict[int, tuple[WorkerSnapshot, ...]]:
+        """The last scan's children of each trainer in ``pids``, for the job collector.
+
+        One scan serves every job (no per-trainer process walk).  A child that is itself one of
+        ``pids`` is a rank, never a worker: Lightning's launcher makes rank 1 a child of rank 0.
+        """
+        pids = set(pids)
+        found: dict[int, list[WorkerSnapshot]] = defaultdict(list)
+        for e in self._light_table:
+            if e.ppid in pids and e.proc.pid not in pids:
+                found[e.ppid].append(WorkerSnapshot(e.proc.pid, e.cpu_pct, e.rss, e.io[0]))
+        return {pid: tuple(kids) for pid, kids in found.items()}
 
     def _light(self, proc: Any, dt: float, now: float) -> _Light | None:
         """One process's reading (one stat and one io read with procfs); None if it is gone."""
@@ -143,6 +170,8 @@ class ProcessCollector:
         """Prune per-process caches so they never outgrow the live process table."""
         self._static = {k: v for k, v in self._static.items() if k in alive}
         self._prev_io = {k: v for k, v in self._prev_io.items() if k in alive}
+        if self._sched is not None:
+            self._sched.forget(alive)
 
     def _choose(
         self, light: list[_Light], gpu_mem: Mapping[int, int]
@@ -189,11 +218,16 @@ class ProcessCollector:
         return self._static[entry.key]
 
     def _row(
-        self, entry: _Light, gpu_mem: Mapping[int, int], groups: Mapping[Key, int]
+        self,
+        entry: _Light,
+        gpu_mem: Mapping[int, int],
+        groups: Mapping[Key, int],
+        detail: set[Key],
     ) -> ProcessSnapshot | None:
         """The snapshot row of one chosen process; ``None`` if it vanished meanwhile."""
         static = self._static_of(entry)
-        if static is None:
+        demand = None if static is None else self._demand(entry, entry.key in detail)
+        if static is None or demand is None:
             return None
         return ProcessSnapshot(
             pid=entry.proc.pid,
@@ -208,7 +242,24 @@ class ProcessCollector:
             gpu_mem_bytes=gpu_mem.get(entry.proc.pid),
             num_threads=entry.threads,
             group_pid=groups.get(entry.key),
+            **demand,
         )
+
+    def _demand(self, entry: _Light, detailed: bool) -> dict[str, Any] | None:
+        """State and run-queue wait of one row (see ``collectors.schedstat``); ``None`` if the
+        process vanished, no figures where the kernel keeps no scheduler statistics."""
+        if self._sched is None:
+            return {}
+        pid, ran = entry.proc.pid, entry.cpu_pct != 0.0
+        try:
+            found = self._sched.sample(entry.key, pid, self._now, entry.threads, ran, detailed)
+        except self._gone:
+            return None
+        fields = {"state": entry.proc.state(), "cpu_wait_pct": found.wait_pct}
+        fields["cpu_wait_s"] = found.wait_s
+        if found.detail is not None:
+            fields.update(_thread_fields(found.detail))
+        return fields
 
     def _io_counters(self, proc: Any) -> Any:
         """``io_counters()``, or ``None`` for other users' processes and platforms without it."""
@@ -227,6 +278,26 @@ class ProcessCollector:
             return None, None
         dt = now - prev[0]
         return rate(prev[1], io.read_bytes, dt), rate(prev[2], io.write_bytes, dt)
+
+
+def _detailed(
+    chosen: list[_Light], groups: Mapping[Key, int], gpu_mem: Mapping[int, int]
+) -> set[Key]:
+    """The rows that get per-thread figures: the busiest few, GPU holders, and trainers with
+    DataLoader workers (their workers are usually single-threaded: the process figure says
+    it all)."""
+    leaders = set(groups.values())
+    keys = {e.key for e in sorted(chosen, key=_by_cpu)[:DETAIL_TOP_N]}
+    keys.update(e.key for e in chosen if e.proc.pid in gpu_mem or e.proc.pid in leaders)
+    return keys
+
+
+def _thread_fields(detail: schedstat.ThreadDetail) -> dict[str, Any]:
+    return {
+        "threads_busy": detail.busy,
+        "main_thread_cpu_pct": detail.main_cpu_pct,
+        "main_thread_wait_pct": detail.main_wait_pct,
+    }
 
 
 def _psutil_reading(proc: Any) -> tuple[Key, int, float, int, int]:

@@ -63,7 +63,7 @@ def process_iter(proc_root: str = _PROC) -> Iterator[ProcfsProcess]:
                 yield ProcfsProcess(int(entry), proc_root)
 
 
-def _read(path: str, pid: int) -> bytes:
+def read_proc_file(path: str, pid: int) -> bytes:
     """One whole file of a process; a vanished process raises NoSuchProcess, EACCES AccessDenied.
 
     Raw ``os.open``/``os.read`` rather than ``open()``: no file object per read, 25 % cheaper.
@@ -100,6 +100,7 @@ class ProcfsProcess:
         "_dir",
         "_ppid",
         "_rss_pages",
+        "_state",
         "_threads",
         "_vms",
         "pid",
@@ -108,12 +109,13 @@ class ProcfsProcess:
     def __init__(self, pid: int, proc_root: str = _PROC) -> None:
         self.pid = pid
         self._dir = f"{proc_root}/{pid}"
-        raw = _read(f"{self._dir}/stat", pid)
+        raw = read_proc_file(f"{self._dir}/stat", pid)
         # comm sits in parentheses and may itself contain ") ", so split at the last one.
         head, _, rest = raw.rpartition(b")")
         self._comm = head.partition(b"(")[2].decode(errors="replace")
         # stat(5) fields 4 (ppid) .. 24 (rss); rest[0] is field 3 (state).
         fields = rest.split(None, 22)
+        self._state = fields[0].decode(errors="replace")
         self._ppid = int(fields[1])
         self._cpu = (int(fields[11]), int(fields[12]))
         self._threads = int(fields[17])
@@ -138,6 +140,10 @@ class ProcfsProcess:
     def ppid(self) -> int:
         return self._ppid
 
+    def state(self) -> str:
+        """The main thread's state letter, as ps's STAT column: R, S, D, Z, T..."""
+        return self._state
+
     def cpu_times(self) -> CpuTimes:
         return CpuTimes(self._cpu[0] / _CLK_TCK, self._cpu[1] / _CLK_TCK)
 
@@ -151,7 +157,7 @@ class ProcfsProcess:
         return self._comm
 
     def cmdline(self) -> list[str]:
-        raw = _read(f"{self._dir}/cmdline", self.pid)
+        raw = read_proc_file(f"{self._dir}/cmdline", self.pid)
         return [arg.decode(errors="replace") for arg in raw.rstrip(b"\0").split(b"\0") if arg]
 
     def username(self) -> str:
@@ -165,7 +171,7 @@ class ProcfsProcess:
         if self._ppid == KTHREADD_PID or self.pid == KTHREADD_PID:
             return _NO_IO  # kernel threads do no file I/O of their own: skip one read each
         values = {}
-        for line in _read(f"{self._dir}/io", self.pid).splitlines():
+        for line in read_proc_file(f"{self._dir}/io", self.pid).splitlines():
             key, _, value = line.partition(b":")
             values[key] = int(value)
         return IoCounters(

@@ -36,7 +36,7 @@ __all__ = [
     "remove_stale",
 ]
 
-_HOT = struct.Struct("<6Q")
+_HOT = struct.Struct("<7Q")  # head .. live step, header generation (docs/ring-format.md)
 _HOT_OFFSET = ring.HEAD_WORD * 8
 _MAX_HEAD_JUMP = 1 << 40  # a head this far ahead of our cursor is garbage, not progress
 
@@ -60,26 +60,48 @@ class HotBlock:
     live_phase: int
     live_start_ns: int
     live_step: int
+    header_gen: int = 0  # bumped by the writer each time it rewrites the header's identity
 
 
 class Segment:
-    """An open segment: a private fd, a reusable copy buffer and this reader's cursor."""
+    """An open segment: a private fd and this reader's cursor.
+
+    The copy buffer is made per read, sized to that read: a buffer of the whole ring kept per
+    segment was 512 KiB of the monitor's memory for every rank it follows (32 MB at 64 ranks).
+    """
 
     def __init__(self, path: Path, fd: int, header: SegmentHeader) -> None:
         self.path = path
         self.header = header
         self._fd = fd
-        self._buf = bytearray(header.capacity * ring.RECORD_SIZE)
         self._mask = header.capacity - 1
+        self._header_gen = 0
         self.next_index = max(0, self.hot().head - header.capacity + 1)
 
     def hot(self) -> HotBlock:
         raw = os.pread(self._fd, _HOT.size, _HOT_OFFSET)
         if len(raw) != _HOT.size:
             raise SegmentError(f"{self.path}: segment truncated")
-        head, beat, dropped, state, live, live_step = _HOT.unpack(raw)
+        head, beat, dropped, state, live, live_step, gen = _HOT.unpack(raw)
         phase, start_ns = live & ring.LIVE_PHASE_BITS, live & ~ring.LIVE_PHASE_BITS
-        return HotBlock(head, beat, dropped, state, phase, start_ns, live_step)
+        return HotBlock(head, beat, dropped, state, phase, start_ns, live_step, gen)
+
+    def follow_header(self, hot: HotBlock) -> bool:
+        """Re-read the header when the writer rewrote it (``hot.header_gen`` moved on); True if
+        ``header`` changed.  A copy torn by the rewrite fails its crc: kept for the next tick.
+
+        Only the identity fields may change (rank, local rank, world size, run id: a process
+        group made after the segment), so the geometry this reader was built on stays valid.
+        """
+        if hot.header_gen == self._header_gen:
+            return False
+        try:
+            size = os.fstat(self._fd).st_size
+            header = parse_header(self.path, os.pread(self._fd, ring.CRC_AREA_END, 0), size)
+        except (SegmentError, OSError):
+            return False
+        self.header, self._header_gen = header, hot.header_gen
+        return True
 
     def _head(self) -> int:
         raw = os.pread(self._fd, 8, _HOT_OFFSET)
@@ -106,39 +128,43 @@ class Segment:
 
     def _snapshot(self, lo: int, h1: int) -> tuple[RecordBlock, int, int]:
         """Copy [lo, h1), re-read head, keep only indices the writer cannot have touched."""
-        self._copy(lo, h1)
+        buf = self._copy(lo, h1)
         h2 = self._head()
         safe_lo = min(h1, max(lo, h2 - self.header.capacity + 1))
         skip = (safe_lo - lo) * ring.RECORD_SIZE
-        view = memoryview(self._buf)[skip : (h1 - lo) * ring.RECORD_SIZE]
+        view = memoryview(buf)[skip:]
         data, rejected = validated(view, safe_lo, self.header.crc)
         return RecordBlock(data, len(self.header.phases)), safe_lo - lo, rejected
 
-    def _copy(self, lo: int, hi: int) -> None:
-        """pread slots of indices [lo, hi) into the buffer in index order (two reads if wrapped)."""
+    def _copy(self, lo: int, hi: int) -> bytearray:
+        """pread slots of indices [lo, hi) into a new buffer in index order (two reads if
+        wrapped)."""
         count = hi - lo
         first_slot = lo & self._mask
         first = min(count, self.header.capacity - first_slot)
-        view = memoryview(self._buf)
         size = ring.RECORD_SIZE
+        buf = bytearray(count * size)
+        view = memoryview(buf)
         self._read_into(view[: first * size], ring.HEADER_SIZE + first_slot * size)
         if count > first:
-            self._read_into(view[first * size : count * size], ring.HEADER_SIZE)
+            self._read_into(view[first * size :], ring.HEADER_SIZE)
+        return buf
 
     def _read_into(self, view: memoryview, offset: int) -> None:
         if view.nbytes and os.preadv(self._fd, [view], offset) != view.nbytes:
             raise SegmentError(f"{self.path}: segment truncated")
 
-    def liveness(self) -> str:
+    def liveness(self, stepped: bool = False) -> str:
         """ "live", "finished" (closed cleanly) or "crashed", from the writer's flock first.
 
         The kernel drops the flock when the writer dies, even on SIGKILL; pid + start time only
-        catch the rare case of a forked child still holding the inherited lock.
+        catch the rare case of a forked child still holding the inherited lock, and are not
+        read when the writer just ``stepped`` (published records: forked children never do).
         """
         try:
             fcntl.flock(self._fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return "crashed" if self.header.writer_gone() else "live"
+            return "crashed" if not stepped and self.header.writer_gone() else "live"
         fcntl.flock(self._fd, fcntl.LOCK_UN)
         return "finished" if self.hot().state == ring.STATE_CLOSED else "crashed"
 

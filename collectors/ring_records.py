@@ -49,6 +49,10 @@ class RecordBlock:
     def __len__(self) -> int:
         return len(self._data) // ring.RECORD_SIZE
 
+    def raw(self) -> bytes:
+        """The validated records as published (128 bytes each), for a lossless recording."""
+        return self._data
+
     def __iter__(self) -> Iterator[Record]:
         n = self._n_phases
         for v in ring.RECORD.iter_unpack(self._data):
@@ -84,6 +88,46 @@ class RecordBlock:
 
     def tokens(self) -> list[int]:
         return self._col("I", 28)
+
+    def joined(self, then: RecordBlock) -> RecordBlock:
+        """This block followed by ``then`` (consecutive reads of one segment)."""
+        return RecordBlock(self._data + then._data, self._n_phases)
+
+    def t_start_ns_at(self, i: int) -> int:
+        """One record's start, without copying a column (binary searches, first and last)."""
+        offset = i * ring.RECORD_SIZE + 16
+        return int.from_bytes(self._data[offset : offset + 8], "little")
+
+    def tail(self, count: int) -> RecordBlock:
+        """The newest ``count`` records."""
+        return RecordBlock(self._data[len(self._data) - count * ring.RECORD_SIZE :], self._n_phases)
+
+    def tail_from(self, t_start_ns: int) -> RecordBlock:
+        """The records that started at ``t_start_ns`` or later (starts are in step order)."""
+        lo, hi = 0, len(self)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (mid + 1, hi) if self.t_start_ns_at(mid) < t_start_ns else (lo, mid)
+        return self.tail(len(self) - lo)
+
+    def flag_column(self, flag: int) -> bytes:
+        """1 or 0 per record for one flag bit (below 256), as bytes: C-level count and compress."""
+        return self._data[_FLAGS_BYTE :: ring.RECORD_SIZE].translate(_BIT_TABLES[flag])
+
+    def last_mem_bytes(self, default: int | None) -> int | None:
+        """mem_bytes of the newest record that carries a memory reading, else ``default``."""
+        i = self.flag_column(ring.FLAG_MEM_VALID).rfind(1)
+        if i < 0:
+            return default
+        offset = i * ring.RECORD_SIZE + 104
+        return int.from_bytes(self._data[offset : offset + 8], "little")
+
+
+_FLAGS_BYTE = 92  # low byte of the u16 flags
+_BIT_TABLES = {
+    bit: bytes(1 if value & bit else 0 for value in range(256))
+    for bit in (ring.FLAG_GPU_VALID, ring.FLAG_MEM_VALID)
+}
 
 
 def validated(view: memoryview, first_index: int, crc: bool) -> tuple[bytes, int]:

@@ -60,6 +60,7 @@ class Collectors:
     processes: Any
     host: Any
     jobs: JobSource | None = None
+    job_nics: Any = None  # collectors.job_nics: NICs of the jobs' own network namespaces
 
     def close(self) -> None:
         """Release NVML and ring-buffer mappings; host collectors hold nothing to release."""
@@ -192,7 +193,8 @@ class Sampler:
         return scheduled
 
     def _build(self) -> Snapshot:
-        """Call every collector (GPU first: processes need per-pid GPU memory)."""
+        """Call every collector (GPU first: processes need per-pid GPU memory; processes before
+        jobs: the job collector takes DataLoader workers from this tick's process scan)."""
         c = self._collectors
         errors, self._callback_errors = self._callback_errors, []
         gpus, gpu_status = self._call(
@@ -202,6 +204,8 @@ class Sampler:
             errors,
         )
         gpu_mem = gpu_memory_by_pid(gpus)
+        processes = self._call("processes", lambda: c.processes.collect(gpu_mem), (), errors)
+        jobs = self._call("jobs", c.jobs.collect, (), errors) if c.jobs is not None else ()
         return Snapshot(
             timestamp=self._wall(),
             monotonic=self._clock(),
@@ -210,13 +214,21 @@ class Sampler:
             cpu=self._call("cpu", c.cpu.collect, None, errors),
             memory=self._call("memory", c.memory.collect, None, errors),
             disks=self._call("disks", c.disks.collect, (), errors),
-            nics=self._call("nics", c.nics.collect, (), errors),
+            nics=self._nics(jobs, errors),
             gpus=gpus,
             gpu_status=gpu_status,
-            processes=self._call("processes", lambda: c.processes.collect(gpu_mem), (), errors),
-            jobs=self._call("jobs", c.jobs.collect, (), errors) if c.jobs is not None else (),
+            processes=processes,
+            jobs=jobs,
             errors=tuple(errors),
         )
+
+    def _nics(self, jobs: tuple[JobSnapshot, ...], errors: list[CollectorError]) -> tuple:
+        """The monitor's own NICs, then those of jobs living in other network namespaces."""
+        c = self._collectors
+        nics = self._call("nics", c.nics.collect, (), errors)
+        if c.job_nics is None or not jobs:
+            return nics
+        return nics + self._call("job_nics", lambda: c.job_nics.collect(jobs), (), errors)
 
     def _host(self, errors: list[CollectorError]) -> HostInfo:
         """Host facts; on failure the last good ones (or the bare minimum) keep the header up."""

@@ -75,6 +75,11 @@ class NicSnapshot:
     errors_per_s: float | None
     drops_per_s: float | None
     link_util_pct: float | None
+    # Interfaces of a job's own network namespace (collectors.job_nics): the job's name (what
+    # the Network panel shows after "@"), the JobSnapshot.job_ids living there, the netns inode.
+    job: str | None = None
+    job_ids: tuple[str, ...] = ()
+    netns_inode: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +153,15 @@ class ProcessSnapshot:
     gpu_mem_bytes: int | None = None
     num_threads: int | None = None
     group_pid: int | None = None
+    # CPU demand (collectors.schedstat): 100 = one thread runnable but waiting for a CPU all
+    # interval, as pidstat's %wait; threads_busy and main_thread_* only for the processes that
+    # matter (trainers, GPU holders, the busiest), else None.
+    state: str | None = None  # main thread's state letter: R, S, D, Z, T...
+    cpu_wait_pct: float | None = None
+    cpu_wait_s: float | None = None  # summed over its live threads since each started
+    threads_busy: int | None = None  # runnable (on a CPU or queued) at least half the interval
+    main_thread_cpu_pct: float | None = None
+    main_thread_wait_pct: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

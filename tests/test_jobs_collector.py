@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+
 import pytest
 
 from collectors.jobs import JobCollector
+from collectors.processes import ProcessCollector
+from collectors.snapshot import WorkerSnapshot
 from tests.ring_helpers import make_segment
 from traintop.ring import FLAG_GPU_VALID, FLAG_MEM_VALID
 
@@ -20,12 +27,6 @@ class Clock:
         return self.t
 
 
-class NoPs:
-    class Process:
-        def __init__(self, pid):
-            raise ProcessLookupError(pid)
-
-
 def _steps(w, first_step, t0_ns, n, data_ms=2, fwd_ms=3, bwd_ms=5):
     for k in range(n):
         t = t0_ns + k * (data_ms + fwd_ms + bwd_ms) * MS
@@ -38,7 +39,7 @@ def _steps(w, first_step, t0_ns, n, data_ms=2, fwd_ms=3, bwd_ms=5):
 def setup(tmp_path):
     w = make_segment(tmp_path / "ring")
     clock = Clock(0.0)
-    return w, clock, JobCollector(str(tmp_path / "ring"), window_s=10.0, clock=clock, ps=NoPs)
+    return w, clock, JobCollector(str(tmp_path / "ring"), window_s=10.0, clock=clock)
 
 
 def test_statistics_over_the_window(setup):
@@ -91,6 +92,82 @@ def test_corrupt_segment_is_reported_not_raised(tmp_path):
     bad = tmp_path / "ring" / "1-r0-0000abcd.ring"
     bad.write_bytes(b"\0" * 70000)
     bad.chmod(0o600)
-    col = JobCollector(str(tmp_path / "ring"), ps=NoPs)
+    col = JobCollector(str(tmp_path / "ring"))
     assert col.collect() == ()
     assert len(col.errors) == 1 and "not a traintop ring segment" in col.errors[0]
+
+
+def test_many_steps_per_tick_give_exact_rates_and_shares(setup):
+    """2,000 steps in one poll, each different: sums must match a per-step reference."""
+    w, clock, col = setup
+    t, steps = 10**12, []
+    for k in range(2000):
+        phases = ((1 + k % 7) * 100_000, (2 + k % 3) * 100_000, 300_000)
+        samples, gpu = 16 + k % 2, k % 5 != 0
+        w.record(k, t, phases, samples, gpu_ns=200_000, flags=FLAG_GPU_VALID if gpu else 0)
+        steps.append((phases, samples, gpu))
+        t += sum(phases)
+    clock.t = t / 1e9
+    (job,) = col.collect()
+    total = sum(sum(p) for p, _, _ in steps)
+    span = total / 1e9
+    assert job.steps_per_s == pytest.approx(2000 / span)
+    assert job.samples_per_s == pytest.approx(sum(s for _, s, _ in steps) / span)
+    assert job.data_wait_share == pytest.approx(sum(p[0] for p, _, _ in steps) / total)
+    assert job.gpu_busy_share == pytest.approx(sum(g for _, _, g in steps) * 200_000 / total)
+    newest = sorted(sum(p) for p, _, _ in steps[-128:])
+    assert job.step_time_p95_s == pytest.approx(newest[int(0.95 * 128)] / 1e9)
+    assert job.recent_step_times_s[-1] == pytest.approx(sum(steps[-1][0]) / 1e9)
+
+
+def test_an_ended_job_is_read_once_then_kept_as_its_summary(setup):
+    w, clock, col = setup
+    end = _steps(w, 0, 10**12, 100)
+    w.close()
+    clock.t = end / 1e9 + 1.0
+    (first,) = col.collect()
+    (job,) = col._jobs.values()
+    assert first.state == "finished" and first.steps_total == 100 and job.segment.closed
+    clock.t += 30.0
+    (later,) = col.collect()
+    assert later.last_step_age_s == pytest.approx(31.0)
+    assert later.steps_per_s == first.steps_per_s == pytest.approx(100.0)
+
+
+class _Table:
+    """A process scan that saw the given children (ppid -> WorkerSnapshot tuples)."""
+
+    def __init__(self, children):
+        self.asked, self.children = [], children
+
+    def workers_of(self, pids):
+        self.asked.append(set(pids))
+        return {pid: kids for pid, kids in self.children.items() if pid in pids}
+
+
+def test_workers_come_from_the_shared_process_scan_for_live_jobs_only(setup):
+    w, clock, col = setup
+    end = _steps(w, 0, 10**12, 10)
+    kid = WorkerSnapshot(4242, 55.0, 1 << 20, 1e6)
+    table = _Table({os.getpid(): (kid,)})
+    col.share_process_scan(table)
+    clock.t = end / 1e9
+    assert col.collect()[0].workers == (kid,) and table.asked == [{os.getpid()}]
+    w.close()
+    assert col.collect()[0].workers == () and len(table.asked) == 1
+
+
+def test_a_rank_started_by_another_rank_is_not_its_worker():
+    """Lightning's launcher makes rank 1 a child of rank 0; only real children are workers."""
+    code = ("import subprocess, time; kids = [subprocess.Popen(['sleep', '30']) for _ in '12'];"
+            "print(*(k.pid for k in kids), flush=True); time.sleep(30)")  # fmt: skip
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as rank0:
+        worker, rank1 = map(int, rank0.stdout.readline().split())
+        try:
+            scan = ProcessCollector()
+            scan.collect()
+            found = scan.workers_of({rank0.pid, rank1})
+        finally:
+            for pid in (worker, rank1, rank0.pid):
+                os.kill(pid, signal.SIGKILL)
+    assert [w.pid for w in found[rank0.pid]] == [worker] and rank1 not in found

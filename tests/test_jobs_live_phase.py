@@ -6,7 +6,7 @@ import pytest
 
 from collectors.jobs import JobCollector
 from tests.ring_helpers import make_segment
-from tests.test_jobs_collector import MS, Clock, NoPs, _steps
+from tests.test_jobs_collector import MS, Clock, _steps
 
 BACKWARD = 2
 
@@ -15,7 +15,7 @@ BACKWARD = 2
 def setup(tmp_path):
     w = make_segment(tmp_path / "ring")
     clock = Clock(0.0)
-    return w, clock, JobCollector(str(tmp_path / "ring"), window_s=10.0, clock=clock, ps=NoPs)
+    return w, clock, JobCollector(str(tmp_path / "ring"), window_s=10.0, clock=clock)
 
 
 def test_stalled_job_reports_the_phase_entered_after_the_last_step(setup) -> None:
