@@ -1,6 +1,7 @@
-"""The whole window seen from the job's side: which GPUs, processes and workers are the job's.
+"""The whole window seen from one rank's side: which GPUs, processes and workers are its own.
 
-Built once per :func:`diagnosis.engine.diagnose` call, then read by every rule.
+The host side (:class:`Box`) is summarised once per :func:`diagnosis.engine.diagnose` call;
+:func:`context_for` then gives each rank of each job its :class:`Context`, read by every rule.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from collectors.snapshot import JobSnapshot, ProcessSnapshot, Snapshot
-from diagnosis.demand import CpuDemand, cpu_demand
+from diagnosis.demand import CpuDemand, cpu_demand, group_members
 from diagnosis.stats import mean_of
 from diagnosis.views import (
     DiskView,
@@ -30,6 +31,7 @@ from diagnosis.views import (
 FULL_WINDOW_S = 10.0
 SYSTEM_MODE_FACTOR = 0.7
 _NAME = attrgetter("name")
+_NIC = attrgetter("name", "netns_inode")  # a job's namespace may have its own "eth0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,17 +85,8 @@ class Context:
         return max(stds) if stds else None
 
 
-def pick_job(latest: Snapshot, job_pid: int | None) -> JobSnapshot | None:
-    """The job to diagnose: the one asked for, else local rank 0, else the first one seen."""
-    if job_pid is not None:
-        return next((j for j in latest.jobs if j.pid == job_pid), None)
-    if not latest.jobs:
-        return None
-    return min(latest.jobs, key=lambda j: (j.state != "live", j.local_rank, j.pid))
-
-
-def _job_view(window: Sequence[Snapshot], job: JobSnapshot) -> JobView:
-    samples = job_samples(window, job.pid)
+def _job_view(box: Box, job: JobSnapshot) -> JobView:
+    samples = box.samples.get(job.pid, [])
     return JobView(
         job=job,
         data_wait_share=mean_of(j.data_wait_share for j in samples),
@@ -126,20 +119,25 @@ def _trainer(
     return max(holders, key=lambda p: p.cpu_pct or 0.0, default=None)
 
 
-def _workers(
-    window: Sequence[Snapshot], procs: dict[int, ProcView], trainer: ProcView | None
-) -> tuple[ProcView, ...]:
+def _workers(box: Box, trainer: ProcView | None) -> tuple[ProcView, ...]:
     """DataLoader workers: processes the collector grouped under the trainer."""
     if trainer is None:
         return ()
-    kids = {p.pid for p in window[-1].processes if p.group_pid == trainer.pid}
-    return tuple(procs[pid] for pid in sorted(kids - {trainer.pid}) if pid in procs)
+    kids = box.children.get(trainer.pid, ())
+    return tuple(box.procs[pid] for pid in kids if pid in box.procs)
 
 
-def _job_workers(job: JobSnapshot) -> tuple[ProcView, ...]:
+def _job_workers(job: JobSnapshot, procs: dict[int, ProcView]) -> tuple[ProcView, ...]:
+    """The ring's workers, with their run-queue wait from the process rows where sampled."""
     return tuple(
-        ProcView(w.pid, "worker", w.cpu_pct, None, w.read_bytes_per_s) for w in job.workers
+        ProcView(w.pid, "worker", w.cpu_pct, None, w.read_bytes_per_s, _wait(procs, w.pid))
+        for w in job.workers
     )
+
+
+def _wait(procs: dict[int, ProcView], pid: int) -> float | None:
+    seen = procs.get(pid)
+    return None if seen is None else seen.cpu_wait_pct
 
 
 def _core_means(window: Sequence[Snapshot]) -> tuple[float, ...]:
@@ -174,35 +172,76 @@ def _relevant_procs(window: Sequence[Snapshot], gpus: list[GpuView]) -> dict[int
     return {pid: proc_view(found) for pid, found in rows.items()}
 
 
-def build_context(window: Sequence[Snapshot], job_pid: int | None) -> Context:
-    """Reduce a chronological, non-empty window to the per-metric values rules consume."""
+@dataclass(frozen=True, slots=True)
+class Box:
+    """What every job on the box shares, summarised once per window: with eight ranks and a few
+    jobs the engine builds a context per rank, and the host, GPUs and processes are the same."""
+
+    window: tuple[Snapshot, ...]
+    gpus: tuple[GpuView, ...]
+    procs: dict[int, ProcView]
+    logical_cpus: int
+    cpu_busy_pct: float | None
+    core_busy_pct: tuple[float, ...]
+    iowait_pct: float | None
+    load1: float | None
+    swap_bytes_per_s: float | None
+    disks: tuple[DiskView, ...]
+    nics: tuple[NicView, ...]
+    demand: CpuDemand | None
+    samples: dict[int, list[JobSnapshot]]  # each job's summaries across the window, by pid
+    children: dict[int, tuple[int, ...]]  # the newest processes by group, the leader left out
+
+
+def box_of(window: Sequence[Snapshot]) -> Box:
+    """Summarise the host side of a chronological, non-empty window once."""
     latest = window[-1]
-    job = pick_job(latest, job_pid)
-    family = {job.pid, *(w.pid for w in job.workers)} if job else set()
-    gpus = [
+    cpus = max(1, latest.host.logical_cpus)
+    gpus = tuple(
         gpu_view(rows)
         for rows in group_by(window, attrgetter("gpus"), attrgetter("index")).values()
-    ]
-    procs = _relevant_procs(window, gpus)
-    focus = _focus_gpus(gpus, job, family)
-    trainer = _trainer(procs, job, focus)
-    workers = _job_workers(job) if job and job.workers else _workers(window, procs, trainer)
-    return Context(
-        mode="attach" if job is not None else "system",
-        window_s=latest.monotonic - window[0].monotonic,
-        logical_cpus=max(1, latest.host.logical_cpus),
-        local_jobs=max(1, len(latest.jobs)),
+    )
+    procs = _relevant_procs(window, list(gpus))
+    return Box(
+        window=tuple(window),
+        gpus=gpus,
+        procs=procs,
+        logical_cpus=cpus,
         cpu_busy_pct=mean_of(s.cpu.total.busy_pct for s in window if s.cpu),
         core_busy_pct=_core_means(window),
         iowait_pct=mean_of(s.cpu.total.iowait_pct for s in window if s.cpu),
         load1=latest.cpu.load_avg[0] if latest.cpu and latest.cpu.load_avg else None,
         swap_bytes_per_s=_swap_rate(window),
         disks=tuple(disk_view(r) for r in group_by(window, attrgetter("disks"), _NAME).values()),
-        nics=tuple(nic_view(r) for r in group_by(window, attrgetter("nics"), _NAME).values()),
+        nics=tuple(nic_view(r) for r in group_by(window, attrgetter("nics"), _NIC).values()),
+        demand=cpu_demand(latest, procs, cpus),
+        samples=job_samples(window),
+        children=group_members(latest.processes),
+    )
+
+
+def context_for(box: Box, job: JobSnapshot | None) -> Context:
+    """The window seen from one rank (``job``), or from the machine when ``job`` is None."""
+    family = {job.pid, *(w.pid for w in job.workers)} if job else set()
+    focus = _focus_gpus(list(box.gpus), job, family)
+    trainer = _trainer(box.procs, job, focus)
+    workers = _job_workers(job, box.procs) if job and job.workers else _workers(box, trainer)
+    return Context(
+        mode="attach" if job is not None else "system",
+        window_s=box.window[-1].monotonic - box.window[0].monotonic,
+        logical_cpus=box.logical_cpus,
+        local_jobs=max(1, len(box.window[-1].jobs)),
+        cpu_busy_pct=box.cpu_busy_pct,
+        core_busy_pct=box.core_busy_pct,
+        iowait_pct=box.iowait_pct,
+        load1=box.load1,
+        swap_bytes_per_s=box.swap_bytes_per_s,
+        disks=box.disks,
+        nics=box.nics,
         gpus=focus,
-        has_gpus=bool(gpus),
-        job=_job_view(window, job) if job else None,
+        has_gpus=bool(box.gpus),
+        job=_job_view(box, job) if job else None,
         trainer=trainer,
         workers=workers,
-        demand=cpu_demand(latest, procs, max(1, latest.host.logical_cpus)),
+        demand=box.demand,
     )

@@ -1,55 +1,150 @@
-"""How much CPU the attached jobs ask for and how much they get, over every attached job.
+"""How much CPU the attached jobs want, how much they get, and how long they queue for it.
 
 The 1-minute load average lags by a minute and counts every process on the host, so it cannot
-tell "these jobs fight over the cores" from "someone else is busy".  The jobs' own processes can:
-a process with ``n`` threads can use up to ``min(n, cpus)`` cores, and when the jobs together
-get far less than that on a saturated machine, they are short of CPU.
+tell "these jobs fight over the cores" from "someone else is busy".  The jobs' own processes can.
+Each thread is, at any instant, running, runnable but waiting on a run queue, or asleep; the
+scheduler counts the first two per thread (``collectors.schedstat``).  Summed over the jobs'
+processes, ``run + wait`` per second of wall time is their demand in CPUs (each thread adds at
+most one, so only the jobs' own thread counts can push it above the CPUs), and
+``wait / (run + wait)`` is the share of the time they wanted a CPU and had none: the share of
+their speed that contention costs a CPU-bound thread.  Without scheduler statistics (not Linux)
+only thread counts and CPU use are known, and ``want_pct`` bounds what the threads could use.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from collectors.snapshot import Snapshot
+from collectors.snapshot import JobSnapshot, ProcessSnapshot, Snapshot
 from diagnosis.views import ProcView
 
 
 @dataclass(frozen=True, slots=True)
-class CpuDemand:
-    """Trainers and their workers of all attached jobs (100 % = one core, as in htop)."""
+class TrainerDemand:
+    """One training process (a rank) with its DataLoader workers, window means (100 = a CPU)."""
 
-    jobs: int
-    threads: int
+    pid: int
+    name: str
+    job_id: str
+    threads: int  # the trainer's own threads plus its workers'
+    workers: int
     cpu_pct: float
-    want_pct: float
+    wait_pct: float | None
+    busy_threads: float | None = None  # the trainer's threads runnable half the time or more
+
+
+@dataclass(frozen=True, slots=True)
+class CpuDemand:
+    """Every attached job's trainers and workers on this box: what they want and what they get.
+
+    A box-level fact: the engine builds one per window and every job's context shares it.
+    """
+
+    trainers: tuple[TrainerDemand, ...]
+    cpus: int
+    worker_cpus: float = 0.0  # CPUs the DataLoader workers want, each worker at most one
+
+    @property
+    def jobs(self) -> int:
+        """Training processes (ranks) taking part."""
+        return len(self.trainers)
+
+    @property
+    def runs(self) -> int:
+        """Distinct jobs (ranks of one job share a ``job_id``)."""
+        return len({t.job_id or f"pid:{t.pid}" for t in self.trainers})
+
+    @property
+    def threads(self) -> int:
+        return sum(t.threads for t in self.trainers)
+
+    @property
+    def cpu_pct(self) -> float:
+        return sum(t.cpu_pct for t in self.trainers)
+
+    @property
+    def wait_pct(self) -> float | None:
+        """Summed run-queue wait; ``None`` when no process of the jobs reported one."""
+        waits = [t.wait_pct for t in self.trainers if t.wait_pct is not None]
+        return sum(waits) if waits else None
+
+    @property
+    def want_pct(self) -> float:
+        """The most the jobs' threads could use: each process ``min(threads, cpus)`` CPUs."""
+        return sum(min(t.threads, self.cpus) * 100.0 for t in self.trainers)
 
     @property
     def got_share(self) -> float:
         """Share of the CPU the jobs could use that they actually got."""
         return self.cpu_pct / self.want_pct if self.want_pct else 1.0
 
+    @property
+    def demand_cpus(self) -> float | None:
+        """CPUs the jobs' runnable threads asked for on average (run + wait)."""
+        wait = self.wait_pct
+        return None if wait is None else (self.cpu_pct + wait) / 100.0
 
-def _owner(latest: Snapshot) -> dict[int, int]:
-    """``{pid: job pid}`` for every trainer and DataLoader worker of an attached job."""
-    owner = {j.pid: j.pid for j in latest.jobs}
-    owner.update({w.pid: j.pid for j in latest.jobs for w in j.workers})
-    for p in latest.processes:
-        if p.group_pid in owner and p.pid not in owner:
-            owner[p.pid] = owner[p.group_pid]
-    return owner
+    @property
+    def wait_share(self) -> float | None:
+        """Share of the time the jobs' threads wanted a CPU and waited for one."""
+        wait = self.wait_pct
+        runnable = self.cpu_pct + (wait or 0.0)
+        return None if wait is None or runnable <= 0.0 else wait / runnable
+
+    @property
+    def threads_per_trainer(self) -> int:
+        """``torch.set_num_threads`` / ``OMP_NUM_THREADS`` for each trainer on this box: the
+        CPUs left once the DataLoader workers have theirs, shared among the running trainers."""
+        spare = self.cpus - math.ceil(self.worker_cpus - 1e-9)
+        return max(1, spare // max(1, self.jobs))
+
+
+def _runnable_cpus(view: ProcView) -> float:
+    """CPUs one single-threaded process wants: its run plus wait, at most one."""
+    return min(1.0, ((view.cpu_pct or 0.0) + (view.cpu_wait_pct or 0.0)) / 100.0)
+
+
+def group_members(processes: Sequence[ProcessSnapshot]) -> dict[int, tuple[int, ...]]:
+    """The pids the collector grouped under each leader (the leader left out), sorted: one
+    pass over the processes for every job, not one per job."""
+    groups: dict[int, list[int]] = {}
+    for proc in processes:
+        if proc.group_pid is not None and proc.group_pid != proc.pid:
+            groups.setdefault(proc.group_pid, []).append(proc.pid)
+    return {leader: tuple(sorted(pids)) for leader, pids in groups.items()}
+
+
+def _members(job: JobSnapshot, grouped: dict[int, tuple[int, ...]]) -> list[int]:
+    """The job's DataLoader workers: those its ring names and those the collector grouped."""
+    return sorted({w.pid for w in job.workers}.union(grouped.get(job.pid, ())))
+
+
+def _trainer(job: JobSnapshot, views: list[ProcView], workers: int) -> TrainerDemand:
+    waits = [v.cpu_wait_pct for v in views if v.cpu_wait_pct is not None]
+    return TrainerDemand(
+        pid=job.pid,
+        name=job.name,
+        job_id=job.job_id,
+        threads=sum(v.num_threads or 0 for v in views),
+        workers=workers,
+        cpu_pct=sum(v.cpu_pct or 0.0 for v in views),
+        wait_pct=sum(waits) if waits else None,
+        busy_threads=views[0].threads_busy,
+    )
 
 
 def cpu_demand(latest: Snapshot, procs: dict[int, ProcView], cpus: int) -> CpuDemand | None:
-    """Threads, CPU use and CPU wanted by the attached jobs; ``None`` without thread counts."""
-    threads: dict[int, int] = {}
-    cpu = 0.0
-    for pid, job in _owner(latest).items():
-        view = procs.get(pid)
-        if view is None or not view.num_threads:
+    """What the attached jobs' trainers and workers want and get; ``None`` without thread
+    counts (no process of theirs was sampled)."""
+    trainers, worker_cpus = [], 0.0
+    grouped = group_members(latest.processes)
+    for job in latest.jobs:
+        main = procs.get(job.pid)
+        if main is None or not main.num_threads:
             continue
-        threads[job] = threads.get(job, 0) + view.num_threads
-        cpu += view.cpu_pct or 0.0
-    if not threads:
-        return None
-    want = sum(min(n, cpus) * 100.0 for n in threads.values())
-    return CpuDemand(len(threads), sum(threads.values()), cpu, want)
+        workers = [procs[pid] for pid in _members(job, grouped) if pid in procs]
+        trainers.append(_trainer(job, [main, *workers], len(workers)))
+        worker_cpus += sum(map(_runnable_cpus, workers))
+    return CpuDemand(tuple(trainers), cpus, worker_cpus) if trainers else None

@@ -1,8 +1,10 @@
-"""The diagnosis engine: run every rule over a window, rank what holds, name the primary.
+"""The diagnosis engine: every job's verdict over a window, and the one to show first.
 
-Pure and stateless: the same window always gives the same verdict.  Time comes from the
-snapshots' monotonic stamps, never from a clock.  Flicker control lives in
-:mod:`diagnosis.stabilizer`.
+Each live job is judged on all of its ranks (:mod:`diagnosis.job_verdicts`); ended jobs get
+their final word in the past tense and never take part in a live one's; with no live job the
+machine itself is judged, or the answer is that nothing runs.  Pure and stateless: the same
+window always gives the same verdict.  Time comes from the snapshots' stamps, never from a
+clock.  Flicker control lives in :mod:`diagnosis.stabilizer`.
 """
 
 from __future__ import annotations
@@ -11,11 +13,18 @@ from collections.abc import Callable, Sequence
 
 from collectors.snapshot import Snapshot
 from diagnosis import rules_data, rules_gpu, rules_host, rules_job
-from diagnosis.context import Context, build_context
-from diagnosis.model import SEVERITIES, Candidate, Finding, JobSummary, Verdict
+from diagnosis.context import Box, Context, context_for
+from diagnosis.explain import explain
+from diagnosis.job_groups import group_jobs
+from diagnosis.job_verdicts import judge_ended, judge_live, ranked_rules
+from diagnosis.model import Candidate, Finding, JobVerdict, Verdict
 
 MIN_WINDOW_S = 3.0
 MIN_SAMPLES = 2
+# Ticks are scheduled ``interval`` apart but land a few ms early or late: a window of three 1 s
+# ticks may span 2.99 s.  Judge it rather than wait a whole extra tick.
+TICK_JITTER = 0.02
+NO_LIVE_JOB = "no live training job"
 
 Rule = Callable[[Context], Candidate | None]
 
@@ -35,24 +44,14 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("idle", rules_job.idle),
     ("compute", rules_job.compute),
 )
+BOX_WIDE = frozenset({"oversubscribed"})  # a finding about every job on the box
+BOX_WIDE_METRICS = frozenset({"swap_bytes_per_s"})
+run_rules = ranked_rules(RULES)
 
 
-def _unknown(summary: str, mode: str, window_s: float) -> Verdict:
+def _unknown(summary: str, mode: str, window_s: float, **more) -> Verdict:
     finding = Finding("unknown", 0.0, "info", summary)
-    return Verdict(primary=finding, also=(), mode=mode, window_s=window_s, since_s=None)
-
-
-def _rank(c: Candidate) -> tuple[float, int, float]:
-    """Biggest estimated share of step time lost first; severity, then confidence break ties."""
-    f = c.finding
-    return (c.lost_share, SEVERITIES.index(f.severity), f.confidence)
-
-
-def _jobs(window: Sequence[Snapshot]) -> tuple[JobSummary, ...]:
-    return tuple(
-        JobSummary(j.pid, j.name, j.steps_per_s, j.samples_per_s, j.data_wait_share)
-        for j in window[-1].jobs
-    )
+    return Verdict(primary=finding, also=(), mode=mode, window_s=window_s, since_s=None, **more)
 
 
 def _check(window: Sequence[Snapshot]) -> list[Snapshot]:
@@ -67,21 +66,79 @@ def _check(window: Sequence[Snapshot]) -> list[Snapshot]:
 def diagnose(
     window: Sequence[Snapshot], *, job_pid: int | None = None, min_window_s: float = MIN_WINDOW_S
 ) -> Verdict:
-    """Name the bottleneck of the job (``job_pid``, else the attached job, else the machine)
-    over ``window`` (snapshots, any order); ``unknown`` until the window spans
-    ``min_window_s`` seconds."""
+    """Name the bottleneck of every job over ``window`` (snapshots, any order): one verdict per
+    job in ``per_job``; the primary is about ``job_pid``'s job, else the worst live job, else
+    the machine.  ``unknown`` until the window spans ``min_window_s`` seconds."""
     snaps = _check(window)
-    mode = "attach" if snaps and snaps[-1].jobs else "system"
     span = snaps[-1].monotonic - snaps[0].monotonic if snaps else 0.0
-    if len(snaps) < MIN_SAMPLES or span < min_window_s:
-        return _unknown(f"collecting data: {span:.1f} of {min_window_s:g} s", mode, span)
-    ctx = build_context(snaps, job_pid)
-    if job_pid is not None and ctx.job is None:
+    if not snaps:
+        return _unknown("no sample taken", "system", 0.0)
+    groups = group_jobs(snaps[-1])
+    if job_pid is not None and not any(job_pid in g.pids for g in groups):
         return _unknown(f"no attached job with pid {job_pid}", "system", span)
-    if not ctx.has_gpus and ctx.job is None:
-        return _unknown("no GPU and no attached job: nothing to diagnose", ctx.mode, span)
-    found = sorted((c for _, rule in RULES if (c := rule(ctx))), key=_rank, reverse=True)
+    if len(snaps) < MIN_SAMPLES or span < min_window_s * (1 - TICK_JITTER):
+        mode = "attach" if any(g.live for g in groups) else "system"
+        return _unknown(f"collecting data: {span:.1f} of {min_window_s:g} s", mode, span)
+    live, box = judge_live(snaps, [g for g in groups if g.live], run_rules)
+    ended = judge_ended(snaps, [g for g in groups if not g.live], run_rules)
+    per_job = (*live, *ended)
+    focus = _focus(per_job, job_pid)
+    if focus is not None:
+        return _about_job(focus, per_job, span)
+    return _about_box(box, per_job, span)
+
+
+def _focus(per_job: Sequence[JobVerdict], job_pid: int | None) -> JobVerdict | None:
+    """The job asked for (live or ended), else the worst live one."""
+    if job_pid is not None:
+        return next(v for v in per_job if any(r.pid == job_pid for r in v.ranks))
+    return next((v for v in per_job if v.live), None)
+
+
+def _about_job(focus: JobVerdict, per_job: tuple[JobVerdict, ...], span: float) -> Verdict:
+    """The verdict on one job; ``jobs`` holds its ranks, or every live rank for a finding
+    about the whole box (oversubscription, swapping)."""
+    ranks = focus.ranks
+    if focus.live and _box_wide(focus.primary):
+        ranks = tuple(r for v in per_job if v.live for r in v.ranks)
+    return Verdict(
+        primary=focus.primary,
+        also=focus.also,
+        mode="attach",
+        window_s=span,
+        since_s=None,
+        jobs=ranks,
+        per_job=per_job,
+        job_id=focus.job_id,
+        live_jobs=sum(v.live for v in per_job),
+    )
+
+
+def _box_wide(finding: Finding) -> bool:
+    if finding.bottleneck in BOX_WIDE:
+        return True
+    return any(e.metric in BOX_WIDE_METRICS for e in finding.evidence)
+
+
+def _about_box(box: Box, per_job: tuple[JobVerdict, ...], span: float) -> Verdict:
+    """No live attached job: judge the GPUs (a process may use one unattached, or they idle),
+    and say when nothing runs at all."""
+    ctx = context_for(box, None)
+    idle = not any(g.pids for g in ctx.gpus)
+    if not ctx.has_gpus:
+        return _unknown(no_live_job(per_job), "system", span, per_job=per_job, idle_box=True)
+    found = run_rules(ctx)
     if not found:
-        return _unknown("no rule matched this window", ctx.mode, span)
+        return _unknown(explain(ctx).summary, "system", span, per_job=per_job, idle_box=idle)
     findings = tuple(c.finding for c in found)
-    return Verdict(findings[0], findings[1:], ctx.mode, span, None, _jobs(snaps))
+    return Verdict(findings[0], findings[1:], "system", span, None, per_job=per_job, idle_box=idle)
+
+
+def no_live_job(per_job: Sequence[JobVerdict]) -> str:
+    """One line: nothing runs, and the newest ended run's final word."""
+    ended = [v for v in per_job if not v.live]
+    if not ended:
+        return NO_LIVE_JOB
+    newest = ended[0]
+    more = f" ({len(ended)} ended runs)" if len(ended) > 1 else ""
+    return f"{NO_LIVE_JOB}{more}; {newest.name} {newest.primary.summary}"

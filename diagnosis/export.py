@@ -1,37 +1,80 @@
-"""The JSON shape of a verdict (``traintop diagnose --json``): plain types, stable keys."""
+"""The JSON shape of a verdict (``traintop diagnose --json``): plain types, stable keys.
+
+Keys are only ever added: ``per_job`` (one verdict per job, live ones worst first, then ended
+ones in the past tense), ``job_id`` (the job the top-level verdict is about) and ``live_jobs``
+came with multi-rank jobs; everything before them means what it meant.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from diagnosis.model import Verdict
+from diagnosis.model import Finding, JobSummary, JobVerdict, Verdict
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _finding(f: Finding) -> dict[str, Any]:
+    return {
+        "bottleneck": f.bottleneck,
+        "confidence": f.confidence,
+        "severity": f.severity,
+        "summary": f.summary,
+        "evidence": [e.text for e in f.evidence],
+        "remedies": list(f.remedies),
+    }
+
+
+def _also(also: tuple[Finding, ...]) -> list[dict[str, Any]]:
+    return [
+        {"bottleneck": f.bottleneck, "confidence": f.confidence, "summary": f.summary} for f in also
+    ]
+
+
+def _rank(j: JobSummary) -> dict[str, Any]:
+    return {
+        "pid": j.pid,
+        "name": j.name,
+        "rank": j.rank,
+        "job_id": j.job_id,
+        "state": j.state,
+        "steps_per_s": j.steps_per_s,
+        "samples_per_s": j.samples_per_s,
+        "data_wait_share": j.data_wait_share,
+    }
+
+
+def job_to_dict(v: JobVerdict) -> dict[str, Any]:
+    """One job's verdict: who it is (id, name, ranks), what holds, and when it ended."""
+    s = v.straggler
+    return {
+        "job_id": v.job_id,
+        "name": v.name,
+        "state": v.state,
+        "live": v.live,
+        "ranks": [_rank(r) for r in v.ranks],
+        **_finding(v.primary),
+        "also": _also(v.also),
+        "since_s": _round(v.since_s),
+        "ended_at": v.ended_at,
+        "straggler": None
+        if s is None
+        else {"rank": s.rank, "pid": s.pid, "gap": round(s.gap, 3), "text": s.text},
+    }
 
 
 def verdict_to_dict(v: Verdict) -> dict[str, Any]:
     """Flatten a verdict for ``json.dumps``; evidence becomes its human-readable sentences."""
-    p = v.primary
     return {
-        "bottleneck": p.bottleneck,
-        "confidence": p.confidence,
-        "severity": p.severity,
-        "summary": p.summary,
-        "evidence": [e.text for e in p.evidence],
-        "remedies": list(p.remedies),
-        "also": [
-            {"bottleneck": f.bottleneck, "confidence": f.confidence, "summary": f.summary}
-            for f in v.also
-        ],
-        "jobs": [
-            {
-                "pid": j.pid,
-                "name": j.name,
-                "steps_per_s": j.steps_per_s,
-                "samples_per_s": j.samples_per_s,
-                "data_wait_share": j.data_wait_share,
-            }
-            for j in v.jobs
-        ],
+        **_finding(v.primary),
+        "also": _also(v.also),
+        "jobs": [_rank(j) for j in v.jobs],
         "mode": v.mode,
         "window_s": round(v.window_s, 3),
-        "since_s": None if v.since_s is None else round(v.since_s, 3),
+        "since_s": _round(v.since_s),
+        "job_id": v.job_id,
+        "live_jobs": v.live_jobs,
+        "per_job": [job_to_dict(j) for j in v.per_job],
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from diagnosis.context import Context
-from diagnosis.model import Candidate, Evidence, Finding
+from diagnosis.model import SEVERITIES, Candidate, Evidence, Finding
 from diagnosis.stats import clamp01
 
 
@@ -31,3 +31,14 @@ def candidate(
         remedies=tuple(remedies),
     )
     return Candidate(finding=finding, lost_share=clamp01(lost))
+
+
+def rank_key(c: Candidate) -> tuple[float, int, float]:
+    """Biggest estimated share of step time lost first; severity, then confidence break ties."""
+    f = c.finding
+    return (c.lost_share, SEVERITIES.index(f.severity), f.confidence)
+
+
+def ranked(found: Iterable[Candidate]) -> tuple[Candidate, ...]:
+    """Candidates worst first."""
+    return tuple(sorted(found, key=rank_key, reverse=True))

@@ -69,6 +69,44 @@ class JobSummary:
     steps_per_s: float | None
     samples_per_s: float | None
     data_wait_share: float | None
+    job_id: str = ""
+    rank: int = 0
+    state: str = "live"
+
+
+@dataclass(frozen=True, slots=True)
+class Straggler:
+    """The rank the others wait for: ``gap`` is how much more of its step it loses (or how much
+    less it waits on its peers) than the median of the other ranks, as a 0..1 share."""
+
+    rank: int
+    pid: int
+    gap: float
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobVerdict:
+    """One job's verdict: every rank of it folded into one finding, current while the job runs,
+    its final word (in the past tense, with ``ended_at``) once it finished or crashed."""
+
+    job_id: str
+    name: str
+    state: str
+    ranks: tuple[JobSummary, ...]
+    primary: Finding
+    also: tuple[Finding, ...] = ()
+    lost_share: float = 0.0
+    since_s: float | None = None
+    ended_at: float | None = None  # wall clock, seconds since the epoch
+    straggler: Straggler | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+
+LIVE_STATES = frozenset({"live", "stalled"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +123,15 @@ class Verdict:
     window_s: float
     since_s: float | None
     jobs: tuple[JobSummary, ...] = ()
+    per_job: tuple[JobVerdict, ...] = ()  # live jobs worst first, then ended ones newest first
+    job_id: str | None = None  # the job the primary is about (None: the box, or no live job)
+    live_jobs: int = 0
+    idle_box: bool = False  # no live attached job and no process on any GPU: nothing runs
+
+    @property
+    def other_jobs(self) -> tuple[JobVerdict, ...]:
+        """The live jobs the primary is not about, worst first (the banner's "+2 other jobs")."""
+        return tuple(j for j in self.per_job if j.live and j.job_id != self.job_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ Where a number can be computed (how many DataLoader workers the cores allow), it
 from __future__ import annotations
 
 from diagnosis.context import Context
+from diagnosis.demand import CpuDemand
 
 
 def worker_budget(ctx: Context) -> int:
@@ -146,10 +147,34 @@ def memory(swapping: bool) -> tuple[str, ...]:
 
 
 def oversubscribed(ctx: Context) -> tuple[str, ...]:
-    """Too many runnable threads: give each process an explicit share of cores."""
-    share = max(1, ctx.logical_cpus // max(1, ctx.local_jobs * (len(ctx.workers) + 1)))
+    """Too many runnable threads: give each trainer an explicit share of the cores, what is
+    left of them once the DataLoader workers have one each (``CpuDemand.threads_per_trainer``)."""
+    d = ctx.demand
+    if d is None:
+        share = max(1, ctx.logical_cpus // max(1, ctx.local_jobs * (len(ctx.workers) + 1)))
+        first = f"torch.set_num_threads({share}) / OMP_NUM_THREADS={share} per process"
+    else:
+        share = d.threads_per_trainer
+        workers = f" less {d.worker_cpus:.1f} for DataLoader workers," if d.worker_cpus else ""
+        trainers = f"{d.jobs} trainers" if d.jobs > 1 else "1 trainer"
+        first = (
+            f"torch.set_num_threads({share}) / OMP_NUM_THREADS={share} per trainer"
+            f" ({d.cpus} CPUs,{workers} shared by {trainers})"
+        )
     return (
-        f"torch.set_num_threads({share}) / OMP_NUM_THREADS={share} per process",
+        first,
         "cv2.setNumThreads(0) and torch.set_num_threads(1) inside DataLoader workers",
-        "fewer DataLoader workers, or fewer jobs sharing this host",
+        _fewer(d),
     )
+
+
+def _fewer(d: CpuDemand | None) -> str:
+    """What to run less of when threads alone cannot fix it: trainers, or workers."""
+    if d is not None and d.jobs > d.cpus:
+        return f"run fewer trainers at once: {d.jobs} on {d.cpus} CPUs queue even at one thread"
+    if d is not None and d.jobs + d.worker_cpus > d.cpus:
+        return (
+            f"fewer DataLoader workers: they want {d.worker_cpus:.1f} of the {d.cpus} CPUs,"
+            " leaving the trainers too little"
+        )
+    return "fewer DataLoader workers, or fewer jobs sharing this host"

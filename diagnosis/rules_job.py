@@ -8,19 +8,20 @@ from diagnosis import remedies
 from diagnosis.context import Context
 from diagnosis.findings import candidate
 from diagnosis.model import Candidate, Evidence
+from diagnosis.network_signals import comm_on_network, cpu_queued_share, job_traffic
 from diagnosis.rules_host import gpu_gap_evidence
 from diagnosis.signals import (
-    COMM_SHARE,
     DATA_WAIT_SHARE,
     GPU_IDLE_PCT,
     GPU_SWING_PCT,
     GPU_UNDERUSED_PCT,
     TRAINER_PEGGED_PCT,
-    comm_share,
     cpu_saturated,
     data_wait,
     gpu_lost_share,
     nic_busy,
+    runnable_pct,
+    trainer_queueing,
 )
 from diagnosis.text import pct, pct100, seconds
 
@@ -57,7 +58,9 @@ def _cpu_device(ctx: Context) -> tuple[Evidence, ...]:
     if ctx.job is None or t is None or t.cpu_pct is None:
         return ()
     budget = min(t.num_threads or 1, ctx.logical_cpus) * 100.0
-    if not _trainer_busy(ctx, t.cpu_pct, budget):
+    # Demand, not use: a rank that shares the cores with its peers runs or waits to run; the
+    # queueing is the CPU being the limit too (time runnable counts as busy, as for workers).
+    if not _trainer_busy(ctx, runnable_pct(t) or t.cpu_pct, budget):
         return ()
     text = f"no GPU: training runs on the CPU (trainer at {pct100(t.cpu_pct)} CPU"
     text += f" of {pct100(budget)} its threads could use)"
@@ -90,7 +93,7 @@ def compute(ctx: Context) -> Candidate | None:
     if not busy or (wait is not None and wait >= DATA_WAIT_SHARE):
         return None
     device = "GPU" if ctx.gpus else "CPU"
-    facts = busy + _throughput(ctx)
+    facts = busy + trainer_queueing(ctx) + _throughput(ctx)
     if wait is not None:
         facts += (Evidence(f"data wait {pct(wait)} of step", "data_wait_share", wait, "training"),)
     return candidate(
@@ -158,19 +161,18 @@ def _job_state(ctx: Context) -> tuple[Evidence, ...]:
 
 
 def network(ctx: Context) -> Candidate | None:
-    """Communication is the limit: a comm phase dominates, or a NIC at link speed while the
-    GPUs wait (multi-rank jobs, or system mode)."""
-    comm, nics = comm_share(ctx), nic_busy(ctx)
-    facts: tuple[Evidence, ...] = ()
-    lost = 0.0
-    if comm is not None and comm[0] >= COMM_SHARE:
-        text = f"communication ({comm[1]}) {pct(comm[0])} of step"
-        facts, lost = (Evidence(text, "comm_share", comm[0], "training"),), comm[0]
+    """Communication is the limit: waiting on peers that CPU queueing does not explain takes a
+    large share of the step (network_signals), or a NIC at link speed while the GPUs wait
+    (multi-rank jobs, or system mode).  The job's own namespace traffic is quoted as evidence."""
+    lost, facts = comm_on_network(ctx)
+    lost = lost if facts else 0.0
+    nics = nic_busy(ctx)
     multi = ctx.job is None or ctx.job.job.world_size > 1
     if nics and multi and gpu_gap_evidence(ctx):
         facts, lost = facts + gpu_gap_evidence(ctx) + nics, max(lost, gpu_lost_share(ctx))
     if not facts:
         return None
+    facts += job_traffic(ctx)
     strength = 0.85 if ctx.mode == "attach" else 0.6
     return candidate(
         ctx,
@@ -185,15 +187,18 @@ def network(ctx: Context) -> Candidate | None:
 
 
 def periodic_stall(ctx: Context) -> Candidate | None:
-    """A few steps far longer than the rest (checkpoints, eval, logging) cost a large share."""
+    """A few steps far longer than the rest (checkpoints, eval, logging) cost a large share.
+    On a crowded host a step also runs long when the trainer waits for a CPU (3-5x the median
+    at eleven runnable processes on two cores); the share of time it spent queued, measured
+    by the scheduler, is taken off the stalls' cost before it is judged."""
     steps = ctx.job.step_times_s if ctx.job else ()
     if len(steps) < STALL_MIN_STEPS:
         return None
     mid = median(steps)
     slow = [t for t in steps if t > STALL_FACTOR * mid]
     lost = sum(t - mid for t in slow) / sum(steps) if sum(steps) > 0 else 0.0
-    if not slow or lost < STALL_SHARE:
-        return None
+    if not slow or lost - cpu_queued_share(ctx) < STALL_SHARE:
+        return None  # long steps the trainer spent queued for a CPU are contention, not its work
     text = (
         f"{len(slow)} of {len(steps)} steps took > {STALL_FACTOR:.0f}× the {seconds(mid)} "
         f"median (max {seconds(max(slow))})"

@@ -6,6 +6,7 @@ same evidence in its finding.  Thresholds live here, once, and docs/diagnosis.md
 
 from __future__ import annotations
 
+from collectors.snapshot import JobSnapshot, PhaseShare
 from diagnosis.context import Context
 from diagnosis.model import Evidence
 from diagnosis.stats import mean_of
@@ -22,6 +23,8 @@ WORKER_BUSY_PCT = 85.0  # a DataLoader worker is one process: ~100 % = one core
 LOADER_IDLE_PCT = 25.0  # loaders below this while reading and late are waiting on storage
 LOADER_CROWDED_PCT = 25.0  # ... at or above it on a saturated host they are short of CPU
 TRAINER_PEGGED_PCT = 90.0  # the trainer's Python thread holds one core
+WAIT_EVIDENCE_PCT = 5.0  # run-queue wait worth quoting beside a CPU figure
+QUEUE_EVIDENCE_SHARE = 0.1  # a trainer queueing this share of its runnable time is worth saying
 GPU_UNDERUSED_PCT = 80.0  # mean utilization below this leaves compute on the table
 GPU_SWING_PCT = 20.0  # utilization standard deviation revealing idle gaps
 GPU_IDLE_PCT = 5.0
@@ -119,14 +122,27 @@ def cpu_saturated(ctx: Context) -> tuple[Evidence, ...]:
     return (Evidence(text, "cpu_busy_pct", busy, "cpu"),)
 
 
+def runnable_pct(p: ProcView) -> float | None:
+    """CPU a process wanted: on a CPU plus waiting for one (100 = one thread all the time).
+    A worker that gets 80 % of a core and queues for the rest is as CPU-bound as one at 100 %."""
+    if p.cpu_pct is None:
+        return None
+    return p.cpu_pct + (p.cpu_wait_pct or 0.0)
+
+
 def workers_saturated(ctx: Context) -> tuple[Evidence, ...]:
-    """Most DataLoader workers use a full core each: decoding/augmentation is the work."""
-    loads = [w.cpu_pct for w in ctx.workers if w.cpu_pct is not None]
-    hot = [c for c in loads if c >= WORKER_BUSY_PCT]
-    if not loads or len(hot) * 4 < len(loads) * 3:
+    """Most DataLoader workers run or wait to run all the time: decoding/augmentation is the
+    work (a worker is one process, ~100 % = one core)."""
+    measured = [w for w in ctx.workers if w.cpu_pct is not None]
+    hot = [w for w in measured if (runnable_pct(w) or 0.0) >= WORKER_BUSY_PCT]
+    if not measured or len(hot) * 4 < len(measured) * 3:
         return ()
-    mean = sum(loads) / len(loads)
-    text = f"{len(hot)}/{len(loads)} workers at {pct100(mean)} CPU"
+    mean = sum(w.cpu_pct or 0.0 for w in measured) / len(measured)
+    text = f"{len(hot)}/{len(measured)} workers at {pct100(mean)} CPU"
+    waits = [w.cpu_wait_pct for w in measured if w.cpu_wait_pct is not None]
+    wait = sum(waits) / len(waits) if waits else 0.0
+    if wait >= WAIT_EVIDENCE_PCT:
+        text += f" and waiting for a CPU {pct100(wait)} of the time"
     return (Evidence(text, "worker_cpu_pct", mean, "dataloader"),)
 
 
@@ -139,14 +155,43 @@ def no_workers(ctx: Context) -> tuple[Evidence, ...]:
 
 
 def trainer_pegged(ctx: Context) -> tuple[Evidence, ...]:
-    """The trainer's main thread holds one core: Python launch overhead or CPU-side work."""
+    """The trainer's main thread holds one core: Python launch overhead or CPU-side work.
+    Where its main thread is measured alone, that thread running or queueing for a CPU all
+    the time is the test (other threads' CPU says nothing about the Python thread)."""
     t = ctx.trainer
+    if t is not None and t.main_cpu_pct is not None:
+        return _main_thread_pegged(t)
     if t is not None and t.cpu_pct is not None:
         if t.cpu_pct < TRAINER_PEGGED_PCT:
             return ()
         text = f"trainer {t.name} (pid {t.pid}) at {pct100(t.cpu_pct)} CPU: one core pegged"
         return (Evidence(text, "trainer_cpu_pct", t.cpu_pct, "processes"),)
     return _one_core_pegged(ctx)
+
+
+def trainer_queueing(ctx: Context) -> tuple[Evidence, ...]:
+    """The trainer's threads wait for a CPU a noticeable share of the time they want one: what
+    its CPU % cannot say (it got little because it wanted little, or because it queued)."""
+    t = ctx.trainer
+    if t is None or t.cpu_pct is None or t.cpu_wait_pct is None:
+        return ()
+    runnable = t.cpu_pct + t.cpu_wait_pct
+    share = t.cpu_wait_pct / runnable if runnable > 0.0 else 0.0
+    if share < QUEUE_EVIDENCE_SHARE:
+        return ()
+    text = f"trainer {t.name} (pid {t.pid}) waits for a CPU {pct(share)} of the time"
+    return (Evidence(text, "trainer_cpu_wait_share", share, "processes"),)
+
+
+def _main_thread_pegged(t: ProcView) -> tuple[Evidence, ...]:
+    run, wait = t.main_cpu_pct or 0.0, t.main_wait_pct or 0.0
+    if run + wait < TRAINER_PEGGED_PCT:
+        return ()
+    text = f"trainer {t.name} (pid {t.pid}) main thread at {pct100(run)} CPU"
+    if wait >= WAIT_EVIDENCE_PCT:
+        text += f" and waiting for a CPU {pct100(wait)} of the time"
+    text += ": one core pegged" if wait < WAIT_EVIDENCE_PCT else ": it wants a whole core"
+    return (Evidence(text, "trainer_cpu_pct", run + wait, "processes"),)
 
 
 def _one_core_pegged(ctx: Context) -> tuple[Evidence, ...]:
@@ -196,10 +241,14 @@ def gpu_lost_share(ctx: Context) -> float:
     return max(0.0, 1.0 - util / 100.0) if util is not None else 0.0
 
 
+def comm_phases(job: JobSnapshot) -> list[PhaseShare]:
+    """The job's phases named like communication (the verdict and the exporter agree)."""
+    return [p for p in job.phases if any(w in p.name.lower() for w in COMM_PHASE_WORDS)]
+
+
 def comm_share(ctx: Context) -> tuple[float, str] | None:
     """Summed share of the step spent in phases named like communication, and their names."""
-    phases = ctx.job.job.phases if ctx.job else ()
-    comm = [p for p in phases if any(w in p.name.lower() for w in COMM_PHASE_WORDS)]
+    comm = comm_phases(ctx.job.job) if ctx.job else []
     if not comm:
         return None
     return sum(p.share for p in comm), "+".join(p.name for p in comm)

@@ -1,9 +1,13 @@
-"""Hysteresis for the verdict banner: a new primary must hold before it replaces the old one.
+"""Hysteresis for the verdicts: a new primary must hold before it replaces the old one.
 
 Per-window verdicts can flip between two close findings on noisy samples (data_cpu on one
 tick, data_io on the next).  A banner that flickers is worse than one a few seconds late, so
-a challenger must win every window for ``switch_after_s`` before it is shown.  Time comes from
-the snapshots' monotonic stamps, so tests and replays are exact.
+a challenger must win every window for ``switch_after_s`` before it is shown.  This holds for
+each job's own verdict and for the choice of which job the banner is about (two jobs losing
+about the same share must not take turns).  A job that ends keeps the last verdict shown while
+it ran, restated in the past tense: that is its final word, better informed (host, GPU and
+process evidence) than its ring numbers alone.  Time comes from the snapshots' monotonic
+stamps, so tests and replays are exact.
 """
 
 from __future__ import annotations
@@ -13,7 +17,51 @@ from dataclasses import replace
 
 from collectors.snapshot import Snapshot
 from diagnosis.engine import diagnose
-from diagnosis.model import Finding, Verdict
+from diagnosis.model import Finding, JobVerdict, Verdict
+from diagnosis.tense import past
+
+MAX_ENDED = 64  # final verdicts remembered (ring segments are collected after 10 min anyway)
+
+
+class _Hold:
+    """One shown key (a bottleneck, or a job id) and the challenger waiting to replace it."""
+
+    def __init__(self, switch_after_s: float) -> None:
+        self.switch_after_s = switch_after_s
+        self.shown: str | None = None
+        self.shown_since = 0.0
+        self.finding: Finding | None = None
+        self._challenger: str | None = None
+        self._challenger_since = 0.0
+
+    def offer(self, key: str, now: float, *, at_once: bool = False) -> str:
+        """The key to show after ``key`` won this window; ``at_once`` adopts it now."""
+        if at_once or self.shown is None or key == self.shown:
+            self._adopt(key, now if key != self.shown else self.shown_since)
+        elif self._challenger != key:
+            self._challenger, self._challenger_since = key, now
+        elif now - self._challenger_since >= self.switch_after_s:
+            self._adopt(key, self._challenger_since)
+        return self.shown or key
+
+    def _adopt(self, key: str, since: float) -> None:
+        self.shown, self.shown_since, self._challenger = key, since, None
+
+
+def _hold_findings(
+    hold: _Hold, primary: Finding, also: tuple[Finding, ...], now: float
+) -> tuple[Finding, tuple[Finding, ...]]:
+    """Keep the shown bottleneck as primary, with this window's evidence when it still holds;
+    the fresh winner is listed first in ``also`` while it waits its turn."""
+    fresh = primary.bottleneck
+    was_unknown = hold.shown in (None, "unknown")
+    shown = hold.offer(fresh, now, at_once=was_unknown)
+    if shown == fresh:
+        hold.finding = primary
+        return primary, also
+    current = next((f for f in also if f.bottleneck == shown), hold.finding or primary)
+    hold.finding = current
+    return current, (primary, *(f for f in also if f.bottleneck != shown))
 
 
 class VerdictStabilizer:
@@ -24,48 +72,92 @@ class VerdictStabilizer:
             raise ValueError("min_window_s and switch_after_s must be >= 0")
         self.min_window_s = min_window_s
         self.switch_after_s = switch_after_s
-        self._shown: Finding | None = None
-        self._shown_since: float = 0.0
-        self._challenger: str | None = None
-        self._challenger_since: float = 0.0
+        self._top = _Hold(switch_after_s)
+        self._focus = _Hold(switch_after_s)
+        self._jobs: dict[str, _Hold] = {}
+        self._shown_jobs: dict[frozenset[int], JobVerdict] = {}
 
     def update(self, window: Sequence[Snapshot], *, job_pid: int | None = None) -> Verdict:
         """Diagnose ``window`` (for ``job_pid``, as :func:`diagnose`) and return the stabilised
-        verdict with ``since_s`` filled in."""
+        verdict with ``since_s`` filled in, for the primary and for every job."""
         fresh = diagnose(window, job_pid=job_pid, min_window_s=self.min_window_s)
         now = max((s.monotonic for s in window), default=0.0)
-        if self._adopts(fresh, now):
-            self._show(fresh.primary, self._since_for(fresh, now))
-            return replace(fresh, since_s=now - self._shown_since)
-        return self._keep(fresh, now)
+        per_job = tuple(self._job(v, now, window) for v in fresh.per_job)
+        live = {v.job_id for v in per_job if v.live}
+        self._jobs = {k: hold for k, hold in self._jobs.items() if k in live}
+        if fresh.job_id is None:
+            return self._box(fresh, per_job, now)
+        return self._about_job(fresh, per_job, now, job_pid)
 
-    def _adopts(self, fresh: Verdict, now: float) -> bool:
-        """Take the fresh primary when nothing real is shown, when it is the same bottleneck,
-        when data ran out (unknown resets at once), or when a challenger held long enough."""
-        new = fresh.primary.bottleneck
-        shown = self._shown.bottleneck if self._shown else "unknown"
-        if new == shown or "unknown" in (new, shown):
-            self._challenger = None
-            return True
-        if self._challenger != new:
-            self._challenger, self._challenger_since = new, now
-        return now - self._challenger_since >= self.switch_after_s
+    def _job(self, verdict: JobVerdict, now: float, window: Sequence[Snapshot]) -> JobVerdict:
+        """A live job's verdict held per job; an ended one's last shown verdict, past tense."""
+        key = _ranks_key(verdict)
+        if not verdict.live:
+            return self._final(verdict, key, window)
+        hold = self._jobs.setdefault(verdict.job_id, _Hold(self.switch_after_s))
+        primary, also = _hold_findings(hold, verdict.primary, verdict.also, now)
+        shown = replace(verdict, primary=primary, also=also, since_s=now - hold.shown_since)
+        self._remember(key, shown)
+        return shown
 
-    def _since_for(self, fresh: Verdict, now: float) -> float:
-        if self._shown is not None and self._shown.bottleneck == fresh.primary.bottleneck:
-            return self._shown_since
-        return self._challenger_since if self._challenger == fresh.primary.bottleneck else now
+    def _remember(self, key: frozenset[int], shown: JobVerdict) -> None:
+        self._shown_jobs.pop(key, None)
+        self._shown_jobs[key] = shown
+        while len(self._shown_jobs) > MAX_ENDED:
+            self._shown_jobs.pop(next(iter(self._shown_jobs)))
 
-    def _show(self, finding: Finding, since: float) -> None:
-        self._shown, self._shown_since = finding, since
-        self._challenger = None
+    def _final(
+        self, verdict: JobVerdict, key: frozenset[int], window: Sequence[Snapshot]
+    ) -> JobVerdict:
+        """The verdict shown while the job ran, in the past tense (host evidence included);
+        the engine's ring-only verdict when it was never shown running."""
+        last = self._shown_jobs.get(key)
+        if last is None or last.primary.bottleneck == "unknown":
+            return verdict
+        now = max((s.timestamp for s in window), default=0.0)
+        ended = past(last.primary, verdict.state, verdict.ended_at, now)
+        return replace(verdict, primary=ended, also=(), straggler=last.straggler)
 
-    def _keep(self, fresh: Verdict, now: float) -> Verdict:
-        """Keep the shown bottleneck as primary, with this window's evidence when it still
-        holds; the fresh winner is listed in ``also`` while it waits its turn."""
-        assert self._shown is not None
-        shown_id = self._shown.bottleneck
-        current = next((f for f in fresh.also if f.bottleneck == shown_id), self._shown)
-        self._shown = current
-        others = (fresh.primary, *(f for f in fresh.also if f.bottleneck != shown_id))
-        return replace(fresh, primary=current, also=others, since_s=now - self._shown_since)
+    def _about_job(
+        self, fresh: Verdict, per_job: tuple[JobVerdict, ...], now: float, job_pid: int | None
+    ) -> Verdict:
+        """The primary follows one job: the one asked for, else the worst live one, whose
+        choice is held like a bottleneck (two jobs losing about as much do not take turns)."""
+        focus = self._focus_job(fresh, per_job, now, job_pid)
+        jobs = fresh.jobs if focus.job_id == fresh.job_id else focus.ranks
+        return replace(
+            fresh,
+            primary=focus.primary,
+            also=focus.also,
+            since_s=focus.since_s if focus.live else None,
+            jobs=jobs,
+            per_job=(focus, *(v for v in per_job if v is not focus)),
+            job_id=focus.job_id,
+        )
+
+    def _focus_job(
+        self, fresh: Verdict, per_job: tuple[JobVerdict, ...], now: float, job_pid: int | None
+    ) -> JobVerdict:
+        if job_pid is not None:
+            return next(v for v in per_job if any(r.pid == job_pid for r in v.ranks))
+        live = {v.job_id: v for v in per_job if v.live}
+        shown = self._focus.offer(fresh.job_id or "", now, at_once=self._focus.shown not in live)
+        return live[shown]
+
+    def _box(self, fresh: Verdict, per_job: tuple[JobVerdict, ...], now: float) -> Verdict:
+        """No live attached job: the machine's verdict, held; data running out resets it."""
+        self._focus.shown = None
+        if fresh.primary.bottleneck == "unknown":
+            self._jobs.clear()  # data ran out (window emptied, clock reset): start over
+            self._top.offer("unknown", now, at_once=True)
+            self._top.finding = fresh.primary
+            return replace(fresh, per_job=per_job, since_s=0.0)
+        primary, also = _hold_findings(self._top, fresh.primary, fresh.also, now)
+        since = now - self._top.shown_since
+        return replace(fresh, primary=primary, also=also, since_s=since, per_job=per_job)
+
+
+def _ranks_key(verdict: JobVerdict) -> frozenset[int]:
+    """A run's identity across its life: its ranks' pids (a job id can be reused by the next
+    run on the same rendezvous address)."""
+    return frozenset(r.pid for r in verdict.ranks)

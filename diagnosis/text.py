@@ -38,3 +38,14 @@ def seconds(value: float) -> str:
 def gib(size_bytes: float) -> str:
     """Device memory in binary GiB with one decimal, as GPU cards are sold: ``79.5 GiB``."""
     return f"{size_bytes / _GIB:.1f} GiB"
+
+
+def rank_list(ranks: list[int]) -> str:
+    """Ranks as compact ranges, the way people say them: ``[0, 1, 2, 5] -> "0-2, 5"``."""
+    parts: list[str] = []
+    for r in sorted(set(ranks)):
+        if parts and parts[-1].split("-")[-1] == str(r - 1):
+            parts[-1] = f"{parts[-1].split('-')[0]}-{r}"
+        else:
+            parts.append(str(r))
+    return ", ".join(parts)

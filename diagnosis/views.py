@@ -52,6 +52,11 @@ class ProcView:
     cpu_pct: float | None
     num_threads: int | None
     read_bytes_per_s: float | None
+    # Run-queue wait (collectors.schedstat), window means; 100 = one thread waiting all the time.
+    cpu_wait_pct: float | None = None
+    threads_busy: float | None = None
+    main_cpu_pct: float | None = None
+    main_wait_pct: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +78,8 @@ class NicView:
     rx_bytes_per_s: float | None
     tx_bytes_per_s: float | None
     link_util_pct: float | None
+    job: str | None = None  # set for an interface of a job's own network namespace
+    job_ids: tuple[str, ...] = ()
 
 
 def _latest(values: Sequence[float | None]) -> float | None:
@@ -141,6 +148,10 @@ def proc_view(samples: Sequence[ProcessSnapshot]) -> ProcView:
         cpu_pct=mean_of(p.cpu_pct for p in samples),
         num_threads=last.num_threads,
         read_bytes_per_s=mean_of(p.read_bytes_per_s for p in samples),
+        cpu_wait_pct=mean_of(p.cpu_wait_pct for p in samples),
+        threads_busy=mean_of(p.threads_busy for p in samples),
+        main_cpu_pct=mean_of(p.main_thread_cpu_pct for p in samples),
+        main_wait_pct=mean_of(p.main_thread_wait_pct for p in samples),
     )
 
 
@@ -162,6 +173,8 @@ def nic_view(samples: Sequence[NicSnapshot]) -> NicView:
         rx_bytes_per_s=mean_of(n.rx_bytes_per_s for n in samples),
         tx_bytes_per_s=mean_of(n.tx_bytes_per_s for n in samples),
         link_util_pct=mean_of(n.link_util_pct for n in samples),
+        job=samples[-1].job,
+        job_ids=samples[-1].job_ids,
     )
 
 
@@ -174,9 +187,14 @@ def group_by(window: Sequence[Snapshot], rows, key) -> dict:
     return groups
 
 
-def job_samples(window: Sequence[Snapshot], pid: int) -> list[JobSnapshot]:
-    """Every summary of one job across the window, oldest first."""
-    return [j for snap in window for j in snap.jobs if j.pid == pid]
+def job_samples(window: Sequence[Snapshot]) -> dict[int, list[JobSnapshot]]:
+    """Every summary of each job across the window by pid, oldest first: one pass for all
+    ranks (a pass per rank was a third of a 64-rank diagnosis)."""
+    samples: dict[int, list[JobSnapshot]] = {}
+    for snap in window:
+        for job in snap.jobs:
+            samples.setdefault(job.pid, []).append(job)
+    return samples
 
 
 def window_step_times(samples: Sequence[JobSnapshot]) -> tuple[float, ...]:

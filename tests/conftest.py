@@ -55,3 +55,21 @@ def fake_nvml(fake_nvml_lib: Path) -> Iterator:
 def fake_nvml_old(fake_nvml_old_lib: Path) -> Iterator:
     """Like ``fake_nvml`` but mimicking an old driver that lacks the newer symbols."""
     yield from _installed(fake_nvml_old_lib)
+
+
+# ---- scenarios (tests/test_scenarios*.py): real workloads under `traintop run` -------------
+
+
+@pytest.fixture
+def ring_dir(tmp_path: Path) -> Iterator[Path]:
+    """A private ring directory, so only this scenario's jobs are visible to diagnose; after
+    the scenario no workload writing there may survive (it would skew the next one).  Other
+    scenarios running beside this one on a shared machine write elsewhere and do not count.
+    Modules that want a bare private directory (no survivor check) define their own."""
+    from tests.isolation import private_dir
+    from tests.scenarios.harness import workload_processes
+
+    rings = private_dir(tmp_path / "rings")
+    yield rings
+    survivors = workload_processes(rings)
+    assert not survivors, f"workload processes left running: {survivors}"

@@ -61,6 +61,10 @@ class Scene:
     worker_cpu: float = 30.0
     worker_read: float = 5e6
     worker_threads: int = 4
+    # Run-queue waits (collectors.schedstat), None = not measured (no schedstat):
+    trainer_wait: float | None = None  # each trainer process, summed over its threads
+    trainer_main: tuple[float, float] | None = None  # (run %, wait %) of its main thread
+    worker_wait: float | None = None
     data_wait: float | None = 0.03
     data_wait_alt: float | None = None
     gpu_busy: float | None = 0.95
@@ -162,6 +166,9 @@ class Scene:
             40 * GIB,
             self.trainer_threads,
             pid,
+            cpu_wait_pct=self.trainer_wait,
+            main_thread_cpu_pct=self.trainer_main[0] if self.trainer_main else None,
+            main_thread_wait_pct=self.trainer_main[1] if self.trainer_main else None,
         )
 
     def _extra_pids(self) -> range:
@@ -183,6 +190,7 @@ class Scene:
                 None,
                 self.worker_threads,
                 TRAINER_PID,
+                cpu_wait_pct=self.worker_wait,
             )
             for pid in self._worker_pids()
         )

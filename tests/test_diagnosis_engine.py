@@ -102,11 +102,18 @@ def test_verdict_to_dict_is_json_with_contract_keys() -> None:
         {
             "pid": 4242,
             "name": "train.py",
+            "rank": 0,
+            "job_id": "",
+            "state": "live",
             "steps_per_s": 4.0,
             "samples_per_s": 1024.0,
             "data_wait_share": 0.62,
         }
     ]
+    assert data["live_jobs"] == 1 and data["job_id"] == "pid:4242"
+    (job,) = data["per_job"]
+    assert job["bottleneck"] == "data_cpu" and job["live"] and job["straggler"] is None
+    assert [r["pid"] for r in job["ranks"]] == [4242] and job["ended_at"] is None
 
 
 def test_num_workers_suggestion_uses_free_cores() -> None:

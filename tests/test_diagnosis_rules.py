@@ -265,3 +265,15 @@ def test_idle_live_job_quotes_its_step_rate() -> None:
         "GPU 0 utilization 0 %",
         "job train.py runs 4.0 steps/s, none timed on the GPU",
     ]
+
+
+def test_long_steps_of_a_trainer_queued_for_a_cpu_are_not_periodic_stalls() -> None:
+    """Scheduler hiccups on a crowded host (8 of 90 steps 4x the median, 25 % of the time):
+    a periodic stall while the trainer never waits for a CPU, contention when its main thread
+    spent 60 % of the window queued for one."""
+    hiccups = ((0.1,) * 10 + (0.4,)) * 8 + (0.1,) * 2
+    scene = HEALTHY.but(step_times=hiccups, gpu_count=0, gpu_busy=None, trainer_cpu=95)
+    alone = diagnose(scene.window())
+    crowded = diagnose(scene.but(trainer_main=(40.0, 60.0)).window())
+    assert "periodic_stall" in [f.bottleneck for f in (alone.primary, *alone.also)]
+    assert "periodic_stall" not in [f.bottleneck for f in (crowded.primary, *crowded.also)]

@@ -18,47 +18,29 @@ from pathlib import Path
 
 import pytest
 
-from tests.isolation import private_dir
 from tests.scenarios.blockdev import ThrottledDisk, throttled_disk, write_dataset
 from tests.scenarios.harness import (
     DiagnoseRun,
     ScenarioUnavailable,
     Workload,
     describe,
+    record,
     run_diagnose,
     running,
     scenario_env,
     start_workload,
-    time_to_verdict,
     traintop_run,
     wait_for_segments,
-    workload_processes,
 )
 from tests.scenarios.netns import SlowLink, slow_link
-from tests.scenarios.report import append_result
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 VERDICT_DEADLINE_S = 15.0
-RESULTS_ENV = "TRAINTOP_SCENARIO_RESULTS"
 DATA_FILES = 100
 DATA_FILE_BYTES = 4 * 1024 * 1024
 READ_BPS = 16 * 1024 * 1024
 DDP_PORT = 29517
-
-
-@pytest.fixture(autouse=True)
-def no_leftovers() -> Iterator[None]:
-    """After each scenario, no workload process may survive (it would skew the next one)."""
-    yield
-    survivors = workload_processes()
-    assert not survivors, f"workload processes left running: {survivors}"
-
-
-@pytest.fixture
-def ring_dir(tmp_path: Path) -> Path:
-    """A private ring directory, so only this scenario's jobs are visible to diagnose."""
-    return private_dir(tmp_path / "rings")
 
 
 @pytest.fixture
@@ -82,17 +64,9 @@ def link() -> Iterator[SlowLink]:
         pytest.skip(f"network needs network namespaces: {exc}")
 
 
-def _record(scenario: str, workload: Workload, run: DiagnoseRun) -> float | None:
-    """Print the measured figures and append them to $TRAINTOP_SCENARIO_RESULTS if set."""
-    ttv = time_to_verdict(workload.started, run)
-    print(f"\nscenario {scenario}: verdict {run.bottleneck}, time-to-verdict {ttv} s")
-    append_result(RESULTS_ENV, scenario, ttv, run.verdict)
-    return ttv
-
-
 def _check(scenario: str, workload: Workload, run: DiagnoseRun) -> None:
     """The scenario contract: expected primary, measured evidence, in time."""
-    ttv = _record(scenario, workload, run)
+    ttv = record(scenario, workload, run)
     context = f"{describe(run)}\n--- workload log ---\n{workload.log_tail()}"
     assert run.verdict is not None, context
     assert run.bottleneck == scenario, context

@@ -73,7 +73,10 @@ CASES: dict[str, GpuCase] = {
             "host_overhead",
             "host_overhead",
             "job_host_overhead.txt",
-            (r"GPU busy only 4\d % of step", r"at (9\d|1\d\d) % CPU: one core pegged"),
+            (
+                r"GPU busy only 4\d % of step",
+                r"at (9\d|1\d\d) % CPU: one core pegged|for a CPU \d+ % of the time: it wants",
+            ),
             "GPU busy 42 %, trainer burns its core the whole step",
         ),
         GpuCase(

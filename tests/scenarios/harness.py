@@ -25,7 +25,11 @@ from traintop.ring_paths import ENV_DIR, SEGMENT_NAME_RE
 
 WORKLOADS = Path(__file__).parent / "workloads"
 DIAGNOSE_FOR_S = 12.0
+EXIT_NO_LIVE_JOB = 3  # `traintop diagnose`: nothing runs (tui/diagnose_cmd.py)
+NO_LIVE_JOB = "no_live_job"
 SEGMENT_TIMEOUT_S = 30.0
+RESULTS_ENV = "TRAINTOP_SCENARIO_RESULTS"
+VERDICT_DEADLINE_S = 15.0  # issue 9: named right within 15 s of the job's start
 
 
 class ScenarioUnavailable(Exception):
@@ -70,6 +74,24 @@ class DiagnoseRun:
     def bottleneck(self) -> str | None:
         return self.verdict.get("bottleneck") if self.verdict else None
 
+    @property
+    def label(self) -> str:
+        """What the run answered, as the confusion matrix counts it: the bottleneck id,
+        ``no_live_job`` (exit 3), or ``error`` (no JSON)."""
+        if self.returncode == EXIT_NO_LIVE_JOB:
+            return NO_LIVE_JOB
+        return self.bottleneck or "error"
+
+    @property
+    def flips(self) -> int:
+        """How often the shown verdict changed from one bottleneck to another after it first
+        committed (``unknown`` while collecting does not count; a return to it does)."""
+        timeline = (self.verdict or {}).get("timeline") or []
+        shown = [b for _, b in timeline]
+        while shown and shown[0] == "unknown":
+            shown.pop(0)
+        return max(0, len(shown) - 1)
+
 
 def scenario_env(ring_dir: Path, **extra: str) -> dict[str, str]:
     """The environment for both the workload and diagnose: a private ring directory."""
@@ -83,10 +105,13 @@ def traintop_cmd() -> list[str]:
     return [sys.executable, "-c", "import sys; from tui.cli import main; sys.exit(main())"]
 
 
-def traintop_run(script: str, *args: str, prefix: Sequence[str] = ()) -> list[str]:
-    """`[prefix...] traintop run -- python workloads/<script> args...`: zero-code probe."""
+def traintop_run(
+    script: str, *args: str, prefix: Sequence[str] = (), name: str | None = None
+) -> list[str]:
+    """`[prefix...] traintop run [--name NAME] -- python workloads/<script> args...`."""
     target = [sys.executable, str(WORKLOADS / script), *args]
-    return [*prefix, *traintop_cmd(), "run", "--", *target]
+    named = ["--name", name] if name else []
+    return [*prefix, *traintop_cmd(), "run", *named, "--", *target]
 
 
 def start_workload(argv: Sequence[str], env: dict[str, str], log_path: Path) -> Workload:
@@ -129,14 +154,24 @@ def kill_tree(proc: subprocess.Popen) -> None:
     psutil.wait_procs(descendants, timeout=5)
 
 
-def workload_processes() -> list[str]:
-    """``"pid cmdline"`` of every live process running one of the scenario workloads."""
+def workload_processes(ring_dir: Path | None = None) -> list[str]:
+    """``"pid cmdline"`` of every live process running one of the scenario workloads; with
+    ``ring_dir``, only those writing there (other scenarios may run beside this one)."""
     found = []
     for proc in psutil.process_iter(["pid", "cmdline", "status"]):
         cmdline = " ".join(proc.info["cmdline"] or ())
-        if str(WORKLOADS) in cmdline and proc.info["status"] != psutil.STATUS_ZOMBIE:
+        if str(WORKLOADS) not in cmdline or proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        if ring_dir is None or _ring_dir_of(proc) == str(ring_dir):
             found.append(f"{proc.info['pid']} {cmdline}")
     return found
+
+
+def _ring_dir_of(proc: psutil.Process) -> str | None:
+    try:
+        return proc.environ().get(ENV_DIR)
+    except psutil.Error:
+        return None
 
 
 def segment_pids(ring_dir: Path) -> dict[int, int]:
@@ -210,3 +245,51 @@ def describe(run: DiagnoseRun) -> str:
     if run.verdict is None:
         return f"diagnose exited {run.returncode} without JSON: {run.stderr}"
     return json.dumps(run.verdict, indent=1)[:4000]
+
+
+def free_port(low: int = 29700, high: int = 29800) -> int:
+    """A TCP port in ``[low, high)`` nothing listens on now, for a job's rendezvous."""
+    import socket
+
+    for port in range(low, high):
+        with socket.socket() as sock, suppress(OSError):
+            sock.bind(("127.0.0.1", port))
+            return port
+    raise ScenarioUnavailable(f"no free TCP port in {low}-{high - 1}")
+
+
+def rank_env(ring_dir: Path, rank: int, world: int, port: int) -> dict[str, str]:
+    """A torchrun-like environment for one rank of a job on this host (loopback gloo)."""
+    return scenario_env(
+        ring_dir,
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        GLOO_SOCKET_IFNAME="lo",
+    )
+
+
+def record(
+    scenario: str,
+    workload: Workload,
+    run: DiagnoseRun,
+    wanted: str | None = None,
+    deadline_s: float = VERDICT_DEADLINE_S,
+) -> float | None:
+    """Print the measured figures and append them to ``$TRAINTOP_SCENARIO_RESULTS`` if set
+    (with what was wanted, what was answered, how often it flipped and the time allowed, for
+    the matrix)."""
+    from tests.scenarios.report import append_result
+
+    ttv = time_to_verdict(workload.started, run)
+    print(f"\nscenario {scenario}: verdict {run.label}, time-to-verdict {ttv} s")
+    extra = {
+        "wanted": wanted or scenario,
+        "got": run.label,
+        "flips": run.flips,
+        "deadline_s": deadline_s,
+    }
+    append_result(RESULTS_ENV, scenario, ttv, run.verdict, **extra)
+    return ttv

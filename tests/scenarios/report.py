@@ -29,11 +29,15 @@ RULE = "| --- | --- | --- | --- | --- | --- | --- |"
 HEADER = "| scenario | workload " + COLUMNS + RULE
 
 
-def append_result(results_env: str, scenario: str, ttv: float | None, verdict: dict | None) -> None:
-    """Append one JSON line to the file named by ``$results_env``; unset means not recording."""
+def append_result(
+    results_env: str, scenario: str, ttv: float | None, verdict: dict | None, **more: object
+) -> None:
+    """Append one JSON line to the file named by ``$results_env``; unset means not recording.
+    ``more`` adds keys the matrix reads: ``wanted`` (when it is not the scenario's name),
+    ``got`` (the answer's label) and ``flips``."""
     target = os.environ.get(results_env)
     if target:
-        row = {"scenario": scenario, "time_to_verdict_s": ttv, "verdict": verdict}
+        row = {"scenario": scenario, "time_to_verdict_s": ttv, "verdict": verdict, **more}
         with open(target, "a") as out:
             out.write(json.dumps(row) + "\n")
 

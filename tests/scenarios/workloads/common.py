@@ -23,6 +23,17 @@ def parser(description: str) -> argparse.ArgumentParser:
     return args
 
 
+def mlp(features: int, hidden: int) -> torch.nn.Module:
+    """Two hidden ReLU layers and a 10-class head: all dense matmuls, sized by the caller."""
+    return torch.nn.Sequential(
+        torch.nn.Linear(features, hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(hidden, 10),
+    )
+
+
 def train(
     loader: Iterable,
     model: torch.nn.Module,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import torch
-from common import parser, report, train
+from common import mlp, parser, report, train
 from torch.utils.data import DataLoader, TensorDataset
 
 FEATURES = 1024
@@ -18,13 +18,7 @@ HIDDEN = 4096
 
 def wide_mlp() -> torch.nn.Module:
     """Three wide layers: about 21 M parameters, all dense matmuls."""
-    return torch.nn.Sequential(
-        torch.nn.Linear(FEATURES, HIDDEN),
-        torch.nn.ReLU(),
-        torch.nn.Linear(HIDDEN, HIDDEN),
-        torch.nn.ReLU(),
-        torch.nn.Linear(HIDDEN, 10),
-    )
+    return mlp(FEATURES, HIDDEN)
 
 
 def main() -> None:

@@ -5,7 +5,9 @@ Under `traintop run` alone the all-reduce hides inside ``backward`` (DDP runs it
 hooks), so ``--timed-allreduce`` uses the explicit probe API: a DDP communication hook runs each
 bucket's all-reduce inside ``probe.phase("allreduce")``.
 The model has about 260 k parameters (1 MB of gradients per step) while its compute is about a
-millisecond, so at tens of megabits per second the all-reduce is nearly the whole step.
+millisecond, so at tens of megabits per second the all-reduce is nearly the whole step;
+``--batch 512`` makes the compute a healthy job's share (the all-reduce then hides under it
+on a fast link).
 """
 
 import time
@@ -79,11 +81,13 @@ def train_timed(loader: DataLoader, model: DistributedDataParallel, seconds: flo
 def main() -> None:
     args = parser(__doc__)
     args.add_argument("--timed-allreduce", action="store_true", help="explicit probe phases")
+    args.add_argument("--batch", type=int, default=32, help="samples per rank and step")
     opts = args.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
-    data = TensorDataset(torch.randn(1024, FEATURES), torch.randint(0, 10, (1024,)))
-    loader = DataLoader(data, batch_size=32, shuffle=True, num_workers=0)
+    samples = max(1024, 4 * opts.batch)
+    data = TensorDataset(torch.randn(samples, FEATURES), torch.randint(0, 10, (samples,)))
+    loader = DataLoader(data, batch_size=opts.batch, shuffle=True, num_workers=0)
     model = DistributedDataParallel(mlp())
     started = time.monotonic()
     try:

@@ -1,0 +1,126 @@
+"""Which rank segments make one job, and whether that job is still running.
+
+The collector reports one ``JobSnapshot`` per rank segment; ranks of one job share its
+``job_id`` (collectors/job_key.py).  A job is live while any of its ranks steps or is stalled
+(a hung collective leaves the others stalled, not ended); it ended when every rank finished,
+crashed or was restarted.  An ended run and a live one can share a ``job_id`` (the same
+rendezvous address reused by the next experiment), so an ended rank joins a live run only when
+their lifetimes overlap, and ended segments that repeat a rank belong to different earlier
+runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from collectors.snapshot import JobSnapshot, Snapshot
+from diagnosis.model import LIVE_STATES
+
+# Ended states, worst first: a job with one crashed rank crashed.
+ENDED_ORDER = ("crashed", "restarted", "finished")
+
+
+@dataclass(frozen=True, slots=True)
+class JobGroup:
+    """The newest summary of every rank of one job, lowest rank first."""
+
+    job_id: str
+    ranks: tuple[JobSnapshot, ...]
+    ended_at: float | None  # wall clock of the last step of an ended job, else None
+
+    @property
+    def live(self) -> bool:
+        return any(r.state in LIVE_STATES for r in self.ranks)
+
+    @property
+    def name(self) -> str:
+        return self.ranks[0].name
+
+    @property
+    def state(self) -> str:
+        """live, stalled (every running rank stalled), else the worst ended state."""
+        states = {r.state for r in self.ranks}
+        if "live" in states:
+            return "live"
+        if "stalled" in states:
+            return "stalled"
+        return next((s for s in ENDED_ORDER if s in states), "finished")
+
+    @property
+    def pids(self) -> frozenset[int]:
+        return frozenset(r.pid for r in self.ranks)
+
+
+def _key(job: JobSnapshot) -> str:
+    return job.job_id or f"pid:{job.pid}"
+
+
+def _ended_at(latest: Snapshot, ranks: Iterable[JobSnapshot]) -> float | None:
+    """When the job's last step ended (wall clock): the snapshot's time minus the age of each
+    rank's last step; a rank that never stepped ended no later than it started."""
+    ends = [
+        latest.timestamp - r.last_step_age_s if r.last_step_age_s is not None else r.started_at
+        for r in ranks
+    ]
+    known = [t for t in ends if t is not None]
+    return max(known) if known else None
+
+
+def _split_runs(ranks: Sequence[JobSnapshot]) -> list[list[JobSnapshot]]:
+    """Ended segments of one key, oldest first; a repeated rank starts another run."""
+    runs: list[list[JobSnapshot]] = []
+    for rank in sorted(ranks, key=lambda r: (r.started_at or 0.0, r.rank)):
+        if not runs or any(r.rank == rank.rank for r in runs[-1]):
+            runs.append([])
+        runs[-1].append(rank)
+    return runs
+
+
+def group_jobs(latest: Snapshot) -> tuple[JobGroup, ...]:
+    """Every job in ``latest``: live ones first (in the order first seen), then ended ones,
+    newest end first."""
+    live: dict[str, list[JobSnapshot]] = {}
+    ended: dict[str, list[JobSnapshot]] = {}
+    for job in latest.jobs:
+        (live if job.state in LIVE_STATES else ended).setdefault(_key(job), []).append(job)
+    for key, ranks in live.items():
+        ranks += _same_run(latest, ranks, ended.get(key, []))
+        ended[key] = [r for r in ended.get(key, []) if r not in ranks]
+    groups = [JobGroup(k, _by_rank(v), None) for k, v in live.items()]
+    past = [
+        JobGroup(key, _by_rank(run), _ended_at(latest, run))
+        for key, runs in ended.items()
+        for run in _split_runs(runs)
+    ]
+    past.sort(key=lambda g: g.ended_at or 0.0, reverse=True)
+    return (*groups, *past)
+
+
+def _same_run(
+    latest: Snapshot, live: list[JobSnapshot], ended: list[JobSnapshot]
+) -> list[JobSnapshot]:
+    """Ended ranks of the live run itself (a rank that crashed while the others hang): a
+    rank the live ranks lack, still stepping after the live run began.  Two runs cannot hold
+    one rendezvous at once, so a lifetime that overlaps the live run's is the same run."""
+    starts = [r.started_at for r in live if r.started_at is not None]
+    if not starts:
+        return []
+    begun, present = min(starts), {r.rank for r in live}
+    return [r for r in ended if r.rank not in present and (_ended_at(latest, [r]) or 0.0) >= begun]
+
+
+def _by_rank(ranks: Iterable[JobSnapshot]) -> tuple[JobSnapshot, ...]:
+    return tuple(sorted(ranks, key=lambda r: (r.rank, r.pid)))
+
+
+def only_jobs(window: Sequence[Snapshot], pids: frozenset[int]) -> list[Snapshot]:
+    """The window with every job but those of ``pids`` left out of its newest snapshot: ended
+    runs must not feed the box-wide numbers the live jobs are judged on (threads, CPU demand,
+    the jobs sharing the CPUs), which are read from the newest snapshot; per-rank numbers are
+    read by pid.  One snapshot rebuilt per tick instead of the whole window."""
+    latest = window[-1]
+    kept = tuple(j for j in latest.jobs if j.pid in pids)
+    if len(kept) == len(latest.jobs):
+        return list(window)
+    return [*window[:-1], replace(latest, jobs=kept)]

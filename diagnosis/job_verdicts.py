@@ -1,0 +1,116 @@
+"""One verdict per job: every rank diagnosed by the rules, folded into the job's finding.
+
+A live job is judged on the whole box as it is now (its GPUs, its processes, the host), with
+the other live jobs' processes visible (they compete for the same CPUs) and ended runs left out.
+An ended job is judged on its own ring numbers only: its processes are gone and the GPUs it
+used now belong to someone else, so host-side evidence would describe the present, not it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from collectors.snapshot import JobSnapshot, Snapshot
+from diagnosis.context import Box, Context, box_of, context_for
+from diagnosis.explain import explain
+from diagnosis.findings import ranked
+from diagnosis.fold import RankResult, fold
+from diagnosis.job_groups import JobGroup, only_jobs
+from diagnosis.model import Candidate, Evidence, Finding, JobSummary, JobVerdict, Straggler
+from diagnosis.tense import past
+
+Rules = Callable[[Context], tuple[Candidate, ...]]
+
+
+def summary_of(job: JobSnapshot) -> JobSummary:
+    return JobSummary(
+        job.pid,
+        job.name,
+        job.steps_per_s,
+        job.samples_per_s,
+        job.data_wait_share,
+        job.job_id,
+        job.rank,
+        job.state,
+    )
+
+
+def judge(box: Box, group: JobGroup, rules: Rules) -> JobVerdict:
+    """The verdict on one job from ``box``: its ranks' findings folded, ``unknown`` explained."""
+    results = [RankResult(r, ctx := context_for(box, r), rules(ctx)) for r in group.ranks]
+    found, straggler = fold(results)
+    findings = tuple(c.finding for c in found) or (_explained(results, straggler),)
+    return JobVerdict(
+        job_id=group.job_id,
+        name=group.name,
+        state=group.state,
+        ranks=tuple(summary_of(r) for r in group.ranks),
+        primary=findings[0],
+        also=findings[1:],
+        lost_share=found[0].lost_share if found else 0.0,
+        ended_at=group.ended_at,
+        straggler=straggler,
+    )
+
+
+def _explained(results: Sequence[RankResult], straggler: Straggler | None) -> Finding:
+    """No rule holds: the explanation for the straggler, else for the lowest rank."""
+    pick = next((r for r in results if straggler and r.job.pid == straggler.pid), results[0])
+    finding = explain(pick.ctx)
+    if straggler is None:
+        return finding
+    fact = Evidence(straggler.text, "straggler_gap", straggler.gap, "training")
+    return replace(finding, evidence=(fact, *finding.evidence))
+
+
+def judge_live(window: Sequence[Snapshot], groups: Sequence[JobGroup], rules: Rules):
+    """Verdicts on the live jobs, worst first, and the box they were judged on."""
+    pids = frozenset(pid for g in groups for pid in g.pids)
+    box = box_of(only_jobs(window, pids))
+    verdicts = [judge(box, g, rules) for g in groups]
+    return tuple(sorted(verdicts, key=_worst, reverse=True)), box
+
+
+def _worst(v: JobVerdict) -> tuple[float, int]:
+    """Most step time lost first; a job with a warning before a healthy one at equal loss."""
+    return (v.lost_share, 0 if v.primary.severity == "ok" else 1)
+
+
+def judge_ended(
+    window: Sequence[Snapshot], groups: Sequence[JobGroup], rules: Rules
+) -> tuple[JobVerdict, ...]:
+    """The final word on each ended job, from its last ring numbers alone (the collector
+    measures an ended job up to its last step, so the newest summary is its final one), in the
+    past tense.  One two-sample ring-only box spanning the window serves them all: a sweep
+    leaves dozens of ended runs behind, and they are judged again on every tick."""
+    if not groups:
+        return ()
+    pids = frozenset(pid for g in groups for pid in g.pids)
+    last = _ring_only(window[-1], pids)
+    box = box_of([replace(last, monotonic=window[0].monotonic), last])
+    now = window[-1].timestamp
+    return tuple(_in_past(judge(box, g, rules), g, now) for g in groups)
+
+
+def _in_past(verdict: JobVerdict, group: JobGroup, now: float) -> JobVerdict:
+    when = (group.state, group.ended_at, now)
+    return replace(
+        verdict,
+        primary=past(verdict.primary, *when, ring_only=True),
+        also=tuple(past(f, *when, ring_only=True) for f in verdict.also),
+    )
+
+
+def _ring_only(snap: Snapshot, pids: frozenset[int]) -> Snapshot:
+    jobs = tuple(j for j in snap.jobs if j.pid in pids)
+    return replace(snap, jobs=jobs, processes=(), gpus=(), disks=(), nics=(), cpu=None, memory=None)
+
+
+def ranked_rules(rule_table) -> Rules:
+    """The engine's rules table as one function: every finding that holds, worst first."""
+
+    def run(ctx: Context) -> tuple[Candidate, ...]:
+        return ranked(c for _, rule in rule_table if (c := rule(ctx)))
+
+    return run

@@ -1,0 +1,41 @@
+"""Ended jobs speak in the past tense: "crashed 14:02: was data_starved ...".
+
+A finished or crashed run keeps its final verdict so the user can still read why it was slow,
+but it is history: it is never presented as what is happening now, and it carries its end time
+so nobody mistakes it for the job that runs now.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from diagnosis.model import Finding
+
+DAY_S = 86400.0
+
+
+def clock(at: float | None, now: float) -> str:
+    """An end time as people read it: ``14:02`` today, with the date when older than a day."""
+    if at is None:
+        return "at an unknown time"
+    stamp = time.localtime(at)
+    if now - at >= DAY_S:
+        return time.strftime("%Y-%m-%d %H:%M", stamp)
+    return time.strftime("%H:%M", stamp)
+
+
+RING_ONLY = " (from its step records alone: its processes were not seen running)"
+
+
+def past(
+    finding: Finding, state: str, ended_at: float | None, now: float, *, ring_only: bool = False
+) -> Finding:
+    """``finding`` restated as the final word on a job that ``state`` (finished, crashed,
+    restarted) at ``ended_at``; ``ring_only`` says the host side of the case is unknown (a
+    job that ended before traintop watched it: "with CPU to spare" was never measured)."""
+    when = f"{state} {clock(ended_at, now)}"
+    note = RING_ONLY if ring_only else ""
+    if finding.bottleneck == "unknown":
+        return replace(finding, summary=f"{when}: no bottleneck found in its last numbers{note}")
+    return replace(finding, summary=f"{when}: was {finding.bottleneck}: {finding.summary}{note}")
