@@ -1,0 +1,88 @@
+"""``traintop exporter``: sample on the sampler thread, serve the latest sample over HTTP.
+
+Headless, the exporter samples every 5 s by default instead of the monitor's 1 s: Prometheus
+scrapes every 15-60 s, so faster sampling would only be thrown away, and step rates come from
+the rings' own timestamps, not from the sampling interval.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from dataclasses import dataclass
+
+from prometheus_client.registry import CollectorRegistry
+
+from collectors.sampler import Collectors, Sampler
+from collectors.snapshot import Snapshot
+from diagnosis.api import VerdictWindow
+from exporter.collector import SnapshotCollector
+from exporter.listen import ListenAddress
+from exporter.published import Latest, Published
+from exporter.server import MetricsApp, bind
+from exporter.verdicts import exported
+
+DEFAULT_INTERVAL_S = 5.0
+
+
+class ListenError(Exception):
+    """The address cannot be served (port in use, unknown host, no permission)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExporterConfig:
+    """What ``traintop exporter`` was asked for."""
+
+    listen: ListenAddress
+    interval_s: float = DEFAULT_INTERVAL_S
+    host_metrics: bool = False
+    version: str = "0+unknown"
+    tls: tuple[str, str] | None = None  # certificate and key files: serve HTTPS
+
+
+class Publisher:
+    """The sampler's callback: verdicts for the snapshot, then one reference swap."""
+
+    def __init__(self, latest: Latest) -> None:
+        self._latest = latest
+        self._verdicts = VerdictWindow()
+        self._versions = itertools.count()
+
+    def __call__(self, snapshot: Snapshot) -> None:
+        verdicts = exported(self._verdicts.update(snapshot))
+        self._latest.put(Published(next(self._versions), snapshot, verdicts))
+
+
+def build_metrics_app(config: ExporterConfig, latest: Latest) -> MetricsApp:
+    """The WSGI app over a registry holding only our collector (no process/GC metrics of
+    the default registry: they describe the exporter, not the GPUs or the job)."""
+    registry = CollectorRegistry(auto_describe=False)
+    collector = SnapshotCollector(latest, version=config.version, host_metrics=config.host_metrics)
+    registry.register(collector)
+    return MetricsApp(registry, latest)
+
+
+def serve(config: ExporterConfig, collectors: Collectors) -> None:
+    """Bind, start sampling, serve until interrupted (Ctrl+C or SIGTERM as KeyboardInterrupt)."""
+    latest = Latest()
+    app = build_metrics_app(config, latest)
+    try:
+        server = bind(config.listen, app, config.tls)
+    except OSError as exc:
+        where = config.listen.url(tls=config.tls is not None)
+        raise ListenError(f"cannot serve {where}: {exc.strerror or exc}") from None
+    sampler = Sampler(collectors, interval_s=config.interval_s)
+    publish = Publisher(latest)
+    publish(sampler.sample_once())  # the first scrape already has data
+    sampler.start(publish)
+    url = config.listen.url(server.server_address[1], tls=config.tls is not None)
+    print(
+        f"traintop exporter: serving {url}/metrics, sampling every {config.interval_s:g} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        server.serve_forever(poll_interval=0.5)
+    finally:
+        server.server_close()
+        sampler.stop()

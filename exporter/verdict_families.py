@@ -1,0 +1,42 @@
+"""The verdict as a metric: ``traintop_bottleneck{job, bottleneck, severity}`` = confidence.
+
+Only the primary finding is exported, one series per job, so a Grafana state timeline of the
+``bottleneck`` label is the verdict's history and an alert is one comparison.  The summary text
+stays out of the labels: it holds numbers, and a label that changes every sample would make a
+new series every sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import GaugeMetricFamily
+
+from exporter.published import ExportedVerdict
+
+VERDICT_LABELS = ("job", "job_name", "hostname", "bottleneck", "severity")
+JOB_LABELS = ("job", "job_name", "hostname")
+
+
+def verdict_families(
+    verdicts: tuple[ExportedVerdict, ...], hostname: str
+) -> Iterator[GaugeMetricFamily]:
+    """The bottleneck with its confidence, and how long it has held."""
+    primary = GaugeMetricFamily(
+        "traintop_bottleneck",
+        "The job's current bottleneck on this host; the value is the confidence (0-1).",
+        labels=VERDICT_LABELS,
+    )
+    since = GaugeMetricFamily(
+        "traintop_bottleneck_since_seconds",
+        "Seconds the current bottleneck has held.",
+        labels=JOB_LABELS,
+    )
+    for item in verdicts:
+        finding = item.finding
+        labels = [item.job, item.job_name, hostname]
+        primary.add_metric([*labels, finding.bottleneck, finding.severity], finding.confidence)
+        if item.since_s is not None:
+            since.add_metric(labels, item.since_s)
+    yield primary
+    yield since

@@ -1,0 +1,117 @@
+"""Prometheus answers made from real exporter output, for the fleet tests without a server.
+
+Each "node" is an exporter scraped in-process; its samples get the labels Prometheus adds
+(``instance``, and ``job`` handled as ``honor_labels`` would or would not), then are split into
+the four answers :func:`tui.fleet_build.build_fleet` reads.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from collectors.snapshot import Snapshot
+from exporter.listen import ListenAddress
+from exporter.published import Latest
+from exporter.run import ExporterConfig, Publisher, build_metrics_app
+from tests.snapshot_fixtures import ddp_rank, machine
+from tests.test_exporter import parse_openmetrics
+from tui.fleet_build import QUERIES, Answers, build_fleet
+from tui.fleet_model import FleetSnapshot
+
+SCRAPE_JOB = "traintop"
+
+
+def _selector(query: str) -> re.Pattern:
+    """The ``__name__`` regex of a query, anchored as Prometheus anchors it."""
+    return re.compile(re.search(r'__name__=~"(.*)"', query).group(1))
+
+
+GPU_SERIES, JOB_SERIES = _selector(QUERIES["gpus"]), _selector(QUERIES["jobs"])
+NOW = 1_750_000_100.0
+
+
+def scrape(snapshots: list[Snapshot]) -> dict[str, list]:
+    """The exporter's samples after publishing ``snapshots`` (text format, as Prometheus 2)."""
+    latest = Latest()
+    publish = Publisher(latest)
+    for snap in snapshots:
+        publish(snap)
+    app = build_metrics_app(ExporterConfig(ListenAddress("127.0.0.1", 0)), latest)
+    return parse_openmetrics(app.metrics("", "")[2].decode(), openmetrics=False)
+
+
+def _stored(name: str, labels: dict, instance: str, honor_labels: bool) -> dict[str, str]:
+    """The labels Prometheus stores: ours, ``instance``, and its ``job`` or our ``job``."""
+    stored = {**labels, "__name__": name, "instance": instance}
+    if not honor_labels and "job" in labels:
+        stored["exported_job"] = stored.pop("job")
+    if not stored.get("job"):
+        stored["job"] = SCRAPE_JOB
+    return stored
+
+
+def answers(
+    nodes: dict[str, list[Snapshot]],
+    *,
+    honor_labels: bool = True,
+    down: tuple[str, ...] = (),
+    now: float = NOW,
+) -> Answers:
+    """The four answers for exporters at ``nodes`` (instance -> its snapshots); ``down``
+    instances failed their last scrape: Prometheus has only their old samples."""
+    result = Answers([], [], [], [], now)
+    for instance, snaps in nodes.items():
+        if instance in down:  # the query is `up == 0`
+            result.up.append(({"instance": instance, "job": SCRAPE_JOB}, 0.0))
+        for name, samples in scrape(snaps).items():
+            for s in samples:
+                _sort(
+                    result,
+                    name,
+                    _stored(name, s.labels, instance, honor_labels),
+                    s.value,
+                    instance in down,
+                )
+    return result
+
+
+def _sort(result: Answers, name: str, labels: dict, value: float, down: bool) -> None:
+    if name == "traintop_exporter_sample_timestamp_seconds":
+        result.nodes.append(({k: v for k, v in labels.items() if k != "__name__"}, value))
+    elif down:
+        return  # staleness markers: an instant query no longer returns the node's series
+    elif GPU_SERIES.fullmatch(name):
+        result.gpus.append((labels, value))
+    elif JOB_SERIES.fullmatch(name):
+        result.jobs.append((labels, value))
+
+
+def node(
+    host: str, ranks: range, *, throttling: bool, slow: int | None, ticks: int = 6
+) -> list[Snapshot]:
+    """``ticks`` snapshots of one 4-GPU host running ``ranks`` of one 8-rank job."""
+    snaps = []
+    for tick in range(ticks):
+        jobs = tuple(replace(ddp_rank(r, 8, tick, slow=slow), local_rank=r % 4) for r in ranks)
+        snap = machine(gpus=4, throttling=throttling, jobs=jobs, tick=tick)
+        snaps.append(
+            replace(snap, host=replace(snap.host, hostname=host), timestamp=NOW - ticks + tick)
+        )
+    return snaps
+
+
+def two_exporters(*, b_throttling: bool = True, slow: int | None = 6) -> dict[str, list[Snapshot]]:
+    """An 8-rank job on two 4-GPU nodes; node-b's GPU 2 overheats, rank ``slow`` straggles."""
+    return {
+        "10.0.0.1:19400": node("node-a", range(0, 4), throttling=False, slow=slow),
+        "10.0.0.2:19400": node("node-b", range(4, 8), throttling=b_throttling, slow=slow),
+    }
+
+
+def fleet(nodes, *, wanted=None, previous=None, **kwargs) -> FleetSnapshot:
+    """The fleet snapshot ``traintop fleet`` would build from these exporters."""
+    return build_fleet(
+        answers(nodes, **kwargs), wanted=wanted, stale_after_s=30.0, source="http://prom:9090",
+        previous=previous,
+    )  # fmt: skip

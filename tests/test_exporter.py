@@ -1,0 +1,230 @@
+"""The exporter's output: dcgm-exporter's names, units and labels; per-rank job metrics; the
+verdict; the per-sample cache that keeps parallel scrapes cheap; the listen address."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
+from prometheus_client.parser import text_string_to_metric_families as parse_text
+
+from exporter.listen import DEFAULT_PORT, ListenAddress, parse_listen
+from exporter.published import Latest
+from exporter.run import ExporterConfig, Publisher, build_metrics_app
+from tests.isolation import no_gpu_env
+from tests.snapshot_fixtures import MIB, ddp_job, machine, series, sweep_run
+
+TRAINTOP = str(Path(sys.executable).with_name("traintop"))
+FIXTURE = Path(__file__).parent / "exporter_fixtures" / "dcgm_fields.txt"
+DCGM_UNITS = dict(
+    line.split()[:2] for line in FIXTURE.read_text().splitlines() if line and line[0] != "#"
+)
+DCGM_NAMES = frozenset(DCGM_UNITS)
+DCGM_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname"}
+OPENMETRICS = "application/openmetrics-text; version=1.0.0"
+
+
+def parse_openmetrics(text: str, openmetrics: bool = True) -> dict[str, list]:
+    """Every sample by its sample name (``x_total`` for counters), from either format."""
+    parse = parse_om if openmetrics else parse_text
+    samples: dict[str, list] = {}
+    for family in parse(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append(sample)
+    return samples
+
+
+def _published(snapshots) -> Latest:
+    """What the sampler thread would have published after ``snapshots``."""
+    latest = Latest()
+    publish = Publisher(latest)
+    for snap in snapshots:
+        publish(snap)
+    return latest
+
+
+def _scrape(latest: Latest, accept: str = OPENMETRICS, host_metrics: bool = False) -> dict:
+    app = build_metrics_app(
+        ExporterConfig(ListenAddress("127.0.0.1", 0), host_metrics=host_metrics), latest
+    )
+    _, headers, body = app.metrics(accept, "")
+    assert dict(headers)["Content-Type"].startswith(
+        accept.split(";")[0] if accept else "text/plain"
+    )
+    return parse_openmetrics(body.decode(), openmetrics=bool(accept))
+
+
+def test_gpu_metrics_use_dcgm_exporter_names_units_and_labels():
+    samples = _scrape(_published([machine(gpus=8)]))
+    dcgm = {name for name in samples if name.startswith("DCGM_")}
+    assert dcgm == DCGM_NAMES  # every name we rely on, and only dcgm-exporter's
+    used = samples["DCGM_FI_DEV_FB_USED"][0]
+    assert set(used.labels) == DCGM_LABELS
+    assert used.labels["device"] == "nvidia0" and used.labels["hostname"] == "gpu-node-07"
+    assert used.labels["pci_bus_id"] == "00000000:18:00.0"
+    assert used.value == 71_340  # MiB, as DCGM_FI_DEV_FB_USED
+    assert DCGM_UNITS["DCGM_FI_DEV_FB_USED"] == "MiB"
+
+
+def test_units_follow_dcgm():
+    snap = machine(gpus=8)
+    samples = _scrape(_published([snap]))
+    by_gpu = {s.labels["gpu"]: s.value for s in samples["DCGM_FI_DEV_PCIE_RX_THROUGHPUT"]}
+    assert by_gpu["3"] == pytest.approx(snap.gpus[3].pcie_rx_bytes_per_s / 1024)  # KB/s
+    reasons = {s.labels["gpu"]: s.value for s in samples["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"]}
+    assert reasons["2"] == 0x28 and reasons["5"] == 0x4 and reasons["0"] == 0
+    power = {s.labels["gpu"]: s.value for s in samples["DCGM_FI_DEV_POWER_USAGE"]}
+    assert power["5"] == 700.0
+
+
+def test_unsupported_readings_and_lost_gpus_are_left_out_not_zero():
+    snap = machine(gpus=3, lost=[1])
+    snap = replace(snap, gpus=(replace(snap.gpus[0], temp_c=None), *snap.gpus[1:]))
+    samples = _scrape(_published([snap]))
+    assert {s.labels["gpu"] for s in samples["DCGM_FI_DEV_GPU_TEMP"]} == {"2"}
+    assert {s.labels["gpu"] for s in samples["DCGM_FI_DEV_GPU_UTIL"]} == {"0", "2"}
+    lost = {s.labels["gpu"]: s.value for s in samples["traintop_gpu_lost"]}
+    assert lost == {"0": 0.0, "1": 1.0, "2": 0.0}
+
+
+def test_job_metrics_per_rank():
+    samples = _scrape(_published([machine(jobs=ddp_job(world=4))]))
+    rates = {s.labels["rank"]: s for s in samples["traintop_job_steps_per_second"]}
+    assert set(rates) == {"0", "1", "2", "3"}
+    assert rates["2"].labels["job"] == "run:tcp://10.0.0.7:29500/4"
+    assert rates["2"].labels["job_name"] == "llama-7b"
+    comm = {s.labels["rank"]: s.value for s in samples["traintop_job_communication_share"]}
+    assert comm["2"] == pytest.approx(0.03) and comm["0"] == pytest.approx(0.22)
+    quantiles = {
+        (s.labels["rank"], s.labels["quantile"]) for s in samples["traintop_job_step_time_seconds"]
+    }
+    assert ("1", "0.95") in quantiles and ("1", "0.5") in quantiles
+    phases = {s.labels["phase"] for s in samples["traintop_job_phase_seconds"]}
+    assert phases == {"data", "forward", "backward", "allreduce", "optimizer"}
+    live = [s for s in samples["traintop_job_state"] if s.value == 1]
+    assert {s.labels["traintop_job_state"] for s in live} == {"live"} and len(live) == 4
+    assert samples["traintop_job_steps_total"][0].value == 8_800
+    assert samples["traintop_job_info"][0].labels["world_size"] == "4"
+
+
+def test_communication_share_absent_when_no_phase_times_it():
+    job = replace(ddp_job(world=1)[0], phases=())
+    samples = _scrape(_published([machine(jobs=(job,))]))
+    assert "traintop_job_communication_share" not in samples
+
+
+def test_verdict_per_job_with_confidence():
+    snaps = series(6, jobs=ddp_job(world=2))
+    samples = _scrape(_published(snaps))
+    (verdict,) = samples["traintop_bottleneck"]
+    assert verdict.labels["job"] == "run:tcp://10.0.0.7:29500/2"
+    assert verdict.labels["bottleneck"] != "unknown"
+    assert verdict.labels["severity"] in ("ok", "info", "warning", "error")
+    assert 0 < verdict.value <= 1
+
+
+def test_one_verdict_per_live_job_on_the_host():
+    jobs = (*ddp_job(world=2), sweep_run(3), sweep_run(4, state="finished", ended_s=5.0))
+    samples = _scrape(_published(series(6, job_source=lambda tick: jobs)))
+    verdicts = {s.labels["job"]: s.labels["job_name"] for s in samples["traintop_bottleneck"]}
+    assert verdicts == {
+        "run:tcp://10.0.0.7:29500/2": "llama-7b",
+        "pid:gpu-node-07/6003/3": "sweep3",
+    }
+
+
+def test_host_verdict_without_jobs():
+    samples = _scrape(_published(series(6)))
+    (verdict,) = samples["traintop_bottleneck"]
+    assert verdict.labels["job"] == "" and verdict.labels["bottleneck"] == "throttle_thermal"
+
+
+def test_host_metrics_only_behind_the_flag():
+    latest = _published([machine(gpus=1)])
+    assert not any(n.startswith("traintop_host_") for n in _scrape(latest))
+    samples = _scrape(latest, host_metrics=True)
+    assert len(samples["traintop_host_cpu_busy_percent"]) == 32
+    assert samples["traintop_host_network_receive_bytes_per_second"]
+
+
+def test_plain_text_format_for_old_scrapers_keeps_the_names():
+    samples = _scrape(_published([machine(gpus=2)]), accept="")
+    assert {n for n in samples if n.startswith("DCGM_")} == DCGM_NAMES
+
+
+def test_parallel_scrapes_of_one_sample_format_once():
+    latest = Latest()
+    publish = Publisher(latest)
+    publish(machine(gpus=8, jobs=ddp_job(world=8)))
+    app = build_metrics_app(ExporterConfig(ListenAddress("127.0.0.1", 0)), latest)
+    bodies = {app.metrics(OPENMETRICS, "")[2] for _ in range(100)}
+    assert len(bodies) == 1 and app.formatted == 1
+    zipped = app.metrics(OPENMETRICS, "gzip")[2]
+    assert gzip.decompress(zipped) == bodies.pop() and app.formatted == 2
+    publish(machine(gpus=8, tick=1))
+    app.metrics(OPENMETRICS, "")
+    assert app.formatted == 3  # a new sample is formatted again
+
+
+def test_no_metrics_before_the_first_sample():
+    assert _scrape(Latest()) == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "host", "port"),
+    [
+        ("127.0.0.1:19400", "127.0.0.1", 19400),
+        (":9999", "", 9999),
+        ("[::1]:19401", "::1", 19401),
+        ("localhost", "localhost", DEFAULT_PORT),
+        ("0.0.0.0:0", "0.0.0.0", 0),
+    ],
+)
+def test_listen_addresses(text, host, port):
+    assert parse_listen(text) == ListenAddress(host, port)
+
+
+@pytest.mark.parametrize("text", ["host:http", "host:70000", "host:-1", "[::1]:"])
+def test_bad_listen_addresses(text):
+    with pytest.raises(ValueError, match="port must be"):
+        parse_listen(text)
+
+
+def test_default_port_collides_with_neither_dcgm_nor_node_exporter():
+    assert DEFAULT_PORT not in (9100, 9400) and not 9100 <= DEFAULT_PORT <= 9999
+    assert parse_listen("[::1]:19400").url() == "http://[::1]:19400"
+    assert MIB == 1 << 20
+
+
+def test_served_over_http_with_content_negotiation_then_stops_on_sigterm(tmp_path: Path):
+    """The installed command: OpenMetrics to Prometheus, text to curl, gzip, 404, SIGTERM."""
+    env = {**os.environ, **no_gpu_env(tmp_path)}
+    proc = subprocess.Popen(
+        [TRAINTOP, "exporter", "--listen", "127.0.0.1:0", "--interval", "1"],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        line = proc.stderr.readline()
+        url = re.search(r"serving (http://\S+/metrics), sampling every 1 s$", line).group(1)
+        om = urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": OPENMETRICS}))
+        assert om.headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+        assert om.read().decode().endswith("# EOF\n")
+        plain = urllib.request.urlopen(url)
+        assert plain.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        zipped = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+        assert b"traintop_exporter_info" in gzip.decompress(urllib.request.urlopen(zipped).read())
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(url.removesuffix("metrics") + "nope")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0

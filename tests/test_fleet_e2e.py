@@ -1,0 +1,232 @@
+"""The whole chain with the real thing: two nodes, a 2 x 2 gloo job, Prometheus, the fleet.
+
+Two network namespaces stand for two machines, each with its own hostname, fake NVML GPU
+(node-b's overheats: SW thermal + HW slowdown) and ring directory, each running a
+`traintop exporter`.  Debian's Prometheus scrapes both every second; four real CPU training
+ranks (two per node) all-reduce across the veth, node-b's ranks doing more work per step as a
+throttled GPU would.  `traintop fleet` in tmux must show both nodes and name node-b as the
+cause; the metric names must be dcgm-exporter's; a hundred parallel scrapers must not slow
+the exporter's sampler or the job; a node that dies must turn stale, not crash the view.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import shutil
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.fleet_nodes import TRAINTOP, Node, in_netns, stop, two_nodes
+from tests.test_exporter import DCGM_NAMES, parse_openmetrics
+from tests.test_exporter_docs import dashboard_queries
+from tests.tmux import TmuxSession, require_tmux
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKLOAD = ROOT / "tests" / "workloads" / "fleet_ddp.py"
+SCENARIOS = ROOT / "tests" / "fakenvml" / "scenarios"
+PROM_PORT, EXPORTER_PORT, MASTER_PORT = 19091, 19110, 19120
+HEALTHY_GPU = """devices 1
+0 preset h100
+0 set util.gpu 95
+0 set temp 61
+0 set clock.sm 1980
+0 set reasons 0x0
+"""
+PROMETHEUS_CONFIG = """global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+scrape_configs:
+  - job_name: traintop
+    honor_labels: true
+    static_configs:
+      - targets: [{targets}]
+"""
+
+
+def _get(url: str, accept: str = "") -> bytes:
+    request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return answer.read()
+
+
+def _query(promql: str) -> list[dict]:
+    url = f"http://127.0.0.1:{PROM_PORT}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    return json.loads(_get(url))["data"]["result"]
+
+
+def _exporters(nodes, lib: Path, tmp: Path) -> list:
+    scenarios = {"node-a": tmp / "healthy.txt", "node-b": SCENARIOS / "job_thermal.txt"}
+    scenarios["node-a"].write_text(HEALTHY_GPU)
+    env = {"LD_LIBRARY_PATH": str(lib.parent)}
+    return [
+        node.start(
+            TRAINTOP, "exporter", "--listen", f"{node.address}:{EXPORTER_PORT}", "--interval", "1",
+            env={**env, "FAKE_NVML_SCENARIO": str(scenarios[node.hostname])},
+            log=tmp / f"exporter-{node.hostname}.log",
+            hostname=True,
+        )
+        for node in nodes
+    ]  # fmt: skip
+
+
+def _ranks(nodes: tuple[Node, Node], tmp: Path) -> list:
+    procs = []
+    for rank in range(4):
+        node = nodes[rank // 2]
+        env = {
+            "RANK": str(rank), "LOCAL_RANK": str(rank % 2), "WORLD_SIZE": "4",
+            "MASTER_ADDR": nodes[0].address, "MASTER_PORT": str(MASTER_PORT),
+            "GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1",
+        }  # fmt: skip
+        slow = "30" if node.hostname == "node-b" else "0"
+        argv = (sys.executable, str(WORKLOAD), "--steps", "100000", "--slow-ms", slow)
+        procs.append(node.start(*argv, env=env, log=tmp / f"rank{rank}.log"))
+    return procs
+
+
+def _prometheus(node: Node, nodes, tmp: Path):
+    targets = ", ".join(f'"{n.address}:{EXPORTER_PORT}"' for n in nodes)
+    (tmp / "prometheus.yml").write_text(PROMETHEUS_CONFIG.format(targets=targets))
+    return node.start(
+        "prometheus", f"--config.file={tmp / 'prometheus.yml'}",
+        f"--storage.tsdb.path={tmp / 'prometheus-data'}",
+        f"--web.listen-address=127.0.0.1:{PROM_PORT}",
+        env={}, log=tmp / "prometheus.log",
+    )  # fmt: skip
+
+
+def _wait(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except OSError as exc:
+            last = exc
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, fake_nvml_lib: Path):
+    """Both nodes running exporters, the job and Prometheus (in node-a's namespace); shared
+    by the tests below, in order (the last one stops node-b's exporter)."""
+    tmp_path = tmp_path_factory.mktemp("fleet")
+    if shutil.which("prometheus") is None:
+        pytest.skip("Prometheus is not installed (apt-get install prometheus)")
+    require_tmux()
+    procs: list = []
+    with two_nodes(tmp_path) as nodes:
+        try:
+            procs += _exporters(nodes, fake_nvml_lib, tmp_path)
+            procs.append(_prometheus(nodes[0], nodes, tmp_path))
+            procs += _ranks(nodes, tmp_path)
+            yield nodes, procs
+        finally:
+            stop(procs)
+
+
+def _all_ranks_scraped() -> bool:
+    return len(_query("traintop_job_steps_per_second > 0")) == 4
+
+
+def _steps(node: Node) -> tuple[float, float]:
+    """(sum of the node's ranks' steps, the sample time), from its exporter; call this in a
+    thread of the node's namespace."""
+    body = _get(f"http://{node.address}:{EXPORTER_PORT}/metrics")
+    families = parse_openmetrics(body.decode(), openmetrics=False)
+    steps = sum(s.value for s in families["traintop_job_steps_total"])
+    stamp = families["traintop_exporter_sample_timestamp_seconds"][0].value
+    return steps, stamp
+
+
+STAMP = re.compile(rb"^traintop_exporter_sample_timestamp_seconds\{[^}]*\} (\S+)$", re.M)
+HAMMER_S = 6.0
+
+
+def _hammer(url: str, phase: float, until: float) -> list[tuple[float, float]]:
+    """Scrape once a second, starting ``phase`` s in, until ``until``: (latency, sample time
+    served) per scrape.  A hundred of these are a hundred Prometheus servers scraping at 1 s,
+    1,500 times the load of one at the usual 15 s."""
+    seen = []
+    due = time.monotonic() + phase
+    while due < until:
+        time.sleep(max(0.0, due - time.monotonic()))
+        start = time.monotonic()
+        body = _get(url)
+        seen.append((time.monotonic() - start, float(STAMP.search(body).group(1))))
+        due += 1.0
+    return seen
+
+
+def _rate(node: Node, seconds: float) -> float:
+    """Steps per second of the node's ranks over about ``seconds`` (sample times)."""
+    steps0, t0 = _steps(node)
+    time.sleep(seconds)
+    steps1, t1 = _steps(node)
+    return (steps1 - steps0) / (t1 - t0)
+
+
+def test_hundred_parallel_scrapers_slow_neither_sampler_nor_job(cluster):
+    nodes, _ = cluster
+    node = nodes[0]
+    url = f"http://{node.address}:{EXPORTER_PORT}/metrics"
+    with in_netns(node, workers=101) as pool:
+        pool.submit(_wait, _all_ranks_scraped, 120, "4 ranks in Prometheus").result()
+        before = pool.submit(_rate, node, HAMMER_S).result()
+        until = time.monotonic() + HAMMER_S
+        scrapers = [pool.submit(_hammer, url, i / 100, until) for i in range(100)]
+        during = pool.submit(_rate, node, HAMMER_S - 0.5).result()
+        seen = [item for f in scrapers for item in f.result()]
+    stamps = sorted({stamp for _, stamp in seen})
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
+    latencies = sorted(latency for latency, _ in seen)
+    print(
+        f"\n{len(seen)} scrapes by 100 scrapers in {HAMMER_S:g} s; latency p50 "
+        f"{latencies[len(latencies) // 2] * 1e3:.1f} ms, max {latencies[-1] * 1e3:.0f} ms; "
+        f"sampler ticks {len(stamps)}, largest gap {max(gaps):.2f} s (interval 1 s); "
+        f"job {before:.1f} steps/s before, {during:.1f} during ({during / before:.2f}x)"
+    )
+    assert len(seen) >= 100 * (HAMMER_S - 1)
+    assert max(gaps) < 2.0, gaps  # the sampler kept its 1 s ticks
+    assert during >= 0.85 * before, (before, during)
+
+
+def test_fleet_names_the_throttled_node(cluster):
+    nodes, procs = cluster
+    with in_netns(nodes[0]) as pool:
+        pool.submit(_wait, _all_ranks_scraped, 120, "4 ranks in Prometheus").result()
+        series = pool.submit(_query, '{__name__=~"DCGM_.+"}').result()
+        (job,) = {
+            item["metric"]["job"] for item in pool.submit(_query, "traintop_job_info").result()
+        }
+        empty = [q for q in dashboard_queries(job, "node-b") if not pool.submit(_query, q).result()]
+    names = {item["metric"]["__name__"] for item in series}
+    assert names and names <= DCGM_NAMES, names - DCGM_NAMES
+    assert not empty  # every Grafana panel query has data
+    argv = nodes[0].argv(TRAINTOP, "fleet", "--prometheus", f"http://127.0.0.1:{PROM_PORT}",
+                         "--interval", "1", "--stale-after", "5")  # fmt: skip
+    with TmuxSession(argv, width=160, height=40) as tmux:
+        screen = tmux.wait_for(
+            lambda s: "node-b: GPU 0 thermally throttled" in s and "straggler" in s, 90
+        )
+        assert "THERMAL THROTTLING" in screen and "holding back all 4 ranks" in screen
+        assert "node-a" in screen and "fleet-job" in screen
+        straggler = next(line for line in screen.splitlines() if "◀ straggler" in line)
+        assert "node-b" in straggler
+        stop([procs[1]])  # node-b's exporter dies: the node turns stale, the view goes on
+        screen = tmux.wait_for("STALE", 30)
+        assert "node-b" in screen and tmux.alternate_screen()
+        tmux.send("q")
+        assert tmux.exit_code() == 0

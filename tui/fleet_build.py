@@ -1,0 +1,248 @@
+"""From Prometheus answers to a :class:`FleetSnapshot`: pure, so tests feed it plain data.
+
+Series are matched by the labels both exporters write: ``hostname`` (dcgm-exporter's, also
+``Hostname`` in its older releases) names the node, ``gpu`` the device, and the training job is
+``job`` when the scrape config honours our labels, else ``exported_job`` (Prometheus renames
+ours when it keeps its own scrape ``job``).  Ranks that vanished with a node that stopped
+answering are kept from the previous refresh and shown as stale.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from statistics import fmean
+
+from tui.fleet_model import FleetGpu, FleetJob, FleetNode, FleetRank, FleetSnapshot, FleetVerdict
+from tui.fleet_query import Sample
+from tui.fleet_verdict import job_verdict, mark_straggler
+
+GPU_FIELDS = {
+    "DCGM_FI_DEV_GPU_UTIL": "util_pct",
+    "DCGM_FI_DEV_GPU_TEMP": "temp_c",
+    "DCGM_FI_DEV_SLOWDOWN_TEMP": "slowdown_c",
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": "reasons",
+    "DCGM_FI_DEV_SM_CLOCK": "sm_clock_mhz",
+    "DCGM_FI_DEV_MAX_SM_CLOCK": "sm_clock_max_mhz",
+    "DCGM_FI_DEV_POWER_USAGE": "power_w",
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT": "power_limit_w",
+}
+QUERIES = {
+    "nodes": "last_over_time(traintop_exporter_sample_timestamp_seconds[10m])",
+    "up": "up == 0",  # only targets whose last scrape failed: all of them can be thousands
+    "gpus": '{__name__=~"' + "|".join(GPU_FIELDS) + '"}',
+    # Only the series the view reads: phases alone would be five more per rank.
+    "jobs": '{__name__=~"traintop_job_(steps_per_second|step_time_seconds|data_wait_share'
+    '|communication_share|state|info)|traintop_bottleneck"}',
+}
+RANK_FIELDS = {
+    "traintop_job_steps_per_second": "steps_per_s",
+    "traintop_job_data_wait_share": "data_wait_share",
+    "traintop_job_communication_share": "comm_share",
+}
+QUANTILE_FIELDS = {"0.5": "step_p50_s", "0.95": "step_p95_s"}
+
+
+@dataclass(frozen=True, slots=True)
+class Answers:
+    """The raw answer to each of :data:`QUERIES`, and the time they were asked at."""
+
+    nodes: list[Sample]
+    up: list[Sample]
+    gpus: list[Sample]
+    jobs: list[Sample]
+    now: float
+
+
+def job_of(labels: dict[str, str]) -> str:
+    """Our training job id, whether or not the scrape config kept our ``job`` label."""
+    return labels.get("exported_job", labels.get("job", ""))
+
+
+def host_of(labels: dict[str, str]) -> str:
+    """The node: dcgm-exporter's ``hostname`` (``Hostname`` before 3.3), else the target."""
+    host = labels.get("hostname") or labels.get("Hostname")
+    return host or labels.get("instance", "?").rsplit(":", 1)[0]
+
+
+def _gpus(samples: list[Sample]) -> dict[str, tuple[FleetGpu, ...]]:
+    fields: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    for labels, value in samples:
+        attr = GPU_FIELDS.get(labels.get("__name__", ""))
+        if attr is not None:
+            fields[(host_of(labels), labels.get("gpu", "?"))][attr] = value
+    by_host: dict[str, list[FleetGpu]] = defaultdict(list)
+    for (host, gpu), values in sorted(fields.items(), key=lambda kv: (kv[0][0], _num(kv[0][1]))):
+        reasons = values.pop("reasons", None)
+        by_host[host].append(
+            FleetGpu(host, gpu, reasons=None if reasons is None else int(reasons), **values)
+        )
+    return {host: tuple(gpus) for host, gpus in by_host.items()}
+
+
+def _num(text: str) -> tuple[int, str]:
+    return (int(text), "") if text.isdigit() else (1 << 30, text)
+
+
+def _rank_fields(samples: Iterable[Sample], job_id: str) -> dict[int, dict]:
+    """Per rank of ``job_id``: hostname, local rank, state, rates, quantiles."""
+    ranks: dict[int, dict] = defaultdict(dict)
+    for labels, value in samples:
+        name = labels.get("__name__", "")
+        if job_of(labels) != job_id or not name.startswith("traintop_job") or "rank" not in labels:
+            continue
+        row = ranks[int(labels["rank"])]
+        row.setdefault("hostname", host_of(labels))
+        row.setdefault("local_rank", int(labels.get("local_rank", "0")))
+        _rank_value(row, name, labels, value)
+    return ranks
+
+
+def _rank_value(row: dict, name: str, labels: dict[str, str], value: float) -> None:
+    if name in RANK_FIELDS:
+        row[RANK_FIELDS[name]] = value
+    elif name == "traintop_job_step_time_seconds" and labels.get("quantile") in QUANTILE_FIELDS:
+        row[QUANTILE_FIELDS[labels["quantile"]]] = value
+    elif name == "traintop_job_state" and value == 1:
+        row["state"] = labels.get("traintop_job_state")
+
+
+def _jobs(samples: list[Sample]) -> tuple[FleetJob, ...]:
+    """Every job with ranks somewhere, most ranks first."""
+    names: dict[str, str] = {}
+    ranks: dict[str, set[str]] = defaultdict(set)
+    sizes: dict[str, int] = {}
+    for labels, _ in samples:
+        job = job_of(labels)
+        if "rank" in labels and job:
+            names[job] = labels.get("job_name", job)
+            ranks[job].add(labels["rank"])
+            if "world_size" in labels:
+                sizes[job] = int(labels["world_size"])
+    jobs = (FleetJob(j, names[j], len(ranks[j]), sizes.get(j)) for j in names)
+    return tuple(sorted(jobs, key=lambda j: (-j.ranks, j.name, j.job_id)))
+
+
+def pick_job(jobs: tuple[FleetJob, ...], wanted: str | None) -> FleetJob | None:
+    """The job named (by name or id), else the one with most ranks."""
+    if wanted is None:
+        return jobs[0] if jobs else None
+    return next((j for j in jobs if wanted in (j.name, j.job_id)), None)
+
+
+def _verdicts(samples: list[Sample], job_id: str | None) -> dict[str, FleetVerdict]:
+    """Each node's verdict for the job, else its host-wide one (``job_name`` empty)."""
+    found: dict[str, tuple[int, FleetVerdict]] = {}
+    for labels, value in samples:
+        if labels.get("__name__") != "traintop_bottleneck":
+            continue
+        mine = job_id is not None and job_of(labels) == job_id
+        if not mine and labels.get("job_name"):
+            continue
+        verdict = FleetVerdict(
+            labels.get("bottleneck", "unknown"), labels.get("severity", "info"), value
+        )
+        host = host_of(labels)
+        if host not in found or int(mine) > found[host][0]:
+            found[host] = (int(mine), verdict)
+    return {host: verdict for host, (_, verdict) in found.items()}
+
+
+def _node_meta(answers: Answers, stale_after_s: float) -> dict[str, tuple[str, float, bool]]:
+    """Per exporter node: its scrape target, the age of its last sample, and staleness
+    (the sample too old, or Prometheus's last scrape of it failed)."""
+    down = {labels.get("instance") for labels, value in answers.up if value == 0}
+    meta: dict[str, tuple[str, float, bool]] = {}
+    for labels, stamp in answers.nodes:
+        instance, age = labels.get("instance", ""), max(0.0, answers.now - stamp)
+        meta[host_of(labels)] = (instance, age, age > stale_after_s or instance in down)
+    return meta
+
+
+def _rank(rank: int, row: dict) -> FleetRank:
+    return FleetRank(
+        rank=rank,
+        hostname=row["hostname"],
+        local_rank=row.get("local_rank"),
+        state=row.get("state"),
+        steps_per_s=row.get("steps_per_s"),
+        step_p50_s=row.get("step_p50_s"),
+        step_p95_s=row.get("step_p95_s"),
+        data_wait_share=row.get("data_wait_share"),
+        comm_share=row.get("comm_share"),
+    )
+
+
+def _ranks(
+    answers: Answers, job: FleetJob, stale: set[str], previous: FleetSnapshot | None
+) -> tuple[FleetRank, ...]:
+    """The job's ranks; those on stale nodes, or gone since the last refresh, as stale."""
+    fresh = _rank_fields(answers.jobs, job.job_id)
+    ranks = {r: _rank(r, row) for r, row in fresh.items()}
+    if previous is not None and previous.job is not None and previous.job.job_id == job.job_id:
+        for old in previous.ranks:
+            ranks.setdefault(old.rank, replace(old, straggler=False))
+    for rank, row in ranks.items():
+        if row.hostname in stale or rank not in fresh:
+            ranks[rank] = replace(row, state="stale")
+    return mark_straggler(tuple(ranks[r] for r in sorted(ranks)))
+
+
+def _node(
+    host: str,
+    meta: dict[str, tuple[str, float, bool]],
+    gpus: dict[str, tuple[FleetGpu, ...]],
+    ranks: tuple[FleetRank, ...],
+    verdicts: dict[str, FleetVerdict],
+) -> FleetNode:
+    instance, age, stale = meta.get(host, ("", None, False))
+    mine = [r for r in ranks if r.hostname == host]
+    rates = [r.steps_per_s for r in mine if r.steps_per_s is not None and r.state != "stale"]
+    return FleetNode(
+        hostname=host,
+        instance=instance,
+        age_s=age,
+        stale=stale,
+        gpus=gpus.get(host, ()),
+        ranks=tuple(r.rank for r in mine),
+        steps_per_s=fmean(rates) if rates else None,
+        verdict=verdicts.get(host),
+    )
+
+
+def _missing_job(wanted: str | None, jobs: tuple[FleetJob, ...]) -> str | None:
+    if wanted is None or any(wanted in (j.name, j.job_id) for j in jobs):
+        return None
+    listing = ", ".join(j.name for j in jobs) or "none"
+    return f"no training job {wanted!r} in Prometheus; jobs seen: {listing}"
+
+
+def build_fleet(
+    answers: Answers,
+    *,
+    wanted: str | None,
+    stale_after_s: float,
+    source: str,
+    previous: FleetSnapshot | None = None,
+) -> FleetSnapshot:
+    """One fleet snapshot from the four answers (and the previous one, for vanished ranks)."""
+    jobs = _jobs(answers.jobs)
+    job = pick_job(jobs, wanted)
+    meta = _node_meta(answers, stale_after_s)
+    stale = {host for host, (_, _, is_stale) in meta.items() if is_stale}
+    ranks = _ranks(answers, job, stale, previous) if job is not None else ()
+    gpus = _gpus(answers.gpus)
+    verdicts = _verdicts(answers.jobs, job.job_id if job else None)
+    hosts = sorted(set(meta) | set(gpus) | {r.hostname for r in ranks})
+    nodes = tuple(_node(h, meta, gpus, ranks, verdicts) for h in hosts)
+    return FleetSnapshot(
+        timestamp=answers.now,
+        source=source,
+        job=job,
+        jobs=jobs,
+        nodes=nodes,
+        ranks=ranks,
+        verdict=job_verdict(nodes, ranks) if nodes else None,
+        error=_missing_job(wanted, jobs),
+    )

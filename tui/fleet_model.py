@@ -1,0 +1,99 @@
+"""What the fleet view shows: nodes, one job's ranks across them, and the job's verdict.
+
+Built from Prometheus answers by :mod:`tui.fleet_build` (pure), on the fleet source's thread;
+read by the fleet app.  Like ``collectors.snapshot``, raw numbers in base units, ``None`` for
+unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class FleetGpu:
+    """One GPU of a node, from dcgm-exporter-named series (ours or dcgm-exporter's own)."""
+
+    hostname: str
+    gpu: str
+    util_pct: float | None = None
+    temp_c: float | None = None
+    slowdown_c: float | None = None
+    reasons: int | None = None
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FleetVerdict:
+    """A bottleneck as the exporter or the fleet judged it."""
+
+    bottleneck: str
+    severity: str
+    confidence: float
+    summary: str = ""
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FleetRank:
+    """One rank of the selected job, where it runs and how fast."""
+
+    rank: int
+    hostname: str
+    local_rank: int | None
+    state: str | None
+    steps_per_s: float | None
+    step_p50_s: float | None
+    step_p95_s: float | None
+    data_wait_share: float | None
+    comm_share: float | None
+    straggler: bool = False
+
+    @property
+    def work_s(self) -> float | None:
+        """Time per step the rank spends on its own work: the step minus its wait in
+        collectives, which in a synchronous job is the wait for the slowest rank."""
+        if self.step_p50_s is None:
+            return None
+        return self.step_p50_s * (1.0 - (self.comm_share or 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class FleetNode:
+    """One exporter: its GPUs, its ranks of the selected job, and its own verdict."""
+
+    hostname: str
+    instance: str
+    age_s: float | None
+    stale: bool
+    gpus: tuple[FleetGpu, ...] = ()
+    ranks: tuple[int, ...] = ()
+    steps_per_s: float | None = None
+    verdict: FleetVerdict | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FleetJob:
+    """A training job seen anywhere in the fleet."""
+
+    job_id: str
+    name: str
+    ranks: int
+    world_size: int | None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FleetSnapshot:
+    """One refresh of the fleet view; ``error`` is the one-line reason a refresh failed."""
+
+    timestamp: float
+    source: str
+    job: FleetJob | None = None
+    jobs: tuple[FleetJob, ...] = ()
+    nodes: tuple[FleetNode, ...] = ()
+    ranks: tuple[FleetRank, ...] = ()
+    verdict: FleetVerdict | None = None
+    error: str | None = None

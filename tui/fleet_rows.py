@@ -1,0 +1,163 @@
+"""Table rows and banner text of the fleet view: formatting only, from a FleetSnapshot."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from collectors.gpu_reasons import throttling_reasons
+from collectors.processes import printable
+from diagnosis.rules_gpu import HOT_MARGIN_C, THROTTLE_MIN_UTIL_PCT
+from tui.fleet_model import FleetGpu, FleetNode, FleetRank, FleetSnapshot, FleetVerdict
+from tui.fleet_verdict import gpu_throttle
+from tui.format import fmt_age, fmt_number, fmt_seconds, fmt_share
+from tui.verdict_text import label
+
+NODE_COLUMNS = (
+    "NODE",
+    "STATE",
+    "GPUS",
+    "BUSY",
+    "HOT",
+    "THROTTLED",
+    "MAX °C",
+    "RANKS",
+    "STEPS/S",
+    "VERDICT",
+)
+RANK_COLUMNS = (
+    "RANK",
+    "NODE",
+    "LOCAL",
+    "STATE",
+    "STEPS/S",
+    "STEP P50",
+    "STEP P95",
+    "DATA WAIT",
+    "COMM",
+    "WORK/STEP",
+    "",
+)
+GPU_COLUMNS = ("GPU", "UTIL", "TEMP", "SLOWDOWN", "POWER", "LIMIT", "SM MHz", "MAX MHz",
+               "CLOCKS HELD DOWN BY")  # fmt: skip
+SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan", "ok": "green"}
+
+
+def plain(text: str, style: str = "") -> Text:
+    """Text from Prometheus labels, never markup, with control characters shown as "?": any
+    user names their own job and host, and an escape sequence must reach the terminal as text."""
+    return Text(printable(text), style=style)
+
+
+def _busy(gpu: FleetGpu) -> bool:
+    return (gpu.util_pct or 0.0) >= THROTTLE_MIN_UTIL_PCT
+
+
+def _hot(gpu: FleetGpu) -> bool:
+    if gpu.temp_c is None or gpu.slowdown_c is None:
+        return False
+    return gpu.temp_c >= gpu.slowdown_c - HOT_MARGIN_C
+
+
+def _gpus(n: int, style: str) -> Text:
+    return Text(str(n), style=style if n else "dim")
+
+
+def _verdict_cell(verdict: FleetVerdict | None) -> Text:
+    if verdict is None:
+        return Text("-", style="dim")
+    text = f"{label(verdict.bottleneck).lower()} {verdict.confidence * 100:.0f}%"
+    return plain(text, SEVERITY_STYLES.get(verdict.severity, ""))
+
+
+def node_state(node: FleetNode) -> Text:
+    age = fmt_age(node.age_s)
+    if node.stale:
+        return Text(f"STALE {age}" if age else "STALE", style="bold red")
+    return Text("ok", style="green")
+
+
+def node_row(node: FleetNode) -> tuple[Text | str, ...]:
+    """NODE STATE GPUS BUSY HOT THROTTLED MAX°C RANKS STEPS/S VERDICT."""
+    temps = [g.temp_c for g in node.gpus if g.temp_c is not None]
+    throttled = sum(1 for g in node.gpus if gpu_throttle(g))
+    return (
+        plain(node.hostname, "dim" if node.stale else "bold"),
+        node_state(node),
+        str(len(node.gpus)),
+        _gpus(sum(1 for g in node.gpus if _busy(g)), "green"),
+        _gpus(sum(1 for g in node.gpus if _hot(g)), "yellow"),
+        _gpus(throttled, "bold red"),
+        f"{max(temps):.0f}" if temps else "-",
+        ",".join(str(r) for r in node.ranks) or "-",
+        fmt_number(node.steps_per_s) if node.steps_per_s is not None else "-",
+        _verdict_cell(node.verdict),
+    )
+
+
+def rank_row(rank: FleetRank) -> tuple[Text | str, ...]:
+    """RANK NODE LOCAL STATE STEPS/S P50 P95 DATA COMM WORK, and the straggler mark."""
+    stale = rank.state == "stale"
+    return (
+        # The mark again by the number: at 80 columns the last column is scrolled off.
+        Text(f"{rank.rank} ◀", "bold red") if rank.straggler else Text(str(rank.rank)),
+        plain(rank.hostname),
+        "-" if rank.local_rank is None else str(rank.local_rank),
+        plain(rank.state or "?", "bold red" if stale else ""),
+        fmt_number(rank.steps_per_s),
+        fmt_seconds(rank.step_p50_s),
+        fmt_seconds(rank.step_p95_s),
+        fmt_share(rank.data_wait_share),
+        fmt_share(rank.comm_share),
+        fmt_seconds(rank.work_s),
+        Text("◀ straggler", style="bold red") if rank.straggler else "",
+    )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _num(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:.0f}{unit}"
+
+
+def gpu_row(gpu: FleetGpu) -> tuple[Text | str, ...]:
+    """GPU UTIL TEMP SLOWDOWN POWER LIMIT SM MAX REASONS, as dcgm-exporter reported them."""
+    reasons = " + ".join(r.name for r in throttling_reasons(gpu.reasons))
+    return (
+        plain(gpu.gpu),
+        _num(gpu.util_pct, "%"),
+        plain(_num(gpu.temp_c, " °C"), "yellow" if _hot(gpu) else ""),
+        _num(gpu.slowdown_c, " °C"),
+        _num(gpu.power_w, " W"),
+        _num(gpu.power_limit_w, " W"),
+        _num(gpu.sm_clock_mhz),
+        _num(gpu.sm_clock_max_mhz),
+        plain(reasons or "-", "bold red" if gpu_throttle(gpu) else "dim"),
+    )
+
+
+def header_text(snap: FleetSnapshot | None, interval_s: float, paused: bool) -> str:
+    """``traintop fleet · job NAME (id) · 2 nodes · 4 ranks · every 5 s · URL``: the source
+    last, as it is the part a narrow terminal can best lose."""
+    if snap is None:
+        return "traintop fleet · waiting for Prometheus"
+    parts = ["traintop fleet"]
+    if snap.job is not None:
+        parts.append(f"job {snap.job.name} ({snap.job.job_id})")
+        if len(snap.jobs) > 1:
+            parts.append(f"{len(snap.jobs)} jobs (j: next)")
+    parts += [_count(len(snap.nodes), "node"), _count(len(snap.ranks), "rank")]
+    parts += [f"every {interval_s:g} s", *(["PAUSED"] if paused else []), snap.source]
+    return " · ".join(parts)
+
+
+def verdict_lines(snap: FleetSnapshot | None) -> tuple[str, str, tuple[str, ...]]:
+    """(tone, headline, evidence lines) for the job verdict banner."""
+    if snap is None or snap.verdict is None:
+        return "unknown", "◇ NO VERDICT YET · waiting for data", ()
+    v = snap.verdict
+    tone = "unknown" if v.bottleneck == "unknown" else v.severity
+    mark = "◇" if v.bottleneck == "unknown" else "◆"
+    head = f"{mark} {label(v.bottleneck)} — {v.summary} · conf {v.confidence * 100:.0f}%"
+    return tone, head, v.evidence
