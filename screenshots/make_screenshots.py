@@ -17,18 +17,22 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.job_fixtures import data_bound_job  # noqa: E402
-from tests.snapshot_fixtures import EPOCH, ScriptedSource, feed, series  # noqa: E402
+from tests.snapshot_fixtures import EPOCH, ScriptedSource, ddp_job, feed, series, sweep  # noqa: E402
 from tui.app import build_app  # noqa: E402
 
 OUT = ROOT / "screenshots"
 TICKS = 20
 ATTACHED = {"gpus": 8, "cores": 32, "jobs": [data_bound_job()]}
+DDP = {"gpus": 8, "cores": 32, "job_source": lambda tick: ddp_job(8, tick)}
+SWEEP = {"gpus": 8, "cores": 32, "job_source": sweep}
 # (file, terminal size, scripted machine, keys pressed before the shot)
 SHOTS = (
     ("traintop-8gpu.svg", (200, 50), {"gpus": 8, "cores": 32}, ()),
     ("traintop-cpu-only.svg", (120, 40), {"gpus": 0, "cores": 16, "nvml": False}, ()),
     ("traintop-attach.svg", (200, 50), ATTACHED, ()),
     ("traintop-details.svg", (120, 40), ATTACHED, ("d",)),
+    ("traintop-ddp.svg", (200, 50), DDP, ()),
+    ("traintop-sweep.svg", (200, 50), SWEEP, ()),
 )
 
 
@@ -51,6 +55,54 @@ async def shoot(
         return path
 
 
+async def shoot_fleet(filename: str = "traintop-fleet.svg", size=(160, 40)) -> Path:
+    """`traintop fleet` on an 8-rank job over two nodes whose node-b overheats, from
+    Prometheus answers made of real exporter output (tests/fleet_fixtures.py)."""
+    from tests.fleet_fixtures import fleet, two_exporters
+    from tests.test_fleet_ui import ScriptedFleet
+    from tui.fleet_app import FleetApp
+
+    app = FleetApp(ScriptedFleet(), first=fleet(two_exporters()))
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("down")  # the cursor on node-b: its GPUs below
+        await pilot.pause()
+        path = OUT / filename
+        path.write_text(preserve_spaces(app.export_screenshot()), encoding="utf-8")
+        return path
+
+
+async def shoot_replay(filename: str = "traintop-replay.svg", size=(200, 50)) -> Path:
+    """`traintop replay` of a scripted night: a data-bound job for 4 minutes, then only the
+    GPUs, throttling; the verdicts are the real engine's, recorded as the live monitor records
+    them.  The shot jumps to the second verdict change (`n n`) and steps one sample back."""
+    import tempfile
+
+    from store.reader import Recording
+    from store.writer import Recorder
+    from tui.replay_app import ReplayApp
+    from tui.replay_source import ReplaySource
+    from tui.verdict_runner import VerdictRunner
+
+    ticks = series(240, gpus=8, cores=32, jobs=[data_bound_job()]) + series(360, gpus=8)[240:]
+    with tempfile.TemporaryDirectory() as tmp:
+        recorder, runner = Recorder(Path(tmp) / "night.ttrec"), VerdictRunner()
+        for tick in ticks:
+            recorder.add_sample(tick, runner.update(tick).verdict)
+        recorder.stop()
+        with Recording(recorder.path) as rec:
+            app = ReplayApp(ReplaySource(rec))
+            async with app.run_test(size=size) as pilot:
+                await pilot.press("space", "n")
+                await pilot.pause(0.5)
+                await pilot.press("n")
+                await pilot.pause(1.0)
+                await pilot.press("comma", "x", "x")
+                await pilot.pause(1.0)
+                path = OUT / filename
+                path.write_text(preserve_spaces(app.export_screenshot()), encoding="utf-8")
+                return path
+
+
 def preserve_spaces(svg: str) -> str:
     """Keep the leading no-break spaces of each text run: without xml:space="preserve",
     librsvg (and so most image viewers and converters) drops them and runs fields together,
@@ -63,6 +115,8 @@ def main() -> int:
     time.tzset()
     for filename, size, machine_args, keys in SHOTS:
         print(asyncio.run(shoot(filename, size, machine_args, keys)))
+    print(asyncio.run(shoot_fleet()))
+    print(asyncio.run(shoot_replay()))
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from collectors.snapshot import (
     CollectorError,
@@ -24,8 +25,10 @@ from collectors.snapshot import (
     JobSnapshot,
     MemorySnapshot,
     NicSnapshot,
+    PhaseShare,
     ProcessSnapshot,
     Snapshot,
+    WorkerSnapshot,
 )
 
 MIB, GIB = 2**20, 2**30
@@ -129,8 +132,10 @@ def nics(tick: int = 0) -> tuple[NicSnapshot, ...]:
 
 
 def _proc(pid: int, user: str, name: str, cmdline: str, cpu_pct: float, rss: int, **rest):
-    """A ProcessSnapshot with the usual defaults: child of init, no I/O, no GPU memory."""
-    fields = {"ppid": 1, "read_bytes_per_s": 0.0, "write_bytes_per_s": 0.0, **rest}
+    """A ProcessSnapshot with the usual defaults: child of init, no I/O, no GPU memory, asleep
+    unless it uses CPU, no run-queue wait."""
+    fields = {"ppid": 1, "read_bytes_per_s": 0.0, "write_bytes_per_s": 0.0, "cpu_wait_pct": 0.0}
+    fields = {**fields, "state": "R" if cpu_pct >= 50 else "S", **rest}
     return ProcessSnapshot(
         pid=pid, user=user, name=name, cmdline=cmdline, cpu_pct=cpu_pct, rss_bytes=rss, **fields
     )
@@ -152,6 +157,7 @@ def processes(gpus: int, tick: int = 0) -> tuple[ProcessSnapshot, ...]:
             write_bytes_per_s=180e3,
             num_threads=64,
             gpu_mem_bytes=70_900 * MIB if gpus else None,
+            cpu_wait_pct=_wave(tick, 0, 2, 6),
         )
     ]
     procs += [
@@ -166,6 +172,7 @@ def processes(gpus: int, tick: int = 0) -> tuple[ProcessSnapshot, ...]:
             read_bytes_per_s=118e6,
             num_threads=4,
             group_pid=TRAINER_PID,
+            cpu_wait_pct=_wave(tick, n, 3, 14),
         )
         for n, pid in enumerate(WORKER_PIDS)
     ]
@@ -204,6 +211,64 @@ def _daemons() -> list[ProcessSnapshot]:
     ]
 
 
+def ddp_rank(
+    rank: int, world: int, tick: int = 0, *, name: str = "llama-7b", slow: int | None = 2,
+    state: str = "live", pid: int | None = None, job_id: str | None = None,
+) -> JobSnapshot:  # fmt: skip
+    """One rank of a DDP job: ``slow`` sits on a busy loader (more data wait, more own work)
+    while the others spend that time waiting for it in all-reduce."""
+    straggler = rank == slow
+    data, comm = (0.21, 0.03) if straggler else (0.04, 0.22 + 0.01 * (rank % 3))
+    step = _wave(tick, rank * 0.3, 0.505, 0.52)
+    compute = 1.0 - data - comm
+    pid = TRAINER_PID + rank if pid is None else pid
+    phases = (("data", data), ("forward", compute * 0.33), ("backward", compute * 0.6),
+              ("allreduce", comm), ("optimizer", compute * 0.07))  # fmt: skip
+    workers = tuple(
+        WorkerSnapshot(w, _wave(tick, w, 55, 97 if straggler else 70), 3 * GIB, 60e6 + w % 10 * 1e6)
+        for w in (WORKER_PIDS if rank == 0 else range(pid * 10 + 1, pid * 10 + 3))
+    )
+    return JobSnapshot(
+        pid=pid, name=name, rank=rank, local_rank=rank % 8, world_size=world, state=state,
+        steps_total=8_800 + tick * 2, steps_per_s=1 / step, samples_per_s=32 / step,
+        step_time_p50_s=step, step_time_p95_s=step * 1.18, data_wait_share=data,
+        data_wait_p50_s=step * data, data_wait_p95_s=step * data * 1.6, batches_per_s=1 / step,
+        gpu_busy_share=0.93 - data - comm,
+        phases=tuple(PhaseShare(n, share, step * share) for n, share in phases),
+        workers=workers, last_step_age_s=0.2,
+        cuda_mem_allocated_bytes=(61_000 + 90 * rank) * MIB, cuda_mem_reserved_bytes=70_000 * MIB,
+        job_id=job_id or f"run:tcp://10.0.0.7:29500/{world}", started_at=EPOCH - 3_600,
+    )  # fmt: skip
+
+
+def ddp_job(world: int = 8, tick: int = 0, **kwargs) -> tuple[JobSnapshot, ...]:
+    """Every rank of one DDP job on this box."""
+    return tuple(ddp_rank(rank, world, tick, **kwargs) for rank in range(world))
+
+
+def sweep_run(index: int, tick: int = 0, *, state: str = "live", ended_s: float = 0.0):
+    """Run ``index`` of a hyper-parameter sweep: one rank, its own job."""
+    ended = state in ("finished", "crashed")
+    step = (0.2 + index / 100) * (1.0 if ended else _wave(tick, index, 0.96, 1.04))
+    job = ddp_rank(0, 1, tick, name=f"sweep{index}", slow=None, state=state,
+                   pid=6000 + index, job_id=f"pid:gpu-node-07/{6000 + index}/{index}")  # fmt: skip
+    return replace(
+        job, steps_total=2_000 + 37 * index, workers=() if ended else job.workers,
+        samples_per_s=32 / step, steps_per_s=1 / step, step_time_p50_s=step,
+        last_step_age_s=ended_s + 0.2 if ended else 0.2,
+        started_at=EPOCH - 600 - 30 * index,
+    )  # fmt: skip
+
+
+def sweep(tick: int = 0) -> tuple[JobSnapshot, ...]:
+    """24 runs: 6 still running (one per GPU), 2 that just ended, 16 that ended minutes ago
+    (3 of them crashed), listed in collection order so the panel has to sort them."""
+    states = {i: ("live", 0.0) for i in range(19, 25)}
+    states |= {17: ("finished", 4.0 + tick), 18: ("crashed", 9.0 + tick)}
+    states |= {i: ("crashed" if i in (3, 11, 14) else "finished", 60.0 * i) for i in range(1, 17)}
+    return tuple(sweep_run(i, tick, state=s, ended_s=age) for i, (s, age) in states.items())
+
+
 def machine(
     gpus: int = 8,
     *,
@@ -214,6 +279,7 @@ def machine(
     tick: int = 0,
     nvml: bool = True,
     lost: Sequence[int] = (),
+    job_source: Callable[[int], Sequence[JobSnapshot]] | None = None,
 ) -> Snapshot:
     """A whole-machine Snapshot; ``lost`` GPU indexes fell off the bus, ``nvml=False`` has none."""
     gpu_list = tuple(
@@ -239,7 +305,7 @@ def machine(
         gpus=gpu_list,
         gpu_status=status,
         processes=processes(gpus if nvml else 0, tick),
-        jobs=tuple(jobs),
+        jobs=tuple(jobs if job_source is None else job_source(tick)),
         errors=tuple(errors),
     )
 

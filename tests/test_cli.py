@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.isolation import no_gpu_env
+from tests.ring_helpers import make_segment, write
 
 SCENARIOS = Path(__file__).parent / "fakenvml" / "scenarios"
 THROTTLE = SCENARIOS / "h100x8_throttle.txt"
@@ -141,6 +142,25 @@ def test_jobs_ignores_garbage_segments(cli_env: dict[str, str]) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
     assert_one_line_error(traintop(cli_env, "attach", "4242"))
+
+
+def test_jobs_sort_naturally_and_errors_cap_their_list(cli_env: dict[str, str]) -> None:
+    """Ten finished runs of a sweep: listed sweep1, sweep2, ..., sweep10, and an unknown name
+    names four of them and counts the rest instead of printing all ten."""
+    ring = Path(cli_env["TRAINTOP_RING_DIR"])
+    for index in (10, 2, 1, 9, 3, 8, 4, 7, 5, 6):
+        writer = make_segment(ring, name=f"sweep{index}")
+        write(writer, 0)
+        writer.close()
+    done = traintop(cli_env, "jobs")
+    assert done.returncode == 0, done.stderr
+    names = [line.split()[1] for line in done.stdout.splitlines()[1:]]
+    assert names == [f"sweep{i}" for i in range(1, 11)]
+    ranks = json.loads(traintop(cli_env, "jobs", "--json").stdout)
+    assert len({job["job"] for job in ranks}) == 10
+    line = assert_one_line_error(traintop(cli_env, "attach", "nosuch"))
+    assert line.startswith("traintop: no training job 'nosuch'; attachable jobs: ")
+    assert line.count("(sweep") == 4 and line.endswith("… and 6 more")
 
 
 def test_snapshot_json_without_nvml(cli_env: dict[str, str]) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from collectors.ring_reader import discover, open_segment
+from tests.isolation import private_dir
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,9 +33,7 @@ def data_share(ring: Path) -> float:
 
 @pytest.fixture
 def ring(tmp_path: Path) -> Path:
-    path = tmp_path / "ring"
-    path.mkdir(mode=0o700)
-    return path
+    return private_dir(tmp_path / "ring")
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_LOOP = REPO / "tests" / "workloads" / "train_loop.py"
+DDP_TRAIN = REPO / "tests" / "workloads" / "ddp_train.py"
 STARTUP_S = 90.0  # importing torch and Textual on a loaded 2-core machine
 Start = Callable[..., TmuxSession]
 
@@ -83,23 +85,32 @@ def training_job(start: Start, ring_env: dict[str, str]) -> dict:
     return wait_for_job(ring_env, lambda j: bool(j["steps_per_s"]), STARTUP_S)
 
 
-def number_after(label: str, screen: str) -> float:
-    found = re.search(rf"{re.escape(label)}\s+([\d,.]+)", screen)
-    assert found, f"{label!r} not on screen:\n{screen}"
-    return float(found.group(1).replace(",", ""))
+def cell(screen: str, label: str, header: str = "STEPS/S") -> str:
+    """The text under a right-aligned column ``label`` in the first row below the table
+    header holding ``header`` (the focused job's row in the jobs table)."""
+    lines = screen.splitlines()
+    at = next((i for i, line in enumerate(lines) if header in line and label in line), None)
+    assert at is not None, f"no header with {label!r} on screen:\n{screen}"
+    end = lines[at].index(label) + len(label)
+    return lines[at + 1][:end].split("│")[-1].split()[-1]
+
+
+def number_in(screen: str, label: str, header: str = "STEPS/S") -> float:
+    text = cell(screen, label, header)
+    return float(text.replace(",", "").rstrip("%")) if text[0].isdigit() else 0.0
 
 
 def shows_training(screen: str) -> bool:
-    return "7 Training" in screen and "8 DataLoader" in screen and "samples/s" in screen
+    return "7 Training" in screen and "8 DataLoader" in screen and "SAMPLES/S" in screen
 
 
 def test_demo_shows_training_and_dataloader(start: Start) -> None:
     session = start("traintop", "demo", "--bottleneck", "data", "--seconds", "40")
     session.wait_for(shows_training, STARTUP_S)
-    screen = session.wait_for(lambda s: number_after("steps/s", s) > 0, 30)
-    assert number_after("samples/s", screen) > 0
-    assert re.search(r"data wait\s+\d+\s*%", screen)
-    assert number_after("workers", screen) >= 1
+    screen = session.wait_for(lambda s: number_in(s, "STEPS/S") > 0, 30)
+    assert number_in(screen, "SAMPLES/S") > 0
+    assert re.fullmatch(r"\d+%", cell(screen, "DATA WAIT"))
+    assert re.search(r"[├└]─\s+\d+\s", screen), "no DataLoader worker rows"
     job = psutil.Process(session.app_pid()).children(recursive=True)
     assert job, "the demo job is not a child of the monitor"
     session.send("q")
@@ -124,7 +135,8 @@ def test_run_job_appears_in_monitor_and_jobs(
 def test_attach_by_pid_opens_focused(start: Start, training_job: dict) -> None:
     pid = training_job["pid"]
     session = start("traintop", "attach", str(pid))
-    session.wait_for(lambda s: shows_training(s) and f"pid {pid}" in s, STARTUP_S)
+    focused = f"▶ {training_job['name']}"
+    session.wait_for(lambda s: shows_training(s) and focused in s and str(pid) in s, STARTUP_S)
     os.kill(session.app_pid(), signal.SIGTERM)
     assert session.exit_code(timeout=30) == 0
     assert not session.alternate_screen()
@@ -159,3 +171,36 @@ def test_killed_job_stays_listed_as_crashed(ring_env: dict[str, str], training_j
     crashed = wait_for_job(ring_env, lambda j: j["pid"] == pid and j["state"] == "crashed", 30)
     assert crashed["name"] == "train_loop"
     assert crashed["steps_total"] >= training_job["steps_total"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_multi_rank_job_is_one_job_and_attach_by_name_takes_every_rank(
+    start: Start, ring_env: dict[str, str]
+) -> None:
+    torchrun = str(Path(sys.executable).with_name("torchrun"))
+    start("traintop", "run", "--name", "ddp2", "--", torchrun, "--nproc_per_node=2",
+          f"--master_port={free_port()}", str(DDP_TRAIN), "--steps", "100000")  # fmt: skip
+    deadline = time.monotonic() + STARTUP_S
+    ranks: list[dict] = []
+    while time.monotonic() < deadline and len([r for r in ranks if r["steps_per_s"]]) < 2:
+        time.sleep(0.5)
+        ranks = listed_jobs(ring_env)
+    assert sorted(r["rank"] for r in ranks) == [0, 1], ranks
+    assert len({r["job"] for r in ranks}) == 1  # one object per rank, grouped by `job`
+    listing = traintop(ring_env, "jobs").stdout.splitlines()
+    assert len(listing) == 2 and listing[1].split()[1:3] == ["ddp2", "2"], listing
+    expanded = traintop(ring_env, "jobs", "--ranks").stdout
+    assert "rank 0" in expanded and "rank 1" in expanded
+    session = start("traintop", "attach", "ddp2")
+    pids = [str(r["pid"]) for r in ranks]
+    screen = session.wait_for(
+        lambda s: "▶ ddp2" in s and all(p in s for p in pids) and " RANK " in s, STARTUP_S
+    )
+    assert cell(screen, "RANKS") == "2"
+    session.send("q")
+    assert session.exit_code(timeout=30) == 0

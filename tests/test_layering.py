@@ -59,3 +59,15 @@ def test_probe_never_imports_psutil():
 def test_collectors_never_import_diagnosis():
     loaded = _import_everything("collectors")
     assert "diagnosis" not in _top_level(loaded["modules"])
+
+
+def test_store_never_imports_the_ui():
+    """store/ sits between diagnosis and the UI: recording and compare run headless."""
+    loaded = _import_everything("store")
+    assert not _top_level(loaded["modules"]) & {"textual", "rich", "tui", "torch"}
+
+
+def test_exporter_never_imports_the_ui():
+    """exporter/ runs headless under systemd: no Textual, no UI, never torch."""
+    loaded = _import_everything("exporter")
+    assert not _top_level(loaded["modules"]) & {"textual", "rich", "tui", "torch"}

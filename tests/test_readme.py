@@ -21,8 +21,26 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 def test_readme_installs_torch_only_as_the_local_cpu_wheel():
     for block in _bash_blocks((ROOT / "README.md").read_text()):
-        for spec in re.findall(r"\btorch\S*", block):
+        # Requirement specs only: the extra in '.[torch,test]' is a name, not a requirement.
+        for spec in re.findall(r"(?<![\[,])\btorch\S*", block):
             assert spec == "torch==2.13.0", block
+
+
+def test_readme_commands_install_what_torch_needs():
+    """A fresh virtualenv has no numpy: torch warns at import and the demo cannot run without."""
+    extra = re.search(r"^torch = \[(.*)\]$", (ROOT / "pyproject.toml").read_text(), re.M)
+    assert extra and re.search(r'"numpy\b', extra.group(1))
+    installs = [b for b in _bash_blocks((ROOT / "README.md").read_text()) if "pip install" in b]
+    assert installs
+    for block in installs:
+        assert re.search(r"-e '\.\[torch\b[^']*\]'", block), block
+
+
+def test_ci_runs_in_a_fresh_virtualenv():
+    """CI must not pass thanks to packages the machine's own Python happens to have."""
+    script = (ROOT / ".ci" / "run").read_text()
+    made = script.index("python3 -m venv")
+    assert made < script.index("/bin/activate") < script.rindex("python3 -m pytest")
 
 
 def test_readme_screenshots_exist():

@@ -114,6 +114,8 @@ async def test_process_table_sort_key_and_selection_follow_the_pid():
         await pilot.press("down", "down")
         chosen = table.selected_pid
         await pilot.press("s")
+        assert "WAIT%▼" in table.lines[0].plain and table.selected_pid == chosen
+        await pilot.press("s")
         assert "RSS▼" in table.lines[0].plain and table.selected_pid == chosen
         rss = [row.proc.rss_bytes for row in table.rows if not row.prefix]
         assert rss == sorted(rss, reverse=True)

@@ -8,13 +8,17 @@ import pytest
 from tests.snapshot_fixtures import cpu, h100
 from tui.format import (
     bar_cells,
+    fmt_age,
     fmt_bytes,
     fmt_count,
     fmt_duration,
     fmt_interval,
     fmt_mhz,
+    fmt_number,
     fmt_pct,
     fmt_rate,
+    fmt_seconds,
+    fmt_share,
     fmt_watts,
     level_style,
     short_gpu_name,
@@ -240,3 +244,26 @@ def test_hanging_list_indents_continuation_under_the_text():
     lines = hanging_lines([("1. ", "alpha beta gamma delta epsilon zeta")], 20)
     assert lines[0].plain.startswith("1. alpha")
     assert all(line.plain.startswith("   ") for line in lines[1:]) and len(lines) > 1
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [(None, "n/a"), (0.00042, "420 µs"), (0.0123, "12.3 ms"), (0.311, "311 ms"),
+     (1.5, "1.50 s"), (754.0, "754 s")],
+)  # fmt: skip
+def test_fmt_seconds(seconds, expected):
+    assert fmt_seconds(seconds) == expected
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [(None, None), (34.4, "34 s"), (119.0, "119 s"), (150.0, "2 min"), (9000.0, "2.5 h"),
+     (3 * 86400.0, "3.0 d")],
+)  # fmt: skip
+def test_fmt_age(seconds, expected):
+    assert fmt_age(seconds) == expected
+
+
+def test_fmt_number_and_share_keep_three_digits():
+    assert [fmt_number(v) for v in (3.214, 41.23, 1644.2, None)] == ["3.21", "41.2", "1,644", "n/a"]
+    assert [fmt_share(v) for v in (0.621, 0.0, None)] == ["62%", "0%", "n/a"]

@@ -105,3 +105,31 @@ def test_compact_units():
         "2.0M",
         "118M",
     ]
+
+
+def test_state_and_wait_columns_stay_after_io_goes_and_leave_before_the_command_room():
+    rows = display_rows(TABLE)
+    keys = ["pid", "user", "state", "cpu", "wait", "rss", "gpu"]
+    assert [c.key for c in plan_columns(90, rows)] == keys
+    assert "wait" in [c.key for c in plan_columns(150, rows)]
+    assert not {"state", "wait"} & {c.key for c in plan_columns(80, rows)}
+
+
+def test_wait_cell_shows_the_queueing_share_and_na_when_unmeasured():
+    queued = ProcessSnapshot(7, 1, "bob", "python", "python t.py", 40.0, 1, 0.0, 0.0,
+                             cpu_wait_pct=61.25, state="R")  # fmt: skip
+    columns = plan_columns(100, display_rows([queued]))
+    line = row_content(display_rows([queued])[0], columns, 100, selected=False)
+    assert line.plain.split()[2:5] == ["R", "40.0", "61.2"]
+    assert any(str(span.style) == "$error" for span in line.spans)  # >= 50 %: waits as it runs
+    assert any(str(span.style) == "bold $success" for span in line.spans)  # R: runnable
+    unmeasured = row_content(display_rows(TABLE)[0], columns, 100, selected=False).plain
+    assert unmeasured.split()[2:4] == ["90.0", "n/a"]  # no state letter, no wait figure
+
+
+def test_sorting_by_wait_puts_the_most_queued_first():
+    procs = [
+        ProcessSnapshot(p, 1, "a", "x", "x", 1.0, 1, 0.0, 0.0, cpu_wait_pct=w)
+        for p, w in ((11, 5.0), (12, 80.0), (13, None))
+    ]
+    assert [r.proc.pid for r in display_rows(procs, "wait")] == [12, 11, 13]

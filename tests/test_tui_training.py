@@ -1,4 +1,5 @@
-"""The Training panel mounted in a tiny app, fed realistic job tuples; plus its pure helpers."""
+"""The Training panel's jobs table: grouping, figures, order, collapse, and the panel mounted
+in a tiny app at fixed sizes (rows that fit, repaint only on change)."""
 
 from __future__ import annotations
 
@@ -9,29 +10,33 @@ from pathlib import Path
 
 import pytest
 from textual.app import App, ComposeResult
-from textual.color import Color
 
 from collectors.snapshot import JobSnapshot, PhaseShare
 from tests import job_fixtures as jf
-from tui.widgets.job_cards import EMPTY_MESSAGE, JobCard, JobPanel, fmt_seconds
-from tui.widgets.training import (
-    HISTORY_LEN,
-    TrainingCard,
-    TrainingPanel,
-    find_straggler,
+from tests import snapshot_fixtures as sf
+from tui.widgets.job_detail import PHASE_STYLES, segments
+from tui.widgets.job_groups import (
+    ENDED_COLLAPSE_S,
+    EndedSummary,
+    JobGroup,
+    groups_of,
     keep_last_numbers,
-    segments,
+    natural_key,
+    table_rows,
 )
+from tui.widgets.panel import LineWidget
+from tui.widgets.training import EMPTY_MESSAGE, HISTORY_LEN, TrainingPanel
 
 CSS = Path(__file__).resolve().parent.parent / "tui" / "styles" / "training.tcss"
+NOW = sf.EPOCH
 
 
 class PanelApp(App[None]):
-    """One panel filling the screen, styled by the shipped stylesheet."""
+    """One panel filling the screen (no size cap: the tiny app has no #jobs-row)."""
 
-    CSS_PATH = CSS
+    CSS = "TrainingPanel, DataLoaderPanel { height: auto; max-height: 100%; }"
 
-    def __init__(self, panel: JobPanel) -> None:
+    def __init__(self, panel: LineWidget) -> None:
         super().__init__()
         self.panel = panel
 
@@ -40,9 +45,9 @@ class PanelApp(App[None]):
 
 
 def run_panel(
-    panel: JobPanel,
+    panel: LineWidget,
     script: Callable[[PanelApp], Awaitable[None]],
-    size: tuple[int, int] = (80, 60),
+    size: tuple[int, int] = (160, 40),
 ) -> None:
     """Mount ``panel`` headless at ``size`` and run ``script`` against it."""
 
@@ -55,228 +60,64 @@ def run_panel(
     asyncio.run(main())
 
 
-async def feed(app: PanelApp, jobs: tuple[JobSnapshot, ...]) -> None:
-    """One tick: hand the jobs to the panel and let Textual mount, lay out and paint."""
-    app.panel.update_jobs(jobs)
+async def feed(app: PanelApp, jobs: tuple[JobSnapshot, ...], tick: int = 0) -> None:
+    """One tick: the panel gets a snapshot holding ``jobs``, then Textual lays out and paints."""
+    app.panel.update_jobs(sf.machine(gpus=0, jobs=jobs, tick=tick))
     await app.pilot.pause()
 
 
-def cards(panel: JobPanel) -> list[JobCard]:
-    return list(panel.query(JobCard))
+def text(panel: LineWidget) -> str:
+    return panel.render().plain
 
 
-def texts(panel: JobPanel) -> list[str]:
-    return [card.render().plain for card in cards(panel)]
+def groups(jobs: tuple[JobSnapshot, ...], now: float = NOW) -> list[JobGroup]:
+    return groups_of(jobs, now)
 
 
-def theme_color(app: App, name: str) -> Color:
-    return Color.parse(app.theme_variables[name])
+def test_ranks_of_one_job_fold_into_one_group_with_job_figures() -> None:
+    (group,) = groups(sf.ddp_job(8))
+    assert group.name == "llama-7b" and len(group.ranks) == 8 and group.rank_count == "8"
+    assert group.steps_per_s == min(j.steps_per_s for j in group.ranks)
+    assert group.samples_per_s == pytest.approx(sum(j.samples_per_s for j in group.ranks))
+    assert group.data_wait_share == pytest.approx(0.21)
+    rank, gap = group.slowest
+    assert rank == 2 and 0.2 < gap < 0.4  # the straggler's own work, not its synced step
 
 
-def test_empty_state_names_how_to_attach() -> None:
-    async def script(app: PanelApp) -> None:
-        await feed(app, ())
-        empty = app.panel.query_one(".job-empty")
-        assert empty.display and str(empty.render()) == EMPTY_MESSAGE
-        assert cards(app.panel) == []
-        assert app.panel.border_title == "7 Training"
-
-    run_panel(TrainingPanel(), script)
+def test_samples_unknown_on_one_rank_is_unknown_not_a_partial_sum() -> None:
+    jobs = sf.ddp_job(4)
+    jobs = (*jobs[:3], replace(jobs[3], samples_per_s=None))
+    assert groups(jobs)[0].samples_per_s is None
 
 
-def test_data_bound_job_shows_rates_breakdown_and_legend() -> None:
-    async def script(app: PanelApp) -> None:
-        await feed(app, (jf.data_bound_job(),))
-        (text,) = texts(app.panel)
-        for expected in ("resnet50-imagenet", "pid 4242", "● live", "step 12,345", "steps/s 3.10",
-                         "samples/s 397", "step p50 311 ms", "p95 402 ms", "GPU busy 34%",
-                         "11.2 GiB (14.0 GiB reserved)", "data 62% 193 ms", "bwd 19%",
-                         "other 2%"):  # fmt: skip
-            assert expected in text
-        assert "lost" not in text
-        card = cards(app.panel)[0]
-        assert "█" * card.content_size.width in text.splitlines()
-        assert card.region.height == len(text.splitlines())
-        assert not app.panel.query_one(".job-empty").display
-
-    run_panel(TrainingPanel(), script)
+def test_partly_seen_world_says_how_many_ranks() -> None:
+    assert groups(sf.ddp_job(8)[:6])[0].rank_count == "6/8"
 
 
-def test_multi_rank_job_is_one_card_with_straggler_highlighted() -> None:
-    async def script(app: PanelApp) -> None:
-        await feed(app, jf.multi_rank_job())
-        (card,) = cards(app.panel)
-        lines = card.render().plain.splitlines()
-        assert "rank 0/4" in lines[0]
-        assert "samples/s (all ranks) 61.5" in card.render().plain
-        rows = {line.split()[0]: line for line in lines if line[:4].strip() in "0123"}
-        assert set(rows) == {"0", "1", "2", "3"}
-        assert "◀ slowest, +42% vs median" in rows["2"]
-        assert all("slowest" not in rows[r] for r in "013")
-        assert "rank 2 holds the run back: 42% more own work" in card.render().plain
-        span_styles = [s.style for s in card.render().spans if s.style is not None]
-        straggler = card.style("training--straggler")
-        assert straggler in span_styles
-        assert straggler.foreground == theme_color(app, "error")
-
-    run_panel(TrainingPanel(), script)
+def test_natural_order_running_first() -> None:
+    assert sorted(["sweep10", "sweep2", "Sweep1"], key=natural_key) == [
+        "Sweep1", "sweep2", "sweep10"]  # fmt: skip
+    names = [g.name for g in groups(sf.sweep())]
+    assert names[:6] == [f"sweep{i}" for i in range(19, 25)]
+    assert names[6:9] == ["sweep1", "sweep2", "sweep3"]  # ended runs after, in natural order
 
 
-def test_balanced_ranks_call_out_nobody_and_missing_ranks_are_named() -> None:
-    async def script(app: PanelApp) -> None:
-        await feed(app, jf.balanced_multi_rank_job()[:3])
-        (text,) = texts(app.panel)
-        assert "slowest" not in text and "holds the run back" not in text
-        assert "3 of 4 ranks attached." in text
-
-    run_panel(TrainingPanel(), script)
-
-
-def test_crashed_job_keeps_its_last_numbers_in_error_colour() -> None:
-    async def script(app: PanelApp) -> None:
-        await feed(app, (jf.crashed_job_before(),))
-        await feed(app, (jf.crashed_job(),))
-        (text,) = texts(app.panel)
-        assert "✗ crashed" in text and "step 5,120" in text
-        assert "steps/s 2.44" in text and "step p50 409 ms" in text
-        assert "lost 17 records" in text
-        card = cards(app.panel)[0]
-        assert card.style("training--crashed").foreground == theme_color(app, "error")
-
-    run_panel(TrainingPanel(), script)
+def test_jobs_ended_long_ago_fold_into_one_summary_row() -> None:
+    rows = table_rows(groups(sf.sweep()), NOW, expanded=False)
+    assert [r.name for r in rows[:8] if isinstance(r, JobGroup)] == [
+        *(f"sweep{i}" for i in range(19, 25)), "sweep17", "sweep18"]  # fmt: skip
+    summary = rows[-1]
+    assert isinstance(summary, EndedSummary) and len(rows) == 9
+    assert summary.count == 16 and dict(summary.states) == {"finished": 13, "crashed": 3}
+    expanded = table_rows(groups(sf.sweep()), NOW, expanded=True)
+    assert len(expanded) == 9 + 16 and isinstance(expanded[8], EndedSummary)
 
 
-def test_stalled_job_says_for_how_long() -> None:
-    async def script(app: PanelApp) -> None:
-        await feed(app, (jf.stalled_job(),))
-        (text,) = texts(app.panel)
-        assert "◐ stalled · no step for 34 s" in text
-        assert "steps/s n/a" in text
-        card = cards(app.panel)[0]
-        assert card.style("training--stalled").foreground == theme_color(app, "warning")
-
-    run_panel(TrainingPanel(), script)
-
-
-def test_identical_input_repaints_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    refreshed: list[JobCard] = []
-    original = JobCard.refresh
-
-    def counting_refresh(self: JobCard, *args: object, **kwargs: object) -> JobCard:
-        refreshed.append(self)
-        return original(self, *args, **kwargs)
-
-    async def script(app: PanelApp) -> None:
-        jobs = (jf.data_bound_job(), *jf.multi_rank_job(), jf.stalled_job())
-        await feed(app, jobs)
-        before = cards(app.panel)
-        monkeypatch.setattr(JobCard, "refresh", counting_refresh)
-        await feed(app, jobs)
-        await feed(app, tuple(replace(job) for job in jobs))  # equal, not identical
-        assert refreshed == []
-        await feed(app, (jobs[0], *jobs[1:-1], replace(jobs[-1], last_step_age_s=35.4)))
-        assert cards(app.panel) == before  # same card objects, none rebuilt
-        assert refreshed == [before[-1]]
-
-    run_panel(TrainingPanel(), script)
-
-
-def test_jobs_given_before_mount_are_shown() -> None:
-    panel = TrainingPanel()
-    panel.update_jobs((jf.stalled_job(),))
-
-    async def script(app: PanelApp) -> None:
-        await app.pilot.pause()
-        assert "bert-pretrain" in texts(app.panel)[0]
-
-    run_panel(panel, script)
-
-
-@pytest.mark.parametrize("state", ["finished", "restarted"])
-def test_ended_states_are_muted(state: str) -> None:
-    async def script(app: PanelApp) -> None:
-        await feed(app, (replace(jf.data_bound_job(), state=state),))
-        card = cards(app.panel)[0]
-        assert state in texts(app.panel)[0]
-        badge = next(s for s in card.render().spans if s.style == card.style(f"training--{state}"))
-        assert badge.style.foreground == card.style("job--label").foreground
-
-    run_panel(TrainingPanel(), script)
-
-
-def test_history_is_bounded_and_drawn() -> None:
-    async def script(app: PanelApp) -> None:
-        job = jf.data_bound_job()
-        for tick in range(HISTORY_LEN + 40):
-            app.panel.update_jobs((replace(job, step_time_p50_s=0.3 + (tick % 10) / 100),))
-        await app.pilot.pause()
-        assert len(app.panel._history[job.pid]) == HISTORY_LEN
-        history_line = next(ln for ln in texts(app.panel)[0].splitlines() if "–" in ln)
-        assert history_line.startswith("step p50 ") and history_line.endswith("300 ms–390 ms")
-        assert "█" in history_line and "▁" in history_line
-
-    run_panel(TrainingPanel(), script)
-
-
-def test_cards_follow_jobs_and_focus() -> None:
-    async def script(app: PanelApp) -> None:
-        jobs = (jf.data_bound_job(), *jf.multi_rank_job(), jf.stalled_job())
-        await feed(app, jobs)
-        assert [t.split()[0] for t in texts(app.panel)] == [
-            "resnet50-imagenet", "llama-ft", "bert-pretrain"]  # fmt: skip
-        app.panel.focus_pid = 5102
-        await app.pilot.pause()
-        (text,) = texts(app.panel)
-        assert "pid 5102  rank 2/4" in text
-        app.panel.focus_pid = 99999  # gone: show everything rather than nothing
-        await app.pilot.pause()
-        await feed(app, jobs[:1])
-        assert len(cards(app.panel)) == 1
-
-    run_panel(TrainingPanel(), script)
-
-
-def test_narrow_panel_wraps_instead_of_cropping() -> None:
-    async def script(app: PanelApp) -> None:
-        await feed(app, (jf.data_bound_job(), *jf.multi_rank_job()))
-        for card in cards(app.panel):
-            lines = card.render().plain.splitlines()
-            assert max(len(line) for line in lines) <= card.content_size.width
-        text = "\n".join(texts(app.panel))
-        for expected in ("steps/s 3.10", "p95 402 ms", "GPU busy 34%", "rank steps/s"):
-            assert expected in text
-
-    run_panel(TrainingPanel(), script, size=(44, 80))
-
-
-def test_odd_input_renders_without_error() -> None:
-    bare = JobSnapshot(pid=1, name="x" * 200, rank=0, local_rank=0, world_size=1,
-                       state="paused", steps_total=0, steps_per_s=None, samples_per_s=None,
-                       step_time_p50_s=None, step_time_p95_s=None, data_wait_share=None,
-                       data_wait_p50_s=None, data_wait_p95_s=None, batches_per_s=None,
-                       gpu_busy_share=None)  # fmt: skip
-
-    async def script(app: PanelApp) -> None:
-        await feed(app, (bare,))
-        (text,) = texts(app.panel)
-        assert "paused" in text and "no step breakdown reported" in text
-
-    run_panel(TrainingPanel(), script)
-
-
-@pytest.mark.parametrize(
-    ("seconds", "expected"),
-    [(None, "n/a"), (0.00042, "420 µs"), (0.0123, "12.3 ms"), (0.311, "311 ms"),
-     (1.5, "1.50 s"), (754.0, "754 s")],
-)  # fmt: skip
-def test_fmt_seconds(seconds: float | None, expected: str) -> None:
-    assert fmt_seconds(seconds) == expected
-
-
-def test_find_straggler_uses_own_work_not_synced_step_time() -> None:
-    assert find_straggler(jf.multi_rank_job()) == (2, pytest.approx(0.416, abs=0.005))
-    assert find_straggler(jf.balanced_multi_rank_job()) is None
-    assert find_straggler(jf.multi_rank_job()[:2]) is None  # no median to speak of
+def test_an_ended_job_keeps_its_row_for_the_collapse_delay() -> None:
+    just = sf.sweep_run(1, state="finished", ended_s=ENDED_COLLAPSE_S - 5)
+    later = sf.sweep_run(1, state="finished", ended_s=ENDED_COLLAPSE_S + 5)
+    assert isinstance(table_rows(groups((just,)), NOW, False)[0], JobGroup)
+    assert isinstance(table_rows(groups((later,)), NOW, False)[0], EndedSummary)
 
 
 def test_keep_last_numbers_only_for_ended_jobs() -> None:
@@ -287,16 +128,136 @@ def test_keep_last_numbers_only_for_ended_jobs() -> None:
     assert keep_last_numbers(stalled, jf.data_bound_job(stalled.pid)) is stalled
 
 
-def test_segments_fill_the_step() -> None:
+def test_segments_fill_the_step_and_waiting_on_peers_stands_out() -> None:
     job = jf.data_bound_job()
-    assert [(name, cls) for name, _, _, cls in segments(job)][-1] == ("other", "other")
+    assert [name for name, *_ in segments(job)][-1] == "other"
     assert sum(share for _, share, _, _ in segments(job)) == pytest.approx(1.0)
-    custom = replace(job, phases=(PhaseShare("h2d", 0.1, 0.01), PhaseShare("comm", 0.9, 0.1)))
-    assert [cls for *_, cls in segments(custom)] == ["custom-alt", "custom"]
-    only_wait = jf.no_worker_job()
-    assert [name for name, *_ in segments(only_wait)] == ["data", "compute"]
+    ddp = sf.ddp_rank(0, 8)
+    styles = {name: style for name, _, _, style in segments(ddp)}
+    assert styles["allreduce"] == PHASE_STYLES["allreduce"] == "$error"
+    custom = replace(job, phases=(PhaseShare("h2d", 0.1, 0.01), PhaseShare("fetch", 0.9, 0.1)))
+    assert len({style for *_, style in segments(custom)}) == 2
+    assert [name for name, *_ in segments(jf.no_worker_job())] == ["data", "compute"]
 
 
-def test_training_card_declares_every_style_it_uses() -> None:
-    used = {f"training--{cls}" for job in jf.multi_rank_job() for *_, cls in segments(job)}
-    assert used <= TrainingCard.COMPONENT_CLASSES
+def test_empty_state_names_how_to_attach() -> None:
+    async def script(app: PanelApp) -> None:
+        await feed(app, ())
+        assert text(app.panel) == EMPTY_MESSAGE
+        assert app.panel.border_title == "7 Training"
+
+    run_panel(TrainingPanel(), script)
+
+
+def test_eight_rank_job_is_one_row_with_its_ranks_below() -> None:
+    async def script(app: PanelApp) -> None:
+        await feed(app, sf.ddp_job(8))
+        lines = text(app.panel).splitlines()
+        assert lines[0].split()[:3] == ["JOB", "RANKS", "STATE"]
+        job = lines[1]
+        assert job.startswith("▶ llama-7b") and " 8 ● live " in job and "r2 +" in job
+        ranks = [ln for ln in lines if ln[:6].strip().isdigit()]
+        assert [int(ln.split()[0]) for ln in ranks] == list(range(8))
+        assert "fastest" in "".join(ranks) and "+" in ranks[2]
+        assert "■ allreduce" in text(app.panel)
+        assert app.panel.border_subtitle == "llama-7b · phases: mean of 8 ranks"
+        assert len(lines) == app.panel.content_size.height
+
+    run_panel(TrainingPanel(), script)
+
+
+def test_unknown_samples_show_a_dash_never_zero() -> None:
+    async def script(app: PanelApp) -> None:
+        await feed(app, (replace(jf.data_bound_job(), samples_per_s=None),))
+        row = text(app.panel).splitlines()[1]
+        assert " — " in row and " 0 " not in row
+
+    run_panel(TrainingPanel(), script)
+
+
+def test_crashed_job_keeps_its_last_numbers() -> None:
+    async def script(app: PanelApp) -> None:
+        await feed(app, (jf.crashed_job_before(),))
+        await feed(app, (jf.crashed_job(),))
+        row = text(app.panel).splitlines()[1]
+        assert "✗ crashed" in row and "2.44" in row and "409 ms" in row and "3 s ago" in row
+
+    run_panel(TrainingPanel(), script)
+
+
+def test_sixty_four_ranks_fit_the_height_and_scroll() -> None:
+    async def script(app: PanelApp) -> None:
+        await feed(app, sf.ddp_job(64))
+        lines = text(app.panel).splitlines()
+        assert len(lines) == app.panel.content_size.height == 20
+        assert max(len(line) for line in lines) <= app.panel.content_size.width
+        assert any(line.rstrip().endswith("more") for line in lines)
+
+    run_panel(TrainingPanel(), script, size=(80, 20))
+
+
+def test_identical_input_repaints_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    refreshed: list[object] = []
+
+    async def script(app: PanelApp) -> None:
+        jobs = sf.ddp_job(8)
+        await feed(app, jobs)
+        original = type(app.panel).refresh
+
+        def counting(self, *args, **kwargs):
+            refreshed.append(args)
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(type(app.panel), "refresh", counting)
+        await feed(app, jobs)
+        await feed(app, tuple(replace(job) for job in jobs))  # equal, not identical
+        assert refreshed == []
+        await feed(app, (*jobs[:7], replace(jobs[7], steps_per_s=3.0)))
+        assert len(refreshed) == 2  # the job row (its steps/s is the slowest rank's) and rank 7
+
+    run_panel(TrainingPanel(), script)
+
+
+def test_history_is_bounded_and_drawn_in_the_row() -> None:
+    async def script(app: PanelApp) -> None:
+        job = jf.data_bound_job()
+        for tick in range(HISTORY_LEN + 40):
+            snapshot = sf.machine(
+                gpus=0, jobs=(replace(job, step_time_p50_s=0.3 + tick % 10 / 100),)
+            )
+            app.panel.update_jobs(snapshot)
+        await app.pilot.pause()
+        (history,) = app.panel._history.values()
+        assert len(history) == HISTORY_LEN
+        row = text(app.panel).splitlines()[1]
+        assert "█" in row and "▁" in row
+
+    run_panel(TrainingPanel(), script)
+
+
+def test_narrow_panel_keeps_the_key_columns_and_draws_history_below() -> None:
+    async def script(app: PanelApp) -> None:
+        await feed(app, (jf.data_bound_job(),))
+        await feed(app, (replace(jf.data_bound_job(), step_time_p50_s=0.35),))
+        lines = text(app.panel).splitlines()
+        assert max(len(line) for line in lines) <= app.panel.content_size.width
+        for label in ("JOB", "RANKS", "STATE", "STEPS/S", "SAMPLES/S", "DATA WAIT"):
+            assert label in lines[0]
+        assert "STEP TIME" not in lines[0]
+        assert any(line.startswith("step p50 ") for line in lines)
+
+    run_panel(TrainingPanel(), script, size=(80, 30))
+
+
+def test_a_running_job_with_a_crashed_rank_says_so() -> None:
+    ranks = sf.ddp_job(4)
+    ranks = (*ranks[:3], replace(ranks[3], state="crashed", last_step_age_s=2.0))
+
+    async def script(app: PanelApp) -> None:
+        await feed(app, ranks)
+        lines = text(app.panel).splitlines()
+        assert " 4 ● live ✗1 " in lines[1]
+        rank3 = next(ln for ln in lines if ln.split()[:1] == ["3"])
+        assert rank3.rstrip().endswith("✗ crashed")
+
+    run_panel(TrainingPanel(), script)

@@ -1,109 +1,85 @@
-"""The DataLoader panel mounted in a tiny app: rates, wait share colours, worker rows."""
+"""The DataLoader panel: the focused job's loading, a row per rank or per worker."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
-
 from tests import job_fixtures as jf
-from tests.test_tui_training import PanelApp, cards, feed, run_panel, texts, theme_color
-from tui.widgets.dataloader import DataLoaderCard, DataLoaderPanel
-from tui.widgets.job_cards import EMPTY_MESSAGE, JobCard
+from tests import snapshot_fixtures as sf
+from tests.test_tui_training import PanelApp, groups, run_panel, text
+from tui.widgets.dataloader import ENDED, NO_WORKERS, DataLoaderPanel
+from tui.widgets.loader_table import loader_rows
 
 
-def test_data_bound_job_shows_rates_and_every_worker() -> None:
+async def show(app: PanelApp, jobs, processes=()) -> None:
+    app.panel.show_group(groups(tuple(jobs))[0], processes)
+    await app.pilot.pause()
+
+
+def test_single_rank_job_lists_its_workers_under_it() -> None:
     async def script(app: PanelApp) -> None:
-        await feed(app, (jf.data_bound_job(),))
-        (text,) = texts(app.panel)
-        for expected in ("resnet50-imagenet", "pid 4242", "workers 4", "batches/s 3.10",
-                         "samples/s 397", "wait/batch p50 193 ms", "p95 262 ms",
-                         "data wait 62% of step"):  # fmt: skip
-            assert expected in text
-        rows = [line.split() for line in text.splitlines() if line.strip().startswith("424")]
-        assert [row[0] for row in rows] == ["4243", "4244", "4245", "4246"]
-        assert rows[0][-5:] == ["98%", "1.2", "GiB", "45.0", "MB/s"]
+        await show(app, (jf.data_bound_job(),))
+        lines = text(app.panel).splitlines()
+        assert lines[0].split()[:4] == ["RANK", "PID", "WORKERS", "BATCH/S"]
+        rank = lines[1].split()
+        assert rank[:4] == ["0", "4242", "4", "3.10"] and "62%" in rank
+        workers = [ln.split()[:2] for ln in lines[2:]]
+        assert workers == [["├─", "4243"], ["├─", "4244"], ["├─", "4245"], ["└─", "4246"]]
+        assert "98%" in lines[2] and "45.0 MB/s" in lines[2]
         assert app.panel.border_title == "8 DataLoader"
+        assert app.panel.border_subtitle == "resnet50-imagenet"
 
     run_panel(DataLoaderPanel(), script)
 
 
-def test_hot_workers_and_data_wait_are_coloured() -> None:
+def test_multi_rank_job_is_a_row_per_rank_with_workers_folded() -> None:
     async def script(app: PanelApp) -> None:
-        await feed(app, (jf.data_bound_job(),))
-        card = cards(app.panel)[0]
-        styles = [span.style for span in card.render().spans]
-        assert card.style("job--error") in styles  # 62 % > 60 %
-        assert card.style("dataloader--bar-hot") in styles  # 98 % CPU workers
-        assert card.style("dataloader--bar-hot").foreground == theme_color(app, "warning")
-        assert card.style("job--error").foreground == theme_color(app, "error")
+        await show(app, sf.ddp_job(8))
+        lines = text(app.panel).splitlines()
+        assert [ln.split()[0] for ln in lines[1:]] == [str(r) for r in range(8)]
+        assert lines[1].split()[2] == "4"  # rank 0's four workers in one row
+        assert "WAIT%" not in lines[0]  # no run-queue figures in these processes
 
     run_panel(DataLoaderPanel(), script)
 
 
-@pytest.mark.parametrize(
-    ("share", "component"),
-    [(0.25, "job--value"), (0.45, "job--warning"), (0.65, "job--error"), (None, "job--value")],
-)
-def test_wait_share_thresholds(share: float | None, component: str) -> None:
+def test_run_queue_wait_column_appears_with_the_figure() -> None:
+    job = jf.data_bound_job()
+    procs = sf.processes(8)
+    waits = {p.pid: 30.0 + i for i, p in enumerate(procs)}
+    with_wait = [replace(p, cpu_wait_pct=waits[p.pid]) for p in procs]
+    by_pid = {p.pid: p for p in with_wait}
+    worker = replace(job.workers[0], pid=sf.WORKER_PIDS[0])
+    job = replace(job, workers=(worker,))
+    assert loader_rows((job,), by_pid)[1].wait_pct == by_pid[worker.pid].cpu_wait_pct
+
     async def script(app: PanelApp) -> None:
-        await feed(app, (replace(jf.data_bound_job(), data_wait_share=share),))
-        card = cards(app.panel)[0]
-        assert isinstance(card, DataLoaderCard)
-        chip = card._wait_share(share)
-        assert [span.style for span in chip.spans][1] == card.style(component)
+        await show(app, (job,), with_wait)
+        lines = text(app.panel).splitlines()
+        assert "WAIT%" in lines[0]
+        assert f"{by_pid[worker.pid].cpu_wait_pct:.0f}%" in lines[2]
 
     run_panel(DataLoaderPanel(), script)
 
 
-def test_job_without_workers_says_where_loading_happens() -> None:
+def test_job_without_workers_and_ended_job_say_why() -> None:
     async def script(app: PanelApp) -> None:
-        await feed(app, (jf.no_worker_job(),))
-        (text,) = texts(app.panel)
-        assert "workers 0" in text and "loaded in the training process" in text
+        await show(app, (jf.no_worker_job(),))
+        assert text(app.panel).splitlines()[-1] == NO_WORKERS
+        await show(app, (jf.crashed_job(),))
+        assert text(app.panel).splitlines()[-1] == ENDED
 
     run_panel(DataLoaderPanel(), script)
 
 
-def test_each_rank_gets_its_own_card_and_empty_state_returns() -> None:
+def test_many_ranks_scroll_with_the_cursor() -> None:
     async def script(app: PanelApp) -> None:
-        await feed(app, jf.multi_rank_job())
-        assert [t.split("\n")[0] for t in texts(app.panel)] == [
-            f"llama-ft  pid {5100 + r}  rank {r}/4  workers 1" for r in range(4)
-        ]
-        await feed(app, ())
-        assert cards(app.panel) == []
-        assert str(app.panel.query_one(".job-empty").render()) == EMPTY_MESSAGE
+        await show(app, sf.ddp_job(64))
+        lines = text(app.panel).splitlines()
+        assert len(lines) == app.panel.content_size.height and "▼" in lines[0]
+        app.panel.focus()
+        await app.pilot.press("end")
+        lines = text(app.panel).splitlines()
+        assert lines[-1].split()[0] == "63" and "▲" in lines[0]
 
-    run_panel(DataLoaderPanel(), script)
-
-
-def test_identical_input_repaints_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    refreshed: list[JobCard] = []
-    original = JobCard.refresh
-
-    def counting_refresh(self: JobCard, *args: object, **kwargs: object) -> JobCard:
-        refreshed.append(self)
-        return original(self, *args, **kwargs)
-
-    async def script(app: PanelApp) -> None:
-        jobs = (jf.data_bound_job(), jf.stalled_job())
-        await feed(app, jobs)
-        monkeypatch.setattr(JobCard, "refresh", counting_refresh)
-        await feed(app, tuple(replace(job) for job in jobs))
-        assert refreshed == []
-        await feed(app, (replace(jobs[0], batches_per_s=3.2), jobs[1]))
-        assert refreshed == [cards(app.panel)[0]]
-
-    run_panel(DataLoaderPanel(), script)
-
-
-def test_narrow_panel_keeps_worker_rows_within_width() -> None:
-    async def script(app: PanelApp) -> None:
-        await feed(app, (jf.data_bound_job(),))
-        card = cards(app.panel)[0]
-        lines = card.render().plain.splitlines()
-        assert max(len(line) for line in lines) <= card.content_size.width
-        assert "data wait 62% of step" in "\n".join(lines)
-
-    run_panel(DataLoaderPanel(), script, size=(44, 40))
+    run_panel(DataLoaderPanel(), script, size=(100, 12))

@@ -24,7 +24,7 @@ from textual.widgets import Footer, Static
 from collectors.snapshot import Snapshot
 from tui.driver import QuietLinuxDriver
 from tui.screens.help import HelpScreen
-from tui.source import SnapshotSource, next_interval
+from tui.source import RecordedSource, SnapshotSource, next_interval
 from tui.verdict_runner import VerdictUpdate
 from tui.verdict_view import VerdictView
 from tui.widgets.cpu import CpuPanel
@@ -99,6 +99,9 @@ class TraintopApp(App[None]):
         Binding("minus", "change_interval(-1)", "Faster", key_display="-"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("d", "details", "Details"),
+        Binding("j", "focus_jobs", "Jobs table", show=False),
+        # Out of the footer, which must fit 80 columns; the help lists it, the header shows REC.
+        Binding("R", "toggle_record", "Record to a file", key_display="R", show=False),
         # Panel toggles stay out of the footer (each panel title shows its key, as in btop),
         # so the footer fits 80 columns; the help screen lists them.
         *(
@@ -120,14 +123,19 @@ class TraintopApp(App[None]):
         hostname: str | None = None,
         focus_job: int | None = None,
         first: Snapshot | None = None,
+        record_jobs: object | None = None,
     ) -> None:
         super().__init__(driver_class=QuietLinuxDriver if QuietLinuxDriver.suits() else None)
+        # The job collector whose step records a recording started with `R` keeps.
+        self._record_jobs = record_jobs
+        self.recording = None  # a tui.record_cmd.RecordingTap while `R` records
         self.source = source
         self._first = first
         self._clock = clock
         self._hostname = hostname
         self._focus_job = focus_job
         self._latest: Snapshot | None = None
+        self._rec_failure: tuple[str, bool] | None = None
         self._panels: list[Panel] = []
         self.verdicts = VerdictView(self, job_pid=focus_job)
 
@@ -142,7 +150,7 @@ class TraintopApp(App[None]):
             # user came for, so it must not be pushed below the fold by host panels.
             with Horizontal(id="jobs-row"):
                 yield TrainingPanel(focus_pid=self._focus_job, id="training")
-                yield DataLoaderPanel(focus_pid=self._focus_job, id="dataloader")
+                yield DataLoaderPanel(id="dataloader")
             yield CpuPanel(id="cpu")
             with Horizontal(id="io-row"):
                 yield MemoryPanel(id="memory")
@@ -156,7 +164,9 @@ class TraintopApp(App[None]):
     def on_mount(self) -> None:
         # Looked up once: two DOM queries per tick cost as much as drawing a panel.
         self._panels = list(self.query(Panel))
-        self.query_one(ProcessTable).focus(scroll_visible=False)
+        # Attach mode came for the job: its table takes the keys; otherwise the processes.
+        focus = TrainingPanel if self._focus_job is not None else ProcessTable
+        self.query_one(focus).focus(scroll_visible=False)
         self._show_header()
         self.verdicts.start()
         if self._first is not None:
@@ -171,10 +181,19 @@ class TraintopApp(App[None]):
 
     def on_unmount(self) -> None:
         self.source.stop()
+        if self.recording is not None:  # quitting ends a recording: the file is left whole
+            self.recording.stop()
 
     def _deliver(self, snapshot: Snapshot) -> None:
-        """Runs on the sampler thread: diagnose (~1 ms), then hand both to the UI thread."""
-        self.post_message(SnapshotReady(snapshot, self.verdicts.judge(snapshot)))
+        """Runs on the sampler thread: diagnose (~1 ms; a replay brings its recorded verdict),
+        queue both for a recording in progress, then hand both to the UI thread."""
+        recorded = self.source.verdict_for(snapshot) if isinstance(
+            self.source, RecordedSource) else None  # fmt: skip
+        update = recorded or self.verdicts.judge(snapshot)
+        tap = self.recording
+        if tap is not None:
+            tap.add(snapshot, update.verdict)
+        self.post_message(SnapshotReady(snapshot, update))
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
         self._latest = message.snapshot
@@ -194,9 +213,21 @@ class TraintopApp(App[None]):
         self.query_one(ProcessTable).show_processes(snapshot.processes)
         self.screen.set_class(bool(snapshot.jobs), "-jobs")
         if snapshot.jobs:
-            self.query_one(TrainingPanel).update_jobs(snapshot.jobs)
-            self.query_one(DataLoaderPanel).update_jobs(snapshot.jobs)
+            training = self.query_one(TrainingPanel)
+            training.update_jobs(snapshot)
+            loader = self.query_one(DataLoaderPanel)
+            loader.show_group(training.focused, snapshot.processes, training.selected_rank)
+        elif isinstance(self.focused, (TrainingPanel, DataLoaderPanel)):
+            self.query_one(ProcessTable).focus(scroll_visible=False)  # their row is hidden now
         self.query_one(StatusLine).show(snapshot)
+
+    def on_training_panel_job_focused(self) -> None:
+        """The jobs cursor moved: the DataLoader panel shows the job under it."""
+        snapshot = self.snapshot
+        processes = snapshot.processes if snapshot is not None else ()
+        training = self.query_one(TrainingPanel)
+        loader = self.query_one(DataLoaderPanel)
+        loader.show_group(training.focused, processes, training.selected_rank)
 
     def watch_paused(self, paused: bool) -> None:
         with self.batch_update():
@@ -208,7 +239,33 @@ class TraintopApp(App[None]):
 
     def _show_header(self) -> None:
         header = self.query_one(HeaderBar)
-        header.show(self.snapshot or self._latest, self.source.interval_s, self.paused)
+        header.show(
+            self.snapshot or self._latest, self.source.interval_s, self.paused, self._rec_state()
+        )
+
+    def _rec_state(self) -> tuple[str, bool] | None:
+        """What the header says about `R`; a recording that failed is stopped here, once."""
+        tap = self.recording
+        if tap is None:
+            return self._rec_failure
+        if tap.recorder.error is None:
+            return (f"REC {tap.recorder.path}", False)
+        self.recording, self._rec_failure = None, (tap.recorder.error, True)
+        self.run_worker(tap.stop, thread=True, exit_on_error=False)
+        self.notify(tap.recorder.error, severity="error", timeout=10)
+        return self._rec_failure
+
+    def action_toggle_record(self) -> None:
+        """Start a recording to traintop-YYYYmmdd-HHMMSS.ttrec in the working directory, or
+        stop the one in progress (closing the file runs off the UI thread)."""
+        from tui.record_cmd import start_tap, stop_tap
+
+        if self.recording is not None:
+            tap, self.recording = self.recording, None
+            self.run_worker(lambda: stop_tap(self, tap), thread=True, exit_on_error=False)
+        else:
+            self.recording, self._rec_failure = start_tap(self, self._record_jobs)
+        self._show_header()
 
     def action_toggle_pause(self) -> None:
         """Freeze the display; the sampler and every panel's history keep going."""
@@ -221,9 +278,21 @@ class TraintopApp(App[None]):
 
     def action_toggle_panel(self, panel_id: str) -> None:
         self.query_one(f"#{panel_id}").toggle_class("-hidden")
+        # With the Training panel hidden, the DataLoader panel takes the whole row.
+        solo = self.query_one("#training").has_class("-hidden")
+        self.query_one("#jobs-row").set_class(solo, "-solo")
+
+    def action_focus_jobs(self) -> None:
+        """Give the keys to the jobs table (arrows, Enter, e), or back to the processes."""
+        training = self.query_one(TrainingPanel)
+        if training.has_focus or not self.screen.has_class("-jobs"):
+            self.query_one(ProcessTable).focus()
+        else:
+            training.focus()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen([*self.BINDINGS, *ProcessTable.help_bindings()]))
+        table_keys = [*TrainingPanel.help_bindings(), *ProcessTable.help_bindings()]
+        self.push_screen(HelpScreen([*self.BINDINGS, *table_keys]))
 
     def action_details(self) -> None:
         """Open the verdict details: evidence, ranked remedies, other findings, history."""
@@ -237,7 +306,10 @@ def build_app(
     hostname: str | None = None,
     focus_job: int | None = None,
     first: Snapshot | None = None,
+    record_jobs: object | None = None,
 ) -> TraintopApp:
     """The one factory the CLI, the tests and the screenshot script all use; ``first`` is a
-    snapshot the source took just before, shown in the very first frame."""
-    return TraintopApp(source, clock=clock, hostname=hostname, focus_job=focus_job, first=first)
+    snapshot the source took just before, shown in the very first frame; ``record_jobs`` is
+    the job collector whose step records `R` records."""
+    return TraintopApp(source, clock=clock, hostname=hostname, focus_job=focus_job, first=first,
+                       record_jobs=record_jobs)  # fmt: skip

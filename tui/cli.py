@@ -8,13 +8,15 @@ Every user error is one line on stderr and a non-zero exit; no traceback reaches
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
+from tui.arg_types import interval, seconds
 from tui.commands import NoTerminal
+from tui.fleet_args import add_exporter_parser, add_fleet_parser
+from tui.replay_args import add_store_parsers
 
 EXIT_USAGE = 2
 
@@ -37,28 +39,6 @@ def _version() -> str:
         return "0+unknown"
 
 
-def _interval(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"interval must be a number of seconds, got {text!r}"
-        ) from None
-    if not 0.1 <= value <= 60:
-        raise argparse.ArgumentTypeError(f"interval must be between 0.1 and 60 seconds, got {text}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"seconds must be a positive number, got {text}")
-    return value
-
-
 def build_parser() -> OneLineParser:
     """The whole CLI contract in one place; `run` and `query` parse their own tails."""
     parser = OneLineParser(
@@ -66,25 +46,37 @@ def build_parser() -> OneLineParser:
     )
     parser.add_argument("--version", action="version", version=f"traintop {_version()}")
     parser.add_argument(
-        "--interval", "-i", type=_interval, default=1.0, help="seconds between samples (1)"
+        "--interval", "-i", type=interval, default=1.0, help="seconds between samples (1)"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     snap = sub.add_parser("snapshot", help="print one sample of everything")
     snap.add_argument("--json", action="store_true", required=True, help="JSON output")
     jobs = sub.add_parser("jobs", help="list attachable training jobs of this user")
-    jobs.add_argument("--json", action="store_true", help="JSON output")
+    jobs.add_argument("--json", action="store_true", help="JSON output (one object per rank)")
+    jobs.add_argument("--ranks", action="store_true", help="a row for every rank of each job")
     attach = sub.add_parser("attach", help="open the monitor focused on one training job")
     attach.add_argument("job", nargs="?", help="PID or name of the job (default: the only one)")
-    attach.add_argument("--interval", "-i", type=_interval, default=None)
+    attach.add_argument("--interval", "-i", type=interval, default=None)
     demo = sub.add_parser("demo", help="run a small CPU training job and monitor it")
     demo.add_argument("--bottleneck", choices=("data", "io", "compute", "none"), default="data")
-    demo.add_argument("--seconds", type=_seconds, default=None, help="stop the job after N s")
-    diag = sub.add_parser("diagnose", help="observe for a while and name the bottleneck")
-    diag.add_argument("--for", dest="for_s", type=_seconds, default=10.0, metavar="SECONDS")
+    demo.add_argument("--seconds", type=seconds, default=None, help="stop the job after N s")
+    diag = sub.add_parser(
+        "diagnose",
+        help="observe for a while and name the bottleneck",
+        description="Observe for a while, then name the bottleneck of every training job "
+        "(one verdict per job, all its ranks together; ended jobs in the past tense).",
+        epilog="exit status: 0 a verdict; 1 no verdict (no rule held: the explanation is "
+        "printed) or no such pid; 2 usage error; 3 no live training job (or --job names one "
+        "that has ended)",
+    )
+    diag.add_argument("--for", dest="for_s", type=seconds, default=10.0, metavar="SECONDS")
     diag.add_argument("--job", type=int, default=None, metavar="PID")
     diag.add_argument("--json", action="store_true", help="JSON output")
     sub.add_parser("query", help="nvidia-smi --query-gpu compatible output", add_help=False)
     sub.add_parser("run", help="run a command with zero-code instrumentation", add_help=False)
+    add_exporter_parser(sub)
+    add_fleet_parser(sub)
+    add_store_parsers(sub)
     return parser
 
 
@@ -111,6 +103,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         "attach": commands.attach,
         "demo": commands.demo,
         "diagnose": commands.diagnose,
+        "exporter": commands.exporter,
+        "fleet": commands.fleet,
+        "record": commands.record,
+        "replay": commands.replay,
+        "compare": commands.compare,
+        "export": commands.export,
     }
     return handlers[args.command](args)
 

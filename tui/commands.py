@@ -60,7 +60,9 @@ def _run_monitor(interval_s: float, focus_job: int | None = None, on_exit=None) 
 
     collectors = monitor_collectors()
     sampler = Sampler(collectors, interval_s=interval_s)
-    app = build_app(sampler, focus_job=focus_job, first=sampler.sample_once())
+    app = build_app(
+        sampler, focus_job=focus_job, first=sampler.sample_once(), record_jobs=collectors.jobs
+    )
     try:
         with _sigterm_as_interrupt():
             app.run()
@@ -87,20 +89,6 @@ def snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
-def _job_row(job) -> dict:
-    return {
-        "pid": job.pid,
-        "name": job.name,
-        "rank": job.rank,
-        "world_size": job.world_size,
-        "state": job.state,
-        "steps_total": job.steps_total,
-        "steps_per_s": job.steps_per_s,
-        "samples_per_s": job.samples_per_s,
-        "data_wait_share": job.data_wait_share,
-    }
-
-
 def _current_jobs():
     from collectors.jobs import JobCollector
 
@@ -111,30 +99,11 @@ def _current_jobs():
         collector.close()
 
 
-def _fmt(value, pattern: str) -> str:
-    return "-" if value is None else pattern.format(value)
-
-
 def jobs(args: argparse.Namespace) -> int:
-    """`traintop jobs [--json]`: the training jobs this user can attach to."""
-    found = _current_jobs()
-    if args.json:
-        json.dump([_job_row(j) for j in found], sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return 0
-    if not found:
-        print("no training jobs found (start one with `traintop run -- python train.py`)")
-        return 0
-    print(
-        f"{'PID':>8}  {'NAME':<24} {'RANK':>5}  {'STATE':<9} {'STEPS/S':>8} "
-        f"{'SAMPLES/S':>10} {'DATA WAIT':>9}"
-    )
-    for j in found:
-        print(
-            f"{j.pid:>8}  {j.name[:24]:<24} {j.rank:>5}  {j.state:<9} "
-            f"{_fmt(j.steps_per_s, '{:.2f}'):>8} {_fmt(j.samples_per_s, '{:.1f}'):>10} "
-            f"{_fmt(j.data_wait_share, '{:.0%}'):>9}"
-        )
+    """`traintop jobs [--ranks] [--json]`: the training jobs this user can attach to."""
+    from tui.jobs_cmd import print_jobs
+
+    print_jobs(_current_jobs(), args.json, args.ranks, sys.stdout)
     return 0
 
 
@@ -161,27 +130,6 @@ def _as_pid(text: str | None) -> int | None:
     return None
 
 
-def _select_job(found, wanted: str | None):
-    """The job `wanted` names (PID or name), or None; several ranks pick rank 0."""
-    candidates = [j for j in found if j.state in ("live", "stalled")] or list(found)
-    if wanted is None:
-        names = {j.name for j in candidates}
-        return min(candidates, key=lambda j: j.rank) if len(names) == 1 else None
-    pid = _as_pid(wanted)
-    if pid is not None:
-        return next((j for j in found if j.pid == pid), None)
-    named = [j for j in candidates if j.name == wanted]
-    return min(named, key=lambda j: j.rank) if named else None
-
-
-def _no_job_message(found, wanted: str | None) -> str:
-    listing = ", ".join(f"{j.pid} ({j.name}, {j.state})" for j in found) or "none"
-    what = f"no training job {wanted!r}" if wanted is not None else "several jobs, name one"
-    if not found:
-        what = "no training job found" if wanted is None else what
-    return f"traintop: {what}; attachable jobs: {listing}"
-
-
 def attach(args: argparse.Namespace) -> int:
     """`traintop attach [PID|NAME]`: the monitor focused on one training job."""
     pid = _as_pid(args.job)
@@ -194,12 +142,14 @@ def attach(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_NO_JOB
+    from tui.jobs_cmd import no_job_message, select_job
+
     found = _current_jobs()
-    job = _select_job(found, args.job)
-    if job is None:
-        print(_no_job_message(found, args.job), file=sys.stderr)
+    focus = select_job(found, args.job, pid)
+    if focus is None:
+        print(no_job_message(found, args.job), file=sys.stderr)
         return EXIT_NO_JOB
-    return _run_monitor(args.interval or 1.0, focus_job=job.pid)
+    return _run_monitor(args.interval or 1.0, focus_job=focus)
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -220,3 +170,79 @@ def diagnose(args: argparse.Namespace) -> int:
     return run_diagnose(
         for_s=args.for_s, job_pid=args.job, as_json=args.json, interval_s=min(args.interval, 1.0)
     )
+
+
+def exporter(args: argparse.Namespace) -> int:
+    """`traintop exporter`: headless; serves the latest sample to Prometheus until stopped."""
+    from collectors.factory import build_collectors
+    from collectors.jobs import JobCollector
+    from exporter.run import ExporterConfig, ListenError, serve
+    from tui.cli import _version
+
+    if (args.tls_cert_file is None) != (args.tls_key_file is None):
+        print("traintop: error: --tls-cert-file and --tls-key-file go together", file=sys.stderr)
+        return 2
+    tls = (args.tls_cert_file, args.tls_key_file) if args.tls_cert_file else None
+    config = ExporterConfig(args.listen, args.interval, args.host_metrics, _version(), tls)
+    collectors = build_collectors(jobs=JobCollector())
+    try:
+        with _sigterm_as_interrupt():
+            serve(config, collectors)
+    except ListenError as exc:
+        print(f"traintop: {exc}", file=sys.stderr)
+        return EXIT_NO_JOB
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        collectors.close()
+    return 0
+
+
+def fleet(args: argparse.Namespace) -> int:
+    """`traintop fleet --prometheus URL`: the fleet view, fed from Prometheus's query API."""
+    from tui.fleet_cmd import run_fleet
+
+    return run_fleet(args)
+
+
+def record(args: argparse.Namespace) -> int:
+    """`traintop record -o FILE`: headless recording until --for S, the job's end, or Ctrl+C."""
+    from pathlib import Path
+
+    from tui.record_cmd import JobMatch, run_record
+
+    pid = _as_pid(args.job)
+    if args.watch_pid is not None:
+        match, focus = JobMatch(pid=args.watch_pid), None
+    elif pid is not None:
+        match, focus = JobMatch(pid=pid), pid
+    elif args.job is not None:
+        from tui.jobs_cmd import select_job
+
+        match, focus = JobMatch(name=args.job), select_job(_current_jobs(), args.job, None)
+    else:
+        match, focus = JobMatch(), None
+    interval = args.interval if args.interval is not None else 1.0
+    return run_record(Path(args.output), interval_s=interval, for_s=args.for_s, match=match,
+                      focus_pid=focus, watch_pid=args.watch_pid)  # fmt: skip
+
+
+def replay(args: argparse.Namespace) -> int:
+    """`traintop replay FILE`: the monitor's UI on a recording, with a timeline."""
+    from tui.replay_app import run_replay
+
+    return run_replay(args.file, before_ui=_require_terminal)
+
+
+def compare(args: argparse.Namespace) -> int:
+    """`traintop compare A B`: which differences between two runs are beyond noise."""
+    from tui.compare_cmd import run_compare
+
+    return run_compare(args.a, args.b, job=args.job, as_json=args.json)
+
+
+def export(args: argparse.Namespace) -> int:
+    """`traintop export FILE --csv DIR | --trace OUT.json`."""
+    from tui.export_cmd import run_export
+
+    return run_export(args.file, csv_dir=args.csv, trace=args.trace)

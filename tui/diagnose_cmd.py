@@ -1,4 +1,10 @@
-"""`traintop diagnose`: sample for a while, then print the stabilised verdict."""
+"""`traintop diagnose`: sample for a while, then print the stabilised verdict.
+
+Exit status: 0 a bottleneck (or healthy compute) was named for a live job or the machine;
+1 no verdict (no sample, an unknown pid, or no rule held: the explanation is printed);
+3 no live training job (nothing runs, or ``--job`` names a job that has ended: its final
+verdict is printed in the past tense).  2 is the CLI's usage error.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import sys
 import threading
 
 EXIT_NO_VERDICT = 1
+EXIT_NO_LIVE_JOB = 3
 
 
 def _observe(for_s: float, interval_s: float) -> list:
@@ -32,43 +39,94 @@ def _observe(for_s: float, interval_s: float) -> list:
 
 
 def _stabilised(window: list, job_pid: int | None):
+    """Replay the observation tick by tick, as the monitor would; the whole observation is the
+    window, so its end is judged even when ``--for`` is shorter than the usual minimum.
+    Returns the last verdict and the timeline: ``[seconds into the window, bottleneck]`` at
+    every change of the shown primary (a verdict that flips shows up here)."""
     from diagnosis import VerdictStabilizer
+    from diagnosis.engine import MIN_WINDOW_S
 
-    stabilizer = VerdictStabilizer()
-    verdict = None
+    span = window[-1].monotonic - window[0].monotonic if window else 0.0
+    stabilizer = VerdictStabilizer(min_window_s=min(MIN_WINDOW_S, span))
+    verdict, timeline = None, []
     for end in range(1, len(window) + 1):
         verdict = stabilizer.update(window[:end], job_pid=job_pid)
-    return verdict
+        shown = verdict.primary.bottleneck
+        if not timeline or timeline[-1][1] != shown:
+            timeline.append([round(window[end - 1].monotonic - window[0].monotonic, 2), shown])
+    return verdict, timeline
 
 
 def _print_text(verdict) -> None:
     p = verdict.primary
     print(f"{p.bottleneck}: {p.summary} (confidence {p.confidence:.0%}, {verdict.mode} mode)")
+    focus = next((j for j in verdict.per_job if j.job_id == verdict.job_id), None)
+    if focus is not None:
+        print(f"  job: {_job_name(focus)}")
     for ev in p.evidence:
         print(f"  evidence: {ev.text}")
     for i, remedy in enumerate(p.remedies, 1):
         print(f"  fix {i}: {remedy}")
     for other in verdict.also:
         print(f"  also: {other.bottleneck}: {other.summary}")
+    for job in verdict.per_job:
+        if job.job_id != verdict.job_id:
+            print(f"  {_job_line(job)}")
+
+
+def _job_line(job) -> str:
+    """One line per other job: live ones with their verdict, ended ones with their final word."""
+    head = f"{'other job' if job.live else 'ended job'}: {_job_name(job)}"
+    if job.live:
+        return f"{head}: {job.primary.bottleneck}: {job.primary.summary}"
+    return f"{head}: {job.primary.summary}"
+
+
+def _job_name(job) -> str:
+    """``train.py (run:tcp://10.0.0.1:29500/8, ranks 0-7)``: the name, its key and its ranks."""
+    from diagnosis.text import rank_list
+
+    ranks = f", ranks {rank_list([r.rank for r in job.ranks])}" if len(job.ranks) > 1 else ""
+    return f"{job.name} ({job.job_id}{ranks})"
+
+
+def _not_live(verdict, job_pid: int | None) -> bool:
+    """Nothing runs (no live job, no GPU process), or the job asked for has ended."""
+    if job_pid is not None:
+        return not any(j.live and any(r.pid == job_pid for r in j.ranks) for j in verdict.per_job)
+    return verdict.idle_box and verdict.live_jobs == 0
+
+
+def _exit_code(verdict, job_pid: int | None) -> int:
+    if _not_live(verdict, job_pid):
+        return EXIT_NO_LIVE_JOB
+    return 0 if verdict.primary.bottleneck != "unknown" else EXIT_NO_VERDICT
+
+
+def _print(verdict, timeline: list, job_pid: int | None, as_json: bool) -> None:
+    from diagnosis import verdict_to_dict
+    from diagnosis.engine import no_live_job
+
+    if as_json:
+        json.dump({**verdict_to_dict(verdict), "timeline": timeline}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif job_pid is None and _not_live(verdict, None):
+        print(f"traintop: {no_live_job(verdict.per_job)}")
+    else:
+        _print_text(verdict)
 
 
 def run_diagnose(*, for_s: float, job_pid: int | None, as_json: bool, interval_s: float) -> int:
-    """Observe, diagnose, print; exit 0 when a verdict other than `unknown` was reached."""
-    from diagnosis import verdict_to_dict
-
+    """Observe, diagnose, print; the exit status says whether a live job got a verdict."""
     window = _observe(for_s, interval_s)
     if job_pid is not None and not any(j.pid == job_pid for s in window for j in s.jobs):
         print(
             f"traintop: no training job with pid {job_pid} (see `traintop jobs`)", file=sys.stderr
         )
         return EXIT_NO_VERDICT
-    verdict = _stabilised(window, job_pid)
+    verdict, timeline = _stabilised(window, job_pid)
     if verdict is None:
         print("traintop: no sample was taken", file=sys.stderr)
         return EXIT_NO_VERDICT
-    if as_json:
-        json.dump(verdict_to_dict(verdict), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        _print_text(verdict)
-    return 0 if verdict.primary.bottleneck != "unknown" else EXIT_NO_VERDICT
+    _print(verdict, timeline, job_pid, as_json)
+    return _exit_code(verdict, job_pid)

@@ -156,3 +156,43 @@ def temp_style(temp_c: float | None, slowdown_c: float | None) -> str:
     if temp_c >= limit - 15:
         return "$warning"
     return "$success"
+
+
+def fmt_number(value: float | None) -> str:
+    """Rates with three significant digits: 3.21, 41.2, 1,644."""
+    if value is None:
+        return NA
+    if abs(value) < 10:
+        return f"{value:.2f}"
+    if abs(value) < 100:
+        return f"{value:.1f}"
+    return f"{value:,.0f}"
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    """Step and wait times span microseconds to minutes: pick the unit that fits."""
+    if seconds is None:
+        return NA
+    if abs(seconds) < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if abs(seconds) < 1:
+        return f"{fmt_number(seconds * 1e3)} ms"
+    return f"{fmt_number(seconds)} s"
+
+
+def fmt_share(share: float | None) -> str:
+    """A 0..1 share as a whole percent."""
+    return NA if share is None else f"{share * 100:.0f}%"
+
+
+def fmt_age(seconds: float | None) -> str | None:
+    """An age in words a table cell can hold: "34 s", "3 min", "2.5 h", "3.0 d"."""
+    if seconds is None:
+        return None
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"

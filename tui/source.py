@@ -7,9 +7,12 @@ screenshot script drive the very same app with scripted snapshots.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from collectors.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from tui.verdict_runner import VerdictUpdate
 
 INTERVAL_STEPS_S: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 
@@ -30,6 +33,16 @@ class SnapshotSource(Protocol):
 
     @interval_s.setter
     def interval_s(self, value: float) -> None: ...
+
+
+@runtime_checkable
+class RecordedSource(Protocol):
+    """A source that carries the verdict each snapshot had (a replay): the app shows that one
+    instead of judging again, so the banner is the one of that moment."""
+
+    def verdict_for(self, snapshot: Snapshot) -> VerdictUpdate | None:
+        """The recorded verdict of ``snapshot``, asked on the thread that delivers it."""
+        ...
 
 
 def next_interval(current: float, step: int) -> float:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from collectors.snapshot import Snapshot
+from collectors.snapshot import JobSnapshot, Snapshot
 from diagnosis.api import Verdict
-from diagnosis.context import pick_job
+from diagnosis.model import LIVE_STATES
 
 HISTORY_POINTS = 120
 
@@ -54,9 +54,24 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(known) / len(known) if known else None
 
 
+def _verdict_job(snapshot: Snapshot, verdict: Verdict, job_pid: int | None) -> JobSnapshot | None:
+    """The rank the verdict is about: its job's straggler, else the rank asked for, else the
+    lowest; never an ended run."""
+    pids = {j.pid for j in verdict.jobs if j.state in LIVE_STATES}
+    mine = [j for j in snapshot.jobs if j.pid in pids]
+    wanted = _straggler_pid(verdict) or job_pid
+    mine = [j for j in mine if j.pid == wanted] or mine
+    return min(mine, key=lambda j: (j.rank, j.pid), default=None)
+
+
+def _straggler_pid(verdict: Verdict) -> int | None:
+    focus = next((j for j in verdict.per_job if j.job_id == verdict.job_id), None)
+    return focus.straggler.pid if focus is not None and focus.straggler else None
+
+
 def point_from(snapshot: Snapshot, verdict: Verdict, job_pid: int | None) -> VerdictPoint:
     """Reduce the newest snapshot to the numbers that explain most verdicts."""
-    job = pick_job(snapshot, job_pid)
+    job = _verdict_job(snapshot, verdict, job_pid)
     wait = job.data_wait_share if job is not None else None
     primary = verdict.primary
     return VerdictPoint(

@@ -7,7 +7,9 @@ severity and fits the one-line banner into whatever width the terminal has.
 
 from __future__ import annotations
 
-from diagnosis.api import Finding, Verdict
+from collections import Counter
+
+from diagnosis.api import Finding, JobVerdict, Verdict
 from tui.format import truncate
 
 LABELS: dict[str, str] = {
@@ -39,6 +41,35 @@ MUTED = "$text-muted"
 def label(bottleneck: str) -> str:
     """The banner name of a bottleneck id; unknown ids are shown as they are, upper-cased."""
     return LABELS.get(bottleneck, bottleneck.replace("_", " ").upper())
+
+
+def focus_job(verdict: Verdict) -> JobVerdict | None:
+    """The job the verdict is about (None: the machine, or nothing runs)."""
+    return next((j for j in verdict.per_job if j.job_id == verdict.job_id), None)
+
+
+def headline(verdict: Verdict) -> str:
+    """The banner's name for the verdict: the bottleneck, or why there is none."""
+    primary, job = verdict.primary, focus_job(verdict)
+    if job is not None and not job.live:
+        return f"{job.state.upper()}: WAS {label(primary.bottleneck)}"
+    if primary.bottleneck != "unknown":
+        return label(primary.bottleneck)
+    if verdict.idle_box and verdict.live_jobs == 0:
+        return "NO LIVE JOB"
+    if job is None:
+        return label("unknown")
+    return "JOB STALLED" if job.state == "stalled" else "NO BOTTLENECK FOUND"
+
+
+def other_jobs_fact(verdict: Verdict) -> str | None:
+    """``+2 other jobs: compute, data_cpu``: the live jobs the banner is not about."""
+    others = verdict.other_jobs
+    if not others:
+        return None
+    counts = Counter(j.primary.bottleneck for j in others)  # worst first, as per_job is sorted
+    ids = ", ".join(name if n == 1 else f"{name} ×{n}" for name, n in counts.items())
+    return f"+{len(others)} other job{'s' if len(others) > 1 else ''}: {ids}"
 
 
 def tone(finding: Finding) -> str:
@@ -84,8 +115,10 @@ def evidence_line(finding: Finding, width: int | None = None) -> str:
 
 
 def verdict_facts(verdict: Verdict) -> list[str]:
-    """The trailing banner facts, most important first: confidence, then age."""
-    primary = verdict.primary
-    if primary.bottleneck == "unknown":
-        return []
-    return [f"conf {primary.confidence * 100:.0f} %", f"for {fmt_since(verdict.since_s)}"]
+    """The trailing banner facts: confidence, age (neither for an ended job's final word),
+    then the other live jobs."""
+    primary, others = verdict.primary, other_jobs_fact(verdict)
+    facts = [] if others is None else [others]
+    if primary.bottleneck == "unknown" or verdict.since_s is None:
+        return facts
+    return [f"conf {primary.confidence * 100:.0f} %", f"for {fmt_since(verdict.since_s)}", *facts]

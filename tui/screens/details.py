@@ -19,11 +19,11 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
 
-from diagnosis.api import Finding, Verdict
+from diagnosis.api import Finding, JobVerdict, Verdict
 from tui.format import sparkline
 from tui.verdict_history import METRICS, Metric, VerdictPoint, runs, stats
 from tui.verdict_runner import VerdictUpdate
-from tui.verdict_text import fmt_since, label, marker, tone_style
+from tui.verdict_text import fmt_since, focus_job, headline, label, marker, tone_style
 from tui.widgets.hanging_list import HangingList, Item
 
 STAT_WIDTH = 8
@@ -32,6 +32,7 @@ SECTIONS = (
     ("evidence", "Evidence"),
     ("remedies", "Remedies, most effective first"),
     ("also", "Also holds"),
+    ("jobs", "Jobs on this box"),
 )
 
 
@@ -76,6 +77,7 @@ class DetailsScreen(ModalScreen[None]):
         self.query_one("#details-evidence", HangingList).set_items(evidence_items(verdict.primary))
         self.query_one("#details-remedies", HangingList).set_items(remedy_items(verdict.primary))
         self.query_one("#details-also", HangingList).set_items(also_items(verdict.also))
+        self.query_one("#details-jobs", HangingList).set_items(job_items(verdict))
         self.query_one(HistoryView).history = update.history
 
 
@@ -91,13 +93,13 @@ def _section(title: str, lines: Sequence[Content | str]) -> Content:
 
 def title_text(verdict: Verdict) -> Content:
     primary = verdict.primary
-    head = f"{marker(primary)} {label(primary.bottleneck)}"
+    head = f"{marker(primary)} {headline(verdict)}"
     return Content.styled(head, f"bold {tone_style(primary)}")
 
 
 def finding_text(verdict: Verdict) -> Content:
     """The summary, then one line of facts: severity, confidence, mode, age, window."""
-    primary = verdict.primary
+    primary, job = verdict.primary, focus_job(verdict)
     facts = [
         primary.severity,
         f"confidence {primary.confidence * 100:.0f} %",
@@ -105,7 +107,35 @@ def finding_text(verdict: Verdict) -> Content:
         f"held for {fmt_since(verdict.since_s)}",
         f"window {verdict.window_s:.0f} s",
     ]
+    if job is not None:
+        facts.insert(0, job_name(job))
     return _lines([Content(primary.summary), Content.styled(" · ".join(facts), "dim")])
+
+
+def job_name(job: JobVerdict) -> str:
+    """``train.py (2 ranks)``: who a verdict is about."""
+    ranks = f" ({len(job.ranks)} ranks)" if len(job.ranks) > 1 else f" (pid {job.ranks[0].pid})"
+    return f"{job.name}{ranks}"
+
+
+def job_items(verdict: Verdict) -> list[Item]:
+    """Every job's verdict: live ones now (worst first), ended ones as their final word."""
+    if not verdict.per_job:
+        return [("", "no training job attached")]
+    return [_job_item(job, job.job_id == verdict.job_id) for job in verdict.per_job]
+
+
+def _job_item(job: JobVerdict, focused: bool) -> Item:
+    f = job.primary
+    style = f"bold {tone_style(f)}" if job.live else "dim"
+    name = label(f.bottleneck) if job.live else job.state
+    parts = [(name, style), f"  {job_name(job)}", ("  (shown above)", "dim") if focused else ""]
+    detail = f.summary if not job.live or f.bottleneck == "unknown" else _first_evidence(f)
+    return (Content.styled(f"{marker(f)} ", style), Content.assemble(*parts, f" — {detail}"))
+
+
+def _first_evidence(f: Finding) -> str:
+    return f.evidence[0].text if f.evidence else f.summary
 
 
 def evidence_items(finding: Finding) -> list[Item]:

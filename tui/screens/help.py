@@ -11,7 +11,13 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-NAVIGATION = "↑↓ PgUp PgDn Home End: move in the process table"
+from tui.widgets.job_groups import ENDED_COLLAPSE_S
+
+NAVIGATION = (
+    "↑↓ PgUp PgDn Home End: move in the focused table (Tab or j moves between them)\n"
+    "jobs table: Enter steps into the job's ranks, Escape steps back; jobs that ended over\n"
+    f"{ENDED_COLLAPSE_S:.0f} s ago fold into one row, e shows or hides them"
+)
 
 
 class HelpScreen(ModalScreen[None]):
@@ -23,15 +29,16 @@ class HelpScreen(ModalScreen[None]):
         Binding("question_mark", "dismiss", "Close", show=False),
     ]
 
-    def __init__(self, bindings: list[Binding]) -> None:
+    def __init__(self, bindings: list[Binding], navigation: str = NAVIGATION) -> None:
         super().__init__()
         self._keys = bindings
+        self._navigation = navigation  # another app's tables (the fleet view) move differently
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help-box"):
             yield Static(Content.styled("traintop keys", "bold $accent"), id="help-title")
             yield Static(help_text(self._keys), id="help-keys")
-            yield Static(Content.styled(NAVIGATION, "dim"), id="help-navigation")
+            yield Static(Content.styled(self._navigation, "dim"), id="help-navigation")
             yield Static(Content.styled("escape closes this screen", "dim"))
 
 

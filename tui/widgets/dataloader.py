@@ -1,95 +1,112 @@
-"""The DataLoader panel: how fast batches arrive, how long the step waits, what workers cost."""
+"""The DataLoader panel (key 8): the focused job's data loading, one row per rank or worker.
+
+It follows the Training panel's cursor: the app hands it the focused job and the processes of
+the same snapshot (for the workers' run-queue wait).  Like the Training panel it is as tall as
+its rows up to the stylesheet's cap, builds only the rows on screen, and scrolls with the
+arrows when it has focus.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import ClassVar
 
+from textual.binding import Binding
 from textual.content import Content
 
-from collectors.snapshot import JobSnapshot, WorkerSnapshot
-from tui.format import bar_cells, fmt_bytes, fmt_pct, fmt_rate
-from tui.widgets.job_cards import (
-    JobCard,
-    JobPanel,
-    flow,
-    fmt_number,
-    fmt_seconds,
-    fmt_share,
+from collectors.snapshot import ProcessSnapshot
+from tui.widgets.fitted import FittedLines
+from tui.widgets.job_groups import JobGroup
+from tui.widgets.loader_table import LoaderRow, loader_columns, loader_rows, row_cells
+from tui.widgets.table import (
+    cursor_bindings,
+    header_line,
+    marker_room,
+    more_marker,
+    row_line,
+    scroll_top,
 )
 
-WAIT_WARNING_SHARE = 0.30  # a step waiting this much on data is data-bound
-WAIT_ERROR_SHARE = 0.60
-HOT_WORKER_PCT = 90.0  # a worker near one full core cannot load faster
-WORKER_FIXED_CELLS = 36  # pid, CPU %, RSS and read columns around the CPU bar
+NO_WORKERS = "no worker processes: batches are loaded in the training process"
+NO_JOB = "no job focused"
+ENDED = "the job has ended: workers are sampled only while it runs"
 
 
-class DataLoaderCard(JobCard):
-    """One training process: batch rate, time spent waiting for data, and its workers."""
+class DataLoaderPanel(FittedLines, can_focus=True):
+    """Border title "8 DataLoader"; the subtitle names the job it shows."""
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"dataloader--bar", "dataloader--bar-hot"}
+    KEY = "8"
+    TITLE = "DataLoader"
+    BINDINGS: ClassVar[list[Binding]] = cursor_bindings("move(-10)", "move(10)")
 
-    def build(self, view: object, width: int) -> list[Content]:
-        assert isinstance(view, JobSnapshot)
-        lines = flow(self._identity(view), width)
-        lines += flow(self._rates(view), width)
-        if not view.workers:
-            note = "no worker processes: batches are loaded in the training process"
-            return [*lines, Content.styled(note, self.style("job--label"))]
-        bar_width = max(4, min(30, width - WORKER_FIXED_CELLS))
-        lines.append(self._worker_header(bar_width))
-        return lines + [self._worker_row(worker, bar_width) for worker in view.workers]
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, classes="panel")
+        self.border_title = f"{self.KEY} {self.TITLE}"
+        self._group: JobGroup | None = None
+        self._rows: list[LoaderRow] = []
+        self._cursor = self._top = 0
+        self._rank: int | None = None
 
-    def _identity(self, job: JobSnapshot) -> list[Content]:
-        chips = [Content.styled(job.name, self.style("job--name")), self.chip("pid", job.pid)]
-        if job.world_size > 1:
-            chips.append(self.chip("rank", f"{job.rank}/{job.world_size}"))
-        chips.append(self.chip("workers", len(job.workers)))
-        if job.state != "live":
-            chips.append(Content.styled(job.state, self.style("job--label")))
-        return chips
+    def show_group(
+        self, group: JobGroup | None, processes: Sequence[ProcessSnapshot], rank: int | None = None
+    ) -> None:
+        """Show ``group``'s loading, the row of ``rank`` highlighted (the rank the Training
+        panel's cursor is on); unchanged rows cost one comparison."""
+        self._follow(group, rank)
+        pids = {w.pid for job in group.ranks for w in job.workers} if group else set()
+        by_pid = {p.pid: p for p in processes if p.pid in pids} if pids else {}
+        rows = loader_rows(group.ranks, by_pid) if group is not None else []
+        if rows == self._rows and self._lines:
+            return
+        self._rows = rows
+        self._cursor = min(self._cursor, max(0, len(rows) - 1))
+        subtitle = "" if group is None else group.name
+        if subtitle != self.border_subtitle:
+            self.border_subtitle = subtitle
+        self.redraw()
 
-    def _rates(self, job: JobSnapshot) -> list[Content]:
-        return [
-            self.chip("batches/s", fmt_number(job.batches_per_s)),
-            self.chip("samples/s", fmt_number(job.samples_per_s)),
-            self.chip("wait/batch p50", fmt_seconds(job.data_wait_p50_s)),
-            self.chip("p95", fmt_seconds(job.data_wait_p95_s)),
-            self._wait_share(job.data_wait_share),
-        ]
+    def _follow(self, group: JobGroup | None, rank: int | None) -> None:
+        """Start at the top for another job; put the cursor on ``rank`` when one is given."""
+        if group is not None and self._group is not None and group.key != self._group.key:
+            self._cursor = self._top = 0
+        self._group = group
+        if rank != self._rank:
+            self._rank = rank
+            self._lines = []  # repaint: the highlight moved
+        if group is not None and rank is not None:
+            self._cursor = next((i for i, j in enumerate(group.ranks) if j.rank == rank), 0)
 
-    def _wait_share(self, share: float | None) -> Content:
-        """Share of step time spent waiting for data, coloured by how data-bound the job is."""
-        style = "job--value"
-        if share is not None and share > WAIT_ERROR_SHARE:
-            style = "job--error"
-        elif share is not None and share > WAIT_WARNING_SHARE:
-            style = "job--warning"
-        return Content.assemble(
-            ("data wait ", self.style("job--label")),
-            (fmt_share(share), self.style(style)),
-            (" of step", self.style("job--label")),
-        )
+    def _note(self) -> str | None:
+        group = self._group
+        if group is None:
+            return NO_JOB
+        if not group.running:
+            return ENDED
+        if not any(job.workers for job in group.ranks):
+            return NO_WORKERS
+        return None
 
-    def _worker_header(self, bar_width: int) -> Content:
-        text = f"{'pid':>8} {'CPU':<{bar_width}} {'':>5} {'RSS':>9} {'read':>10}"
-        return Content.styled(text, self.style("job--header"))
+    def natural_height(self, width: int) -> int:
+        return 1 + len(self._rows) + (self._note() is not None)
 
-    def _worker_row(self, worker: WorkerSnapshot, bar_width: int) -> Content:
-        hot = worker.cpu_pct is not None and worker.cpu_pct >= HOT_WORKER_PCT
-        return Content.assemble(
-            f"{worker.pid:>8} ",
-            (bar_cells(worker.cpu_pct, bar_width), self.style(f"dataloader--bar{'-hot' * hot}")),
-            f" {fmt_pct(worker.cpu_pct):>5} {fmt_bytes(worker.rss_bytes):>9}",
-            f" {fmt_rate(worker.read_bytes_per_s):>10}",
-        )
+    def build(self, width: int, height: int) -> list[Content]:
+        note = self._note()
+        if not self._rows:
+            return [Content.styled(note or NO_JOB, "$text-muted")]
+        shown = max(1, height - 1 - (note is not None))
+        self._top = scroll_top(self._cursor, self._top, len(self._rows), shown)
+        marker = more_marker(self._top, len(self._rows) - self._top - shown)
+        columns = loader_columns(self._rows, width - marker_room(marker))
+        lines = [header_line(columns, width, marker)]
+        for index in range(self._top, min(self._top + shown, len(self._rows))):
+            cursor = (self.has_focus or self._rank is not None) and index == self._cursor
+            cells = row_cells(self._rows[index], columns)
+            lines.append(row_line(cells, columns, width, cursor))
+        if note is not None:
+            lines.append(Content.styled(note, "$text-muted"))
+        return lines[:height]
 
-
-class DataLoaderPanel(JobPanel):
-    """Border title "8 DataLoader": one card per training process (each rank has its own)."""
-
-    TITLE = "8 DataLoader"
-    card_type = DataLoaderCard
-
-    def views(self, jobs: Sequence[JobSnapshot]) -> dict[object, object]:
-        return {job.pid: job for job in jobs}
+    def action_move(self, delta: int) -> None:
+        if self._rows:
+            self._cursor = max(0, min(self._cursor + delta, len(self._rows) - 1))
+            self.redraw()

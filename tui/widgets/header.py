@@ -25,14 +25,28 @@ class HeaderBar(LineWidget):
         self._hostname = hostname
         self._lines = [Content("traintop")]
 
-    def show(self, snapshot: Snapshot | None, interval_s: float, paused: bool) -> None:
-        content = header_text(snapshot, self._hostname, interval_s, self._clock(), paused)
+    def show(
+        self,
+        snapshot: Snapshot | None,
+        interval_s: float,
+        paused: bool,
+        recording: tuple[str, bool] | None = None,
+    ) -> None:
+        content = header_text(
+            snapshot, self._hostname, interval_s, self._clock(), paused, recording
+        )
         self.set_lines([content])
 
 
 def header_text(
-    snapshot: Snapshot | None, hostname: str | None, interval_s: float, now: float, paused: bool
+    snapshot: Snapshot | None,
+    hostname: str | None,
+    interval_s: float,
+    now: float,
+    paused: bool,
+    recording: tuple[str, bool] | None = None,
 ) -> Content:
+    """``recording`` is (what to say, failed): "REC file.ttrec" or why it stopped."""
     host = hostname or (snapshot.host.hostname if snapshot else "…")
     uptime = fmt_duration(snapshot.host.uptime_s) if snapshot else "…"
     return Content.assemble(
@@ -46,4 +60,13 @@ def header_text(
         "  ",
         time.strftime("%H:%M:%S", time.localtime(now)),
         ("  PAUSED (p to resume)", "bold reverse $warning") if paused else "",
+        _recording(recording),
     )
+
+
+def _recording(recording: tuple[str, bool] | None) -> Content | str:
+    if recording is None:
+        return ""
+    text, failed = recording
+    style = "bold $error" if failed else "bold $error-lighten-1"
+    return Content.assemble("  ", (f"{'!' if failed else '●'} {text}", style))

@@ -45,6 +45,94 @@ def _flat_runs(line: Content) -> list[tuple[str, str | Style | None]] | None:
     return runs
 
 
+def changed_runs(old: Content, new: Content) -> list[tuple[int, int]]:
+    """The runs of cells ``[start, end)`` of a line that differ in text or style, in order.
+
+    Only those are marked dirty, and Textual then sends only the runs that touch them: a GPU
+    row whose temperature went from 62 to 63 sends a few cells, not 200 cells and their colour
+    codes (over SSH that was most of the monitor's traffic).  Two changes apart by fewer than
+    ``_GAP`` unchanged cells stay one run: a new run costs a cursor move and the style sent
+    again, which is what resending those few cells costs.  Lines hold narrow characters only
+    (one cell each), and are padded to the width, so a shorter line clears its old tail.
+    """
+    cells = _text_runs(old.plain, new.plain)
+    for span in set(old.spans).symmetric_difference(new.spans):
+        cells.append((span.start, span.end))
+    if not cells:
+        start = len(old.plain) + len(new.plain)
+        return [(start, start + 1)]
+    cells.sort()
+    runs = [cells[0]]
+    for start, end in cells[1:]:
+        last_start, last_end = runs[-1]
+        if start - last_end < _GAP:
+            runs[-1] = (last_start, max(last_end, end))
+        else:
+            runs.append((start, end))
+    return [(start, max(end, start + 1)) for start, end in runs]
+
+
+# Unchanged cells worth resending rather than starting a new run: a cursor move ("\x1b[y;xH")
+# and the run's colours again cost 15-25 bytes, a cell 1-3 bytes plus any colour change in it.
+_GAP = 12
+
+
+def _text_runs(a: str, b: str) -> list[tuple[int, int]]:
+    """Runs of differing characters, found block by block (slice compares run in C) and
+    narrowed to the exact first and last differing character of each run."""
+    length = max(len(a), len(b))
+    runs: list[tuple[int, int]] = []
+    for pos in range(0, length, _GAP):
+        if a[pos : pos + _GAP] != b[pos : pos + _GAP]:
+            if runs and runs[-1][1] == pos:
+                runs[-1] = (runs[-1][0], pos + _GAP)
+            else:
+                runs.append((pos, pos + _GAP))
+    return [_narrow(a, b, start, min(end, length)) for start, end in runs]
+
+
+def _narrow(a: str, b: str, start: int, end: int) -> tuple[int, int]:
+    """``[start, end)`` without the leading and trailing characters that did not change."""
+    first = start + _common_prefix(a[start:end], b[start:end])
+    tail = _common_prefix(a[first:end][::-1], b[first:end][::-1]) if len(a) >= end <= len(b) else 0
+    return first, end - tail
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the common prefix, by bisection over slice compares (done in C)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if a[:mid] == b[:mid] else (lo, mid - 1)
+    return lo
+
+
+def set_border_subtitle(widget: Widget, subtitle: str) -> None:
+    """Show ``subtitle`` in the bottom border, repainting only the border cells it can touch.
+
+    Assigning ``border_subtitle`` repaints the whole widget: a process table whose "61 shown"
+    became "62 shown" resent its rows and both borders every tick (a third of the bytes).
+    """
+    before = widget.border_subtitle
+    if subtitle == before:
+        return
+    if not widget.is_mounted:
+        widget.border_subtitle = subtitle
+        return
+    widget._border_subtitle = widget.render_str(subtitle).expand_tabs(4).split()[0]
+    width, height = widget.outer_size  # the border's box (``size`` is the content's)
+    left, top = widget.content_offset
+    start = 0
+    if widget.styles.border_subtitle_align == "right":  # the label ends at the right corner
+        start = max(0, width - max(len(before or ""), len(subtitle)) - _LABEL_PAD)
+    widget.refresh(Region(start - left, height - 1 - top, width - start, 1))
+
+
+# Cells between a right-aligned border label and the widget's edge: the corner, a rule cell
+# and the spaces Textual puts around the label.
+_LABEL_PAD = 4
+
+
 class LineWidget(Widget):
     """A widget drawn from a list of one-line ``Content`` through the Line API."""
 
@@ -73,7 +161,9 @@ class LineWidget(Widget):
         for y, (new, old) in enumerate(zip(lines, self._lines, strict=True)):
             if new.plain != old.plain or new.spans != old.spans:
                 self._strips.pop(y, None)
-                self.refresh(Region(0, y, width, 1))
+                for start, end in changed_runs(old, new):
+                    if start < width:  # a change past the right edge shows nothing new
+                        self.refresh(Region(start, y, min(end, width) - start, 1))
         self._lines = lines
 
     def render_line(self, y: int) -> Strip:

@@ -19,7 +19,7 @@ from textual.geometry import Size
 from textual.strip import Strip
 
 from collectors.snapshot import ProcessSnapshot
-from tui.widgets.panel import LineWidget
+from tui.widgets.panel import LineWidget, set_border_subtitle
 from tui.widgets.processes import (
     SORT_ORDER,
     Row,
@@ -30,7 +30,14 @@ from tui.widgets.processes import (
     row_content,
 )
 
-_SORT_NAMES = {"cpu": "CPU%", "mem": "RSS", "gpu": "GPU MEM", "io": "I/O", "pid": "PID"}
+_SORT_NAMES = {
+    "cpu": "CPU%",
+    "wait": "WAIT%",
+    "mem": "RSS",
+    "gpu": "GPU MEM",
+    "io": "I/O",
+    "pid": "PID",
+}
 _WHEEL_LINES = 3
 
 
@@ -128,14 +135,12 @@ class ProcessTable(LineWidget, can_focus=True):
         return lines
 
     def _show_subtitle(self) -> None:
-        """Sort column and hidden kernel threads; assigned only on change (it repaints)."""
+        """Sort column, rows shown and hidden kernel threads, in the bottom border."""
         hidden = 0 if self.show_kernel else sum(map(is_kernel_thread, self._processes))
         parts = [f"sort {_SORT_NAMES[self.sort]} (s)", f"{len(self._rows)} shown"]
         if hidden:
             parts.append(f"{hidden} kernel threads hidden (K)")
-        subtitle = " · ".join(parts)
-        if subtitle != self.border_subtitle:
-            self.border_subtitle = subtitle
+        set_border_subtitle(self, " · ".join(parts))
 
     def get_content_height(self, container, viewport, width: int) -> int:
         return max(1, len(self._rows) + 1)
@@ -145,7 +150,7 @@ class ProcessTable(LineWidget, can_focus=True):
         self._redraw()
 
     def action_cycle_sort(self) -> None:
-        """Next sort column: CPU%, RSS, GPU memory, I/O, PID."""
+        """Next sort column: CPU%, WAIT%, RSS, GPU memory, I/O, PID."""
         self.sort = SORT_ORDER[(SORT_ORDER.index(self.sort) + 1) % len(SORT_ORDER)]
         self._redraw()
 

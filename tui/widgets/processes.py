@@ -21,11 +21,12 @@ from tui.line import line_content
 KTHREADD_PID = 2
 """Linux starts every kernel thread from kthreadd (pid 2); htop hides them the same way."""
 
-SORT_ORDER = ("cpu", "mem", "gpu", "io", "pid")
+SORT_ORDER = ("cpu", "wait", "mem", "gpu", "io", "pid")
 """The sort columns ``s`` cycles through, the default first."""
 
 _SORT_KEYS: dict[str, Callable[[ProcessSnapshot], float]] = {
     "cpu": lambda p: -1.0 if p.cpu_pct is None else -p.cpu_pct,
+    "wait": lambda p: -1.0 if p.cpu_wait_pct is None else -p.cpu_wait_pct,
     "mem": lambda p: -float(p.rss_bytes or 0),
     "gpu": lambda p: -float(p.gpu_mem_bytes or 0),
     "io": lambda p: -((p.read_bytes_per_s or 0.0) + (p.write_bytes_per_s or 0.0)),
@@ -33,27 +34,33 @@ _SORT_KEYS: dict[str, Callable[[ProcessSnapshot], float]] = {
 }
 _INTERPRETER = re.compile(r"^(python|pypy|node|ruby|perl|php|java|bash|sh)[0-9.]*$")
 MIN_COMMAND_WIDTH = 40
-"""Room the command keeps before the optional I/O columns are dropped."""
+"""Room the command keeps before optional columns are dropped (I/O first, then WAIT%)."""
+WAIT_WARN_PCT, WAIT_ERROR_PCT = 20.0, 50.0
+"""WAIT% colours: a thread queueing a fifth of the time loses a fifth of its speed (the
+oversubscription threshold in docs/diagnosis.md); at half it waits as long as it runs."""
 
 
 @dataclass(frozen=True, slots=True)
 class Column:
-    """One table column: ``sort`` is the sort mode it shows an arrow for."""
+    """One table column: ``sort`` is the sort mode it shows an arrow for; columns with a
+    higher ``drop`` leave first when the width is short (0: always shown)."""
 
     key: str
     label: str
     width: int
     sort: str | None = None
-    optional: bool = False
+    drop: int = 0
 
 
 COLUMNS = (
     Column("pid", "PID", 5, "pid"),
     Column("user", "USER", 8),
+    Column("state", "S", 1, drop=1),
     Column("cpu", "CPU%", 6, "cpu"),
+    Column("wait", "WAIT%", 6, "wait", drop=1),
     Column("rss", "RSS", 6, "mem"),
-    Column("read", "READ/s", 7, "io", optional=True),
-    Column("write", "WRITE/s", 8, "io", optional=True),
+    Column("read", "READ/s", 7, "io", drop=2),
+    Column("write", "WRITE/s", 8, "io", drop=2),
     Column("gpu", "GPU MEM", 8, "gpu"),
 )
 
@@ -108,8 +115,11 @@ def plan_columns(width: int, rows: Sequence[Row]) -> tuple[Column, ...]:
         else c
         for c in COLUMNS
     ]
-    wide = sum(c.width + 1 for c in sized) + MIN_COMMAND_WIDTH <= width
-    return tuple(c for c in sized if wide or not c.optional)
+    for level in sorted({c.drop for c in sized if c.drop}, reverse=True):
+        if sum(c.width + 1 for c in sized) + MIN_COMMAND_WIDTH <= width:
+            break
+        sized = [c for c in sized if c.drop != level]
+    return tuple(sized)
 
 
 def header(columns: Sequence[Column], sort: str, width: int) -> Content:
@@ -134,10 +144,11 @@ def row_content(row: Row, columns: Sequence[Column], width: int, selected: bool)
     text = (head + truncate(command, width - len(head))).ljust(width)
     if selected:
         return Content.styled(text, "bold reverse")
-    spans = []
-    if proc.cpu_pct is not None:
-        start = _cpu_start(columns)
-        spans.append(Span(start, start + len(cells[2]), level_style(proc.cpu_pct, 90, 99)))
+    spans = [
+        *_state_span(columns, proc.state),
+        *_level_span(columns, "cpu", proc.cpu_pct, 90, 99),
+        *_level_span(columns, "wait", proc.cpu_wait_pct, WAIT_WARN_PCT, WAIT_ERROR_PCT),
+    ]
     if row.prefix:
         spans.append(Span(len(head), len(head) + len(row.prefix), "dim"))
     if is_kernel_thread(proc):
@@ -145,14 +156,36 @@ def row_content(row: Row, columns: Sequence[Column], width: int, selected: bool)
     return line_content(text, spans)
 
 
-def _cpu_start(columns: Sequence[Column]) -> int:
-    return sum(c.width + 1 for c in columns[:2])
+_STATE_STYLES = {"R": "bold $success", "D": "bold $error"}
+"""htop's colours for the states that matter: runnable (on a CPU or queued), blocked on I/O."""
+
+
+def _state_span(columns: Sequence[Column], state: str | None) -> list[Span]:
+    keys = [c.key for c in columns]
+    if state not in _STATE_STYLES or "state" not in keys:
+        return []
+    start = sum(c.width + 1 for c in columns[: keys.index("state")])
+    return [Span(start, start + 1, _STATE_STYLES[state])]
+
+
+def _level_span(
+    columns: Sequence[Column], key: str, value: float | None, warn: float, error: float
+) -> list[Span]:
+    """The colour of a percentage cell, if the column is shown and has a value."""
+    keys = [c.key for c in columns]
+    if value is None or key not in keys:
+        return []
+    index = keys.index(key)
+    start = sum(c.width + 1 for c in columns[:index])
+    return [Span(start, start + columns[index].width, level_style(value, warn, error))]
 
 
 _CELL_TEXT: dict[str, Callable[[ProcessSnapshot], str]] = {
     "pid": lambda proc: str(proc.pid),
     "user": lambda proc: proc.user or NA,
+    "state": lambda proc: proc.state or "",
     "cpu": lambda proc: NA if proc.cpu_pct is None else f"{proc.cpu_pct:.1f}",
+    "wait": lambda proc: NA if proc.cpu_wait_pct is None else f"{proc.cpu_wait_pct:.1f}",
     "rss": lambda proc: compact_bytes(proc.rss_bytes),
     "read": lambda proc: compact_rate(proc.read_bytes_per_s),
     "write": lambda proc: compact_rate(proc.write_bytes_per_s),

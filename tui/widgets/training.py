@@ -1,321 +1,320 @@
-"""The Training panel: one card per training run, with a per-rank table for multi-rank runs.
+"""The Training panel (key 7): every job in a table, and the focused job in detail below it.
 
-A multi-rank run (several ranks sharing a name) is one card because the question it answers
-is "which rank holds the others back"; its numbers come from a lead rank (the focused pid, else
-the lowest rank) while the table compares every rank.  The card machinery (redraw only on
-change, layout for the given width) comes from the DataLoader module, which both panels share.
+htop's shape for jobs: one row per job with its ranks folded in, running jobs first in natural
+order (sweep2 before sweep10), jobs that ended more than ``ENDED_COLLAPSE_S`` ago folded into
+one summary row that ``e`` expands.  The row under the cursor is the focused job: below the
+table its phase bar and step-time history, then its rank table.  Arrows move the cursor, Enter
+steps into the rank table (arrows then move between ranks and the phase bar shows the rank
+under the cursor), Escape steps back.  The panel is as tall as its content up to the cap the
+stylesheet sets, and builds only the rows on screen.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections import deque
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from typing import ClassVar
 
+from textual import events
+from textual.binding import Binding
 from textual.content import Content
+from textual.message import Message
 
-from collectors.snapshot import JobSnapshot
-from tui.format import fmt_bytes, split_bar
-from tui.widgets.job_cards import (
-    JobCard,
-    JobPanel,
-    flow,
-    fmt_age,
-    fmt_number,
-    fmt_seconds,
-    fmt_share,
-    long_live_phase,
+from collectors.snapshot import JobSnapshot, Snapshot
+from tui.format import fmt_age
+from tui.widgets.fitted import FittedLines
+from tui.widgets.job_detail import detail_lines
+from tui.widgets.job_groups import (
+    EndedSummary,
+    JobGroup,
+    job_groups,
+    keep_last_numbers,
+    mean_step,
+    table_rows,
+)
+from tui.widgets.jobs_table import (
+    ALWAYS_SHOWN,
+    job_columns,
+    job_row,
+    shows_history,
+    summary_row,
+)
+from tui.widgets.rank_table import rank_columns, rank_rows
+from tui.widgets.table import (
+    cursor_bindings,
+    header_line,
+    marker_room,
+    more_marker,
+    scroll_top,
 )
 
 HISTORY_LEN = 300  # ticks of step-time p50 kept per job for the sparkline
-STRAGGLER_RATIO = 1.10  # a rank this much slower than the median rank is called out
-TERMINAL_STATES = frozenset({"crashed", "finished"})
-MIN_SPARK_SPAN = 0.10  # the sparkline spans at least 10 % of the peak, so noise stays flat
-SPARK_LEVELS = "▁▂▃▄▅▆▇█"
-SPARK_SUFFIX_CELLS = 20  # room kept for the " 300 ms–390 ms" range after the sparkline
-SYNC_PHASES = frozenset({"comm", "allreduce", "sync", "barrier", "nccl"})
-BADGES = {
-    "live": "● live",
-    "stalled": "◐ stalled",
-    "finished": "✓ finished",
-    "crashed": "✗ crashed",
-    "restarted": "↻ restarted",
-}
-PHASE_CLASSES = {
-    "data": "data",
-    "data_wait": "data",
-    "fwd": "fwd",
-    "forward": "fwd",
-    "bwd": "bwd",
-    "backward": "bwd",
-    "opt": "opt",
-    "optim": "opt",
-    "optimizer": "opt",
-    "other": "other",
-}
+EMPTY_MESSAGE = (
+    "no training job attached — run `traintop run -- python train.py` or use traintop.attach()"
+)
+Row = JobGroup | EndedSummary
 
 
-def relative_sparkline(values: Sequence[float], width: int) -> str:
-    """The last ``width`` values scaled between their minimum and maximum.
+class TrainingPanel(FittedLines, can_focus=True):
+    """Border title "7 Training"; keeps a bounded step-time history per job."""
 
-    Step times sit far from zero, so a zero-based scale (tui.format.sparkline) draws a flat
-    bar; users look for spikes and drift, which this scale shows.
-    """
-    tail = values[-width:]
-    low, high = min(tail), max(tail)
-    span = max(high - low, abs(high) * MIN_SPARK_SPAN) or 1.0
-    top = len(SPARK_LEVELS) - 1
-    chars = (SPARK_LEVELS[min(round((v - low) / span * top), top)] for v in tail)
-    return "".join(chars).rjust(width)
+    KEY = "7"
+    TITLE = "Training"
+    BINDINGS: ClassVar[list[Binding]] = [
+        Binding("enter", "enter", "Ranks", key_display="↵"),
+        Binding("e", "toggle_ended", "Ended jobs"),
+        Binding("escape", "leave_ranks", "Jobs", show=False),
+        *cursor_bindings(),
+    ]
 
-
-@dataclass(frozen=True, slots=True)
-class TrainingView:
-    """What one card draws; equal views mean the card is already up to date."""
-
-    ranks: tuple[JobSnapshot, ...]  # sorted by rank
-    lead: JobSnapshot
-    history: tuple[float, ...]
-
-
-def rank_work_s(job: JobSnapshot) -> float | None:
-    """Step time minus waiting for other ranks: in DDP every rank's step time converges on the
-    slowest one, so only the time a rank spends on its own work points at the straggler."""
-    if job.step_time_p50_s is None:
-        return None
-    waiting = sum(p.share for p in job.phases if p.name.lower() in SYNC_PHASES)
-    return job.step_time_p50_s * (1.0 - min(waiting, 1.0))
-
-
-def find_straggler(ranks: Sequence[JobSnapshot]) -> tuple[int, float] | None:
-    """(rank, fraction slower than the median) of the slowest rank, if it stands out."""
-    work = [(job.rank, t) for job in ranks if (t := rank_work_s(job)) is not None]
-    if len(work) < 3:
-        return None
-    median = statistics.median(t for _, t in work)
-    rank, slowest = max(work, key=lambda item: item[1])
-    if median <= 0 or slowest <= median * STRAGGLER_RATIO:
-        return None
-    return rank, slowest / median - 1.0
-
-
-def keep_last_numbers(job: JobSnapshot, previous: JobSnapshot | None) -> JobSnapshot:
-    """A crashed or finished job keeps the numbers it last had, so the user sees where it died."""
-    if previous is None or job.state not in TERMINAL_STATES:
-        return job
-    kept = {
-        f.name: getattr(previous, f.name)
-        for f in fields(job)
-        if getattr(job, f.name) is None and getattr(previous, f.name) is not None
-    }
-    return replace(job, **kept) if kept else job
-
-
-def segments(job: JobSnapshot) -> list[tuple[str, float, float | None, str]]:
-    """(label, share, mean seconds, component class) for each part of the step."""
-    if not job.phases:
-        if job.data_wait_share is None:
-            return []
-        share = min(max(job.data_wait_share, 0.0), 1.0)
-        return [("data", share, None, "data"), ("compute", 1.0 - share, None, "other")]
-    parts: list[tuple[str, float, float | None, str]] = []
-    for index, phase in enumerate(job.phases):
-        custom = "custom" if index % 2 else "custom-alt"
-        parts.append((phase.name, phase.share, phase.mean_s, PHASE_CLASSES.get(phase.name, custom)))
-    rest = 1.0 - sum(p.share for p in job.phases)
-    if rest > 0.005 and not any(p.name == "other" for p in job.phases):
-        parts.append(("other", rest, None, "other"))
-    return parts
-
-
-class TrainingCard(JobCard):
-    """One run: identity and state, rates, step-time history, step breakdown, rank table."""
-
-    COMPONENT_CLASSES: ClassVar[set[str]] = {
-        *(f"training--{state}" for state in BADGES),
-        *(f"training--{part}" for part in ("data", "fwd", "bwd", "opt", "other")),
-        "training--custom",
-        "training--custom-alt",
-        "training--spark",
-        "training--straggler",
-    }
-
-    def build(self, view: object, width: int) -> list[Content]:
-        assert isinstance(view, TrainingView)
-        lead = view.lead
-        lines = flow(self._identity(view), width)
-        lines += flow(self._rates(view), width)
-        lines += self._history(view.history, width)
-        lines += self._breakdown(lead, width)
-        if len(view.ranks) > 1:
-            lines += self._rank_table(view.ranks, lead.world_size, width)
-        return lines
-
-    def _identity(self, view: TrainingView) -> list[Content]:
-        lead = view.lead
-        chips = [Content.styled(lead.name, self.style("job--name")), self.chip("pid", lead.pid)]
-        if lead.world_size > 1:
-            chips.append(self.chip("rank", f"{lead.rank}/{lead.world_size}"))
-        chips.append(self._badge(lead))
-        chips.append(self.chip("step", f"{lead.steps_total:,}"))
-        return chips
-
-    def _badge(self, job: JobSnapshot) -> Content:
-        text = BADGES.get(job.state, job.state)
-        phase = long_live_phase(job)
-        if job.state == "stalled" and phase is not None:
-            text += f": {phase}"
-        elif job.state == "stalled":
-            age = fmt_age(job.last_step_age_s)
-            text += " · no recent step" if age is None else f" · no step for {age}"
-        elif phase is not None:  # live, but one phase is taking many steps' worth of time
-            text += f" · {phase}"
-        style = f"training--{job.state}" if job.state in BADGES else "job--label"
-        if job.state == "live" and phase is not None:
-            style = "job--warning"
-        return Content.styled(text, self.style(style))
-
-    def _rates(self, view: TrainingView) -> list[Content]:
-        lead = view.lead
-        chips = [
-            self.chip("steps/s", fmt_number(lead.steps_per_s)),
-            self._samples_chip(view),
-            self.chip("step p50", fmt_seconds(lead.step_time_p50_s)),
-            self.chip("p95", fmt_seconds(lead.step_time_p95_s)),
-        ]
-        if lead.gpu_busy_share is not None:
-            chips.append(self.chip("GPU busy", fmt_share(lead.gpu_busy_share)))
-        if lead.cuda_mem_allocated_bytes is not None:
-            chips.append(self._cuda_chip(lead))
-        if lead.lost_records > 0:
-            lost = f"lost {lead.lost_records:,} records"
-            chips.append(Content.styled(lost, self.style("job--warning")))
-        return chips
-
-    def _samples_chip(self, view: TrainingView) -> Content:
-        """Summed over ranks when all report it: the run's throughput is what users tune."""
-        rates = [job.samples_per_s for job in view.ranks]
-        if len(rates) == 1 or None in rates:
-            return self.chip("samples/s", fmt_number(view.lead.samples_per_s))
-        total = sum(rate for rate in rates if rate is not None)
-        return self.chip("samples/s (all ranks)", fmt_number(total))
-
-    def _cuda_chip(self, job: JobSnapshot) -> Content:
-        value = fmt_bytes(job.cuda_mem_allocated_bytes)
-        if job.cuda_mem_reserved_bytes is not None:
-            value += f" ({fmt_bytes(job.cuda_mem_reserved_bytes)} reserved)"
-        return self.chip("CUDA mem", value)
-
-    def _history(self, history: tuple[float, ...], width: int) -> list[Content]:
-        if not history:
-            return []
-        label = "step p50 "
-        tail = history[-max(width - len(label) - SPARK_SUFFIX_CELLS, 1) :]
-        low, high = fmt_seconds(min(tail)), fmt_seconds(max(tail))
-        suffix = f" {low}" if low == high else f" {low}–{high}"
-        spark = relative_sparkline(tail, max(width - len(label) - len(suffix), 1))
-        return [
-            Content.assemble(
-                (label, self.style("job--label")),
-                (spark, self.style("training--spark")),
-                (suffix, self.style("job--label")),
-            )
-        ]
-
-    def _breakdown(self, job: JobSnapshot, width: int) -> list[Content]:
-        parts = segments(job)
-        if not parts:
-            return [Content.styled("no step breakdown reported", self.style("job--label"))]
-        counts = split_bar((share * 100 for _, share, _, _ in parts), width)
-        bar = Content.assemble(
-            *(
-                ("█" * n, self.style(f"training--{cls}"))
-                for n, (*_, cls) in zip(counts, parts, strict=True)
-            )
-        )
-        return [bar, *flow(self._legend(parts), width)]
-
-    def _legend(self, parts: Iterable[tuple[str, float, float | None, str]]) -> list[Content]:
-        chips = []
-        for name, share, mean_s, cls in parts:
-            mean = "" if mean_s is None else f" {fmt_seconds(mean_s)}"
-            chips.append(
-                Content.assemble(
-                    ("■ ", self.style(f"training--{cls}")),
-                    (f"{name} ", self.style("job--label")),
-                    (f"{fmt_share(share)}{mean}", self.style("job--value")),
-                )
-            )
-        return chips
-
-    def _rank_table(
-        self, ranks: Sequence[JobSnapshot], world_size: int, width: int
-    ) -> list[Content]:
-        straggler = find_straggler(ranks)
-        header = f"{'rank':>4} {'steps/s':>7} {'step p50':>8} {'wait':>5}  state"
-        lines = [Content.styled(header, self.style("job--header"))]
-        for job in ranks:
-            row = (
-                f"{job.rank:>4} {fmt_number(job.steps_per_s):>7} "
-                f"{fmt_seconds(job.step_time_p50_s):>8} {fmt_share(job.data_wait_share):>5}  "
-                f"{job.state}"
-            )
-            if straggler is not None and job.rank == straggler[0]:
-                marker = f"  ◀ slowest, +{straggler[1]:.0%} vs median"
-                if len(row) + len(marker) > width:
-                    marker = f" ◀+{straggler[1]:.0%}"
-                row += marker
-                lines.append(Content.styled(row, self.style("training--straggler")))
-            else:
-                lines.append(Content(row))
-        notes = []
-        if straggler is not None:
-            notes.append(
-                f"rank {straggler[0]} holds the run back: {straggler[1]:.0%} more own work per "
-                "step (step time minus waiting for other ranks) than the median rank."
-            )
-        if len(ranks) < world_size:
-            notes.append(f"{len(ranks)} of {world_size} ranks attached.")
-        words = (Content.styled(word, self.style("job--label")) for word in " ".join(notes).split())
-        return lines + flow(words, width, gap=1)
-        return lines
-
-
-class TrainingPanel(JobPanel):
-    """Border title "7 Training".  Keeps a bounded step-time history per job pid."""
-
-    TITLE = "7 Training"
-    card_type = TrainingCard
+    class JobFocused(Message):
+        """The cursor moved to another job or rank (the DataLoader panel follows it)."""
 
     def __init__(self, *, focus_pid: int | None = None, id: str | None = None) -> None:
-        super().__init__(focus_pid=focus_pid, id=id)
-        self._history: dict[int, deque[float]] = {}
+        super().__init__(id=id, classes="panel")
+        self.border_title = f"{self.KEY} {self.TITLE}"
+        self.focus_pid = focus_pid
+        self.expanded = False
+        self.in_ranks = False
+        self._now = 0.0
+        self._jobs: tuple[JobSnapshot, ...] | None = None
+        self._rows: list[Row] = []
+        self._cursor = self._top = self._rank_cursor = self._rank_top = self._jobs_shown = 0
+        self._focus_key: str | None = None
+        self._announced: tuple[str | None, int | None] = (None, None)
+        self._history: dict[str, deque[float]] = {}
+        self._groups: dict[str, JobGroup] = {}
         self._previous: dict[int, JobSnapshot] = {}
+        self._version = 0  # counts job changes: with the view state it keys the caches below
+        self._detail_cache: tuple[tuple, list[Content]] = ((), [])
+        self._built_key: tuple = ()
+        self._scrolls = False  # whether the last build could not show every row
+        self._mean_cache: tuple[tuple, JobSnapshot | None] = ((), None)
 
-    def views(self, jobs: Sequence[JobSnapshot]) -> dict[object, object]:
-        jobs = [keep_last_numbers(job, self._previous.get(job.pid)) for job in jobs]
-        self._remember(jobs)
-        groups: dict[object, list[JobSnapshot]] = {}
-        for job in jobs:
-            key = (job.name, job.world_size) if job.world_size > 1 else job.pid
-            groups.setdefault(key, []).append(job)
-        return {key: self._view(group) for key, group in groups.items()}
+    @classmethod
+    def help_bindings(cls) -> list[Binding]:
+        return [binding for binding in cls.BINDINGS if binding.show]
 
-    def _view(self, group: list[JobSnapshot]) -> TrainingView:
-        ranks = tuple(sorted(group, key=lambda job: job.rank))
-        lead = group[0] if group[0].pid == self.focus_pid else ranks[0]
-        return TrainingView(ranks, lead, tuple(self._history.get(lead.pid, ())))
+    @property
+    def rows(self) -> list[Row]:
+        """The table's rows, including those scrolled out of view."""
+        return list(self._rows)
 
-    def _remember(self, jobs: Sequence[JobSnapshot]) -> None:
-        """Append the step-time p50 of each live job that changed this tick; forget gone pids.
+    @property
+    def selected_rank(self) -> int | None:
+        """The rank under the rank table's cursor after Enter, else None."""
+        group = self.focused
+        return group.ranks[self._rank_cursor].rank if self.in_ranks and group else None
 
-        A job whose snapshot did not change adds nothing, so its card is not repainted."""
-        previous, self._previous = self._previous, {job.pid: job for job in jobs}
-        self._history = {pid: h for pid, h in self._history.items() if pid in self._previous}
-        for job in jobs:
-            history = self._history.setdefault(job.pid, deque(maxlen=HISTORY_LEN))
-            changed = previous.get(job.pid) != job
-            if changed and job.step_time_p50_s is not None and job.state == "live":
-                history.append(job.step_time_p50_s)
+    @property
+    def focused(self) -> JobGroup | None:
+        """The job under the cursor (None while there is none)."""
+        row = self._rows[self._cursor] if self._rows else None
+        return row if isinstance(row, JobGroup) else None
+
+    def update_jobs(self, snapshot: Snapshot) -> None:
+        """Called once per tick by the app with the newest snapshot."""
+        self._now = snapshot.timestamp
+        if snapshot.jobs != self._jobs:
+            self._jobs = snapshot.jobs
+            self._version += 1
+            self._regroup(snapshot)
+        self._place_rows()
+        self.redraw()
+
+    def _regroup(self, snapshot: Snapshot) -> None:
+        jobs = tuple(keep_last_numbers(j, self._previous.get(j.pid)) for j in snapshot.jobs)
+        self._previous = {job.pid: job for job in jobs}
+        groups = {g.key: g for g in job_groups(replace(snapshot, jobs=jobs))}
+        self._remember(groups)
+        self._groups = groups
+
+    def _remember(self, groups: dict[str, JobGroup]) -> None:
+        """Append the step-time p50 of each running job that changed; forget ended keys."""
+        self._history = {key: h for key, h in self._history.items() if key in groups}
+        for key, group in groups.items():
+            history = self._history.setdefault(key, deque(maxlen=HISTORY_LEN))
+            changed = self._groups.get(key) != group
+            if changed and group.running and group.step_time_p50_s is not None:
+                history.append(group.step_time_p50_s)
+
+    def _place_rows(self) -> None:
+        """Rebuild the row list and keep the cursor on the job it was on (that job is not
+        folded into the ended-jobs row while the cursor is on it)."""
+        wanted = self._focus_key
+        if wanted is None and self.focus_pid is not None:
+            wanted = next((g.key for g in self._groups.values() if g.has_pid(self.focus_pid)), None)
+        groups = list(self._groups.values())
+        self._rows = table_rows(groups, self._now, self.expanded, keep=wanted)
+        keys = [row.key if isinstance(row, JobGroup) else None for row in self._rows]
+        if wanted is not None and wanted in keys:
+            self._cursor = keys.index(wanted)
+        self._cursor = max(0, min(self._cursor, len(self._rows) - 1))
+        self._set_focus_key()
+
+    def _set_focus_key(self) -> None:
+        group = self.focused
+        key = group.key if group is not None else None
+        if key != self._focus_key:
+            self._focus_key = key
+            self._rank_cursor = self._rank_top = 0
+            self.in_ranks = self.in_ranks and group is not None and len(group.ranks) > 1
+        if group is not None:
+            self._rank_cursor = min(self._rank_cursor, len(group.ranks) - 1)
+        if (key, self.selected_rank) != self._announced:
+            self._announced = (key, self.selected_rank)
+            self.post_message(self.JobFocused())
+        subtitle = self._subtitle(group) if group is not None else ""
+        if subtitle != self.border_subtitle:  # assigning repaints the border, even unchanged
+            self.border_subtitle = subtitle
+
+    def _subtitle(self, group: JobGroup) -> str:
+        if len(group.ranks) == 1:
+            return group.name
+        if self.in_ranks:
+            return f"{group.name} · phases of rank {group.ranks[self._rank_cursor].rank}"
+        return f"{group.name} · phases: mean of {len(group.ranks)} ranks"
+
+    # Layout -----------------------------------------------------------------------------
+
+    def _detail(self, width: int, scrolls: bool) -> list[Content]:
+        group = self.focused
+        key = (self._version, width, scrolls, self.in_ranks, self._rank_cursor, self._focus_key)
+        if group is None or key == self._detail_cache[0]:
+            return self._detail_cache[1] if group is not None else []
+        lines = self._build_detail(group, width, scrolls)
+        self._detail_cache = (key, lines)
+        return lines
+
+    def _build_detail(self, group: JobGroup, width: int, scrolls: bool) -> list[Content]:
+        step = group.ranks[self._rank_cursor] if self.in_ranks else self._mean_step(group)
+        carried = shows_history(width, scrolls, self._longest())
+        history = () if carried else self._history.get(group.key, ())
+        return detail_lines(step, tuple(history), width)
+
+    def _mean_step(self, group: JobGroup) -> JobSnapshot:
+        """:func:`mean_step` of ``group``, once per change of the jobs."""
+        key = (self._version, group.key)
+        if self._mean_cache[0] != key:
+            self._mean_cache = (key, mean_step(group.ranks))
+        return self._mean_cache[1]
+
+    def _rank_count(self) -> int:
+        group = self.focused
+        return len(group.ranks) if group is not None and len(group.ranks) > 1 else 0
+
+    def natural_height(self, width: int) -> int:
+        if not self._rows:
+            return 1
+        ranks = self._rank_count()
+        return 1 + len(self._rows) + len(self._detail(width, False)) + (ranks + 1 if ranks else 0)
+
+    def _view_key(self, width: int, height: int) -> tuple:
+        """Everything the lines depend on: equal keys draw equal lines, so an unchanged tick
+        with 64 ranks costs this tuple, not 64 rows (the ages are the clock's only part)."""
+        ages = tuple(
+            fmt_age(self._now - row.started_at)
+            for row in self._rows
+            if isinstance(row, JobGroup) and row.started_at is not None
+        )
+        cursors = (self._cursor, self._top, self._rank_cursor, self._rank_top, self.in_ranks)
+        rows = tuple(row.key if isinstance(row, JobGroup) else row for row in self._rows)
+        return (self._version, width, height, rows, *cursors, self.has_focus, ages)
+
+    def build(self, width: int, height: int) -> list[Content]:
+        key = self._view_key(width, height)
+        if key == self._built_key and self._lines:
+            return self._lines
+        self._built_key = key
+        if not self._rows:
+            return [Content.styled(EMPTY_MESSAGE, "$text-muted")]
+        ranks = self._rank_count()
+        # The table scrolls unless its rows, a one-line detail and the ranks all fit.
+        self._scrolls = 2 + len(self._rows) + (ranks + 1 if ranks else 0) > height
+        detail = self._detail(width, self._scrolls)
+        # Short of room, the tables come first: three rows each before the detail's lines.
+        wanted = 1 + min(len(self._rows), ALWAYS_SHOWN) + (1 + min(ranks, 3) if ranks else 0)
+        detail = detail[: max(0, height - wanted)]
+        room = height - 1 - len(detail) - (1 if ranks else 0)
+        jobs_shown = min(len(self._rows), max(room - ranks, (room + 1) // 2 if ranks else room, 1))
+        lines = self._jobs_lines(width, jobs_shown)
+        lines += detail
+        if ranks:
+            lines += self._rank_lines(width, max(0, room - jobs_shown))
+        return lines[:height]
+
+    def _longest(self) -> int:
+        return max((len(r.name) for r in self._rows if isinstance(r, JobGroup)), default=3)
+
+    def _jobs_lines(self, width: int, shown: int) -> list[Content]:
+        self._top = scroll_top(self._cursor, self._top, len(self._rows), shown)
+        self._jobs_shown = shown
+        marker = more_marker(self._top, len(self._rows) - self._top - shown)
+        columns = job_columns(width, marker, self._scrolls, self._longest())
+        lines = [header_line(columns, width, marker)]
+        cursor = self.has_focus and not self.in_ranks
+        for index in range(self._top, self._top + shown):
+            row, here = self._rows[index], index == self._cursor
+            if isinstance(row, EndedSummary):
+                lines.append(summary_row(row, width, cursor and here))
+            else:
+                history = tuple(self._history.get(row.key, ()))
+                lines.append(
+                    job_row(row, columns, width, self._now, cursor and here, here, history)
+                )
+        return lines
+
+    def _rank_lines(self, width: int, shown: int) -> list[Content]:
+        group = self.focused
+        assert group is not None
+        count = len(group.ranks)
+        self._rank_top = scroll_top(self._rank_cursor, self._rank_top, count, shown)
+        marker = more_marker(self._rank_top, count - self._rank_top - shown)
+        columns = rank_columns(group.ranks, width - marker_room(marker))
+        header = header_line(columns, width, marker)
+        cursor = self._rank_cursor if self.in_ranks and self.has_focus else None
+        rows = range(self._rank_top, self._rank_top + min(shown, count))
+        return [header, *rank_rows(group, columns, width, rows, cursor)]
+
+    # Keys --------------------------------------------------------------------------------
+
+    def action_move(self, delta: int) -> None:
+        """Move the cursor in the jobs table, or in the rank table after Enter."""
+        if self.in_ranks and self.focused is not None:
+            last = len(self.focused.ranks) - 1
+            self._rank_cursor = max(0, min(self._rank_cursor + delta, last))
+            self._set_focus_key()
+        elif self._rows:
+            self._cursor = max(0, min(self._cursor + delta, len(self._rows) - 1))
+            self._set_focus_key()
+            self._place_rows()  # a folded job the cursor kept open folds once it leaves
+        self.redraw()
+
+    def action_page(self, pages: int) -> None:
+        self.action_move(pages * max(1, self.content_size.height // 2))
+
+    def action_enter(self) -> None:
+        """On the ended-jobs row: expand it; on a multi-rank job: step into its ranks."""
+        if self._rows and isinstance(self._rows[self._cursor], EndedSummary):
+            self.action_toggle_ended()
+            return
+        self.in_ranks = not self.in_ranks and self._rank_count() > 0
+        self._set_focus_key()
+        self.redraw()
+
+    def action_leave_ranks(self) -> None:
+        self.in_ranks = False
+        self._set_focus_key()
+        self.redraw()
+
+    def action_toggle_ended(self) -> None:
+        """Show or hide the jobs that ended more than 30 s ago, one row each."""
+        self.expanded = not self.expanded
+        self._place_rows()
+        self.redraw()
+
+    def on_click(self, event: events.Click) -> None:
+        """Select the clicked job row (line 0 is the header)."""
+        if 1 <= event.y <= self._jobs_shown:
+            self.in_ranks = False
+            self.action_move(self._top + event.y - 1 - self._cursor)

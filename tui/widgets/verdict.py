@@ -15,7 +15,15 @@ from textual.content import Content
 from textual.events import Click
 
 from diagnosis.api import Finding, Verdict
-from tui.verdict_text import evidence_line, label, marker, tone, tone_style, verdict_facts
+from tui.verdict_text import (
+    evidence_line,
+    headline,
+    label,
+    marker,
+    tone,
+    tone_style,
+    verdict_facts,
+)
 from tui.widgets.panel import LineWidget
 
 WAITING = Finding("unknown", 0.0, "info", "waiting for the first sample")
@@ -65,7 +73,8 @@ class VerdictBanner(LineWidget, can_focus=True):
 
 def banner_lines(verdict: Verdict | None, width: int, *, two_lines: bool = False) -> list[Content]:
     """The banner's lines for ``verdict`` (None: nothing sampled yet) fitted to ``width``."""
-    first = banner_line(verdict.primary if verdict else WAITING, _facts(verdict), width)
+    head = headline(verdict) if verdict else label("unknown")
+    first = banner_line(verdict.primary if verdict else WAITING, _facts(verdict), width, head)
     if not two_lines or verdict is None:
         return [first]
     return [first, detail_line(verdict, width)]
@@ -75,10 +84,10 @@ def _facts(verdict: Verdict | None) -> list[str]:
     return [*(verdict_facts(verdict) if verdict else []), DETAILS_HINT]
 
 
-def banner_line(finding: Finding, facts: list[str], width: int) -> Content:
+def banner_line(finding: Finding, facts: list[str], width: int, name: str | None = None) -> Content:
     """Head, evidence, facts; trailing facts give way until the first evidence sentence fits
     (up to ``MIN_EVIDENCE`` cells), then later sentences are left out or the first is cut."""
-    head = f"{marker(finding)} {label(finding.bottleneck)}"
+    head = f"{marker(finding)} {name or label(finding.bottleneck)}"
     first = finding.evidence[0].text if finding.evidence else finding.summary
     while facts and _room(width, head, facts) < min(len(first), MIN_EVIDENCE):
         facts = facts[:-1]

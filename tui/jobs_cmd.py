@@ -1,0 +1,126 @@
+"""`traintop jobs` and the job choice of `traintop attach`: jobs, not rank segments.
+
+Both list what the monitor's Training panel lists: one job per group of ranks
+(:func:`tui.widgets.job_groups.groups_of`), running jobs first in natural order.  `jobs --json`
+stays one object per rank (scripts filter ranks) and adds ``job``, the key that groups them.
+Error messages name at most ``LISTED`` jobs: a sweep of 24 runs must not become one
+unreadable line.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import TextIO
+
+from collectors.snapshot import JobSnapshot
+from tui.format import fmt_age, fmt_number, fmt_share
+from tui.widgets.job_groups import JobGroup, groups_of
+
+LISTED = 4  # jobs named in an error message before "… and N more"
+HEADER = (
+    f"{'PID':>8}  {'NAME':<24} {'RANKS':>5}  {'STATE':<9} {'STEPS/S':>8} {'SAMPLES/S':>10} "
+    f"{'DATA WAIT':>9}  {'SLOWEST':<9} {'AGE':>7}"
+)
+NONE_FOUND = "no training jobs found (start one with `traintop run -- python train.py`)"
+
+
+def rank_object(job: JobSnapshot, group: JobGroup) -> dict:
+    """One rank as `jobs --json` prints it; ``job`` is shared by every rank of its job."""
+    return {
+        "pid": job.pid,
+        "name": job.name,
+        "rank": job.rank,
+        "local_rank": job.local_rank,
+        "world_size": job.world_size,
+        "job_id": job.job_id,
+        "job": group.key,
+        "started_at": job.started_at,
+        "state": job.state,
+        "steps_total": job.steps_total,
+        "steps_per_s": job.steps_per_s,
+        "samples_per_s": job.samples_per_s,
+        "data_wait_share": job.data_wait_share,
+    }
+
+
+def _dash(text: str) -> str:
+    return "-" if text == "n/a" else text
+
+
+def _row(pid: int, name: str, ranks: str, state: str, figures: JobSnapshot | JobGroup) -> str:
+    return (
+        f"{pid:>8}  {name[:24]:<24} {ranks:>5}  {state:<9} "
+        f"{_dash(fmt_number(figures.steps_per_s)):>8} "
+        f"{_dash(fmt_number(figures.samples_per_s)):>10} "
+        f"{_dash(fmt_share(figures.data_wait_share)):>9}"
+    )
+
+
+def job_line(group: JobGroup, now: float) -> str:
+    slowest = "" if group.slowest is None else f"r{group.slowest[0]} +{group.slowest[1]:.0%}"
+    age = "-" if group.started_at is None else fmt_age(max(0.0, now - group.started_at))
+    head = _row(group.ranks[0].pid, group.name, group.rank_count, group.state, group)
+    return f"{head}  {slowest:<9} {age:>7}"
+
+
+def rank_line(job: JobSnapshot) -> str:
+    return _row(job.pid, f"  rank {job.rank}", "", job.state, job)
+
+
+def print_jobs(found: Sequence[JobSnapshot], as_json: bool, ranks: bool, out: TextIO) -> None:
+    """What `traintop jobs [--ranks] [--json]` prints."""
+    now = time.time()
+    groups = groups_of(found, now)
+    if as_json:
+        objects = [rank_object(job, g) for g in groups for job in g.ranks]
+        out.write(json.dumps(objects, indent=2) + "\n")
+        return
+    if not groups:
+        out.write(NONE_FOUND + "\n")
+        return
+    lines = [HEADER]
+    for group in groups:
+        lines.append(job_line(group, now))
+        lines += [rank_line(job) for job in group.ranks] if ranks and len(group.ranks) > 1 else []
+    out.write("\n".join(lines) + "\n")
+
+
+def select_job(found: Sequence[JobSnapshot], wanted: str | None, pid: int | None) -> int | None:
+    """The pid to focus for `attach [PID|NAME]`: the lowest rank of the named job (so the
+    monitor shows every rank of it), the given pid, or the only running job; None if none."""
+    groups = groups_of(found, time.time())
+    if pid is not None:
+        return pid if any(g.has_pid(pid) for g in groups) else None
+    running = [g for g in groups if g.running] or groups
+    if wanted is not None:
+        named = [g for g in groups if g.name == wanted]
+        running = [g for g in named if g.running] or named
+    return running[0].ranks[0].pid if len(running) == 1 else None
+
+
+def describe(group: JobGroup) -> str:
+    """ "4242 (llama-7b, 8 ranks, live)": how an error message names a job."""
+    ranks = f", {len(group.ranks)} ranks" if len(group.ranks) > 1 else ""
+    return f"{group.ranks[0].pid} ({group.name}{ranks}, {group.state})"
+
+
+def capped(items: Sequence[str], limit: int = LISTED) -> str:
+    """At most ``limit`` items, then "… and 20 more"."""
+    shown = ", ".join(items[:limit]) or "none"
+    rest = len(items) - limit
+    return f"{shown}, … and {rest} more" if rest > 0 else shown
+
+
+def no_job_message(found: Sequence[JobSnapshot], wanted: str | None) -> str:
+    """Why `attach` found nothing to attach to, with the jobs it could attach to."""
+    groups = groups_of(found, time.time())
+    if wanted is not None and sum(g.name == wanted and g.running for g in groups) > 1:
+        same = [describe(g) for g in groups if g.name == wanted and g.running]
+        return f"traintop: several running jobs named {wanted!r}, give a PID: {capped(same)}"
+    if wanted is not None:
+        what = f"no training job {wanted!r}"
+    else:
+        what = "several jobs, name one" if groups else "no training job found"
+    return f"traintop: {what}; attachable jobs: {capped([describe(g) for g in groups])}"
