@@ -67,6 +67,10 @@ def train(rank: int, port: int, late: bool) -> None:
         optimizer.zero_grad()
     clock.starts.pop()  # the last check was no iteration
     clock.report(rank=rank, batch=BATCH)
+    # Let gloo's work threads go idle first: destroying the group while one of them still
+    # wants the GIL to drop its last tensor deadlocks in the group's destructor (seen once
+    # under load with the main thread joining that thread).
+    dist.barrier()
     dist.destroy_process_group()
 
 
