@@ -15,7 +15,8 @@ the last numbers.
 from __future__ import annotations
 
 from collections import deque
-from itertools import chain, compress
+from itertools import chain, repeat
+from operator import add, attrgetter, sub, truediv
 from typing import NamedTuple
 
 from collectors.job_key import job_key
@@ -45,6 +46,9 @@ class _Chunk(NamedTuple):
     data_sample: list[int]  # their data waits, sorted
 
 
+_STEP_SAMPLE, _DATA_SAMPLE = attrgetter("step_sample"), attrgetter("data_sample")
+
+
 class JobWindow:
     """Chunks of the last ``window_s`` seconds of steps, their totals, and lifetime counters."""
 
@@ -60,10 +64,12 @@ class JobWindow:
         self.steps_total = 0
         self.last_end_ns: int | None = None  # end of the newest step ever read (kept past trims)
         self._mem: int | None = None
+        self._job_id = job_key(header)
 
     def follow_header(self, header: SegmentHeader) -> None:
         """The writer rewrote its identity (rank, world size, run id); geometry is unchanged."""
         self._header = header
+        self._job_id = job_key(header)
 
     def add(self, result: PollResult) -> None:
         """Account one poll; lost and rejected records both count as lost."""
@@ -72,13 +78,14 @@ class JobWindow:
         if not len(block):
             return
         block = self._within_window(block)
-        phases = [block.phase_ns(i) for i in range(len(self._phase_totals))]
-        step_ns = _row_sums([column[-SAMPLE_PER_POLL:] for column in phases])
+        newest = block.tail(min(len(block), SAMPLE_PER_POLL))
+        phases = [newest.phase_ns(i) for i in range(len(self._phase_totals))]
+        step_ns = _row_sums(phases)
         self.last_end_ns = block.t_start_ns_at(len(block) - 1) + step_ns[-1]
         data_i = self._header.data_phase_index
-        data = phases[data_i][-len(step_ns) :] if data_i is not None else []
-        self._push(_chunk(block, phases, self.last_end_ns, sorted(step_ns), sorted(data)))
-        self._recent.extend(ns / _NS for ns in step_ns[-RECENT_STEPS:])
+        data = phases[data_i] if data_i is not None else []
+        self._push(_chunk(block, self.last_end_ns, sorted(step_ns), sorted(data)))
+        self._recent.extend(map(truediv, step_ns[-RECENT_STEPS:], repeat(_NS)))
         self._mem = block.last_mem_bytes(self._mem)
 
     def _within_window(self, block: RecordBlock) -> RecordBlock:
@@ -95,10 +102,9 @@ class JobWindow:
 
     def _account(self, chunk: _Chunk, sign: int) -> None:
         values = (chunk.steps, chunk.samples, chunk.batches, chunk.gpu_ns, chunk.gpu_steps)
-        for i, value in enumerate(values):
-            self._totals[i] += sign * value
-        for i, value in enumerate(chunk.phase_ns):
-            self._phase_totals[i] += sign * value
+        op = add if sign > 0 else sub
+        self._totals = list(map(op, self._totals, values))
+        self._phase_totals = list(map(op, self._phase_totals, chunk.phase_ns))
 
     def _trim(self, ref_ns: int) -> None:
         """Drop the chunks whose last step ended before the window (whole chunks)."""
@@ -114,8 +120,8 @@ class JobWindow:
         finds them), not a full sort.
         """
         if self._sorted is None:
-            steps = sorted(chain.from_iterable(c.step_sample for c in self._chunks))
-            data = sorted(chain.from_iterable(c.data_sample for c in self._chunks))
+            steps = sorted(chain.from_iterable(map(_STEP_SAMPLE, self._chunks)))
+            data = sorted(chain.from_iterable(map(_DATA_SAMPLE, self._chunks)))
             self._sorted = steps, data
         return self._sorted
 
@@ -129,9 +135,16 @@ class JobWindow:
         return max(0.0, now_s - last / _NS)
 
     def snapshot(
-        self, now_s: float, state: str, workers: tuple[WorkerSnapshot, ...]
+        self,
+        now_s: float,
+        state: str,
+        workers: tuple[WorkerSnapshot, ...],
+        live: tuple[str | None, float | None] = (None, None),
     ) -> JobSnapshot:
-        """Summarise; a job that no longer runs is measured up to its last step, not to now."""
+        """Summarise; a job that no longer runs is measured up to its last step, not to now.
+
+        ``live`` is the phase the trainer is in and for how long (``jobs.live_phase``).
+        """
         running = state in ("live", "stalled")
         ref_ns = int(now_s * _NS) if running or self.last_end_ns is None else self.last_end_ns
         self._trim(ref_ns)
@@ -141,7 +154,7 @@ class JobWindow:
             rank=self._header.rank,
             local_rank=self._header.local_rank,
             world_size=self._header.world_size,
-            job_id=job_key(self._header),
+            job_id=self._job_id,
             started_at=self._header.created_realtime_ns / _NS,
             state=state,
             steps_total=self.steps_total,
@@ -149,6 +162,8 @@ class JobWindow:
             lost_records=self.lost,
             last_step_age_s=None if self.last_end_ns is None else self.last_step_age_s(now_s),
             recent_step_times_s=tuple(self._recent),
+            live_phase=live[0],
+            live_phase_s=live[1],
             **self._rates(ref_ns),
             **self._times(),
             **self._memory(),
@@ -210,23 +225,18 @@ class JobWindow:
         }
 
 
-def _chunk(
-    block: RecordBlock, phases: list[list[int]], t_end_ns: int, steps: list[int], data: list[int]
-) -> _Chunk:
-    """Column sums of one block; GPU time only of the steps that carry a measurement."""
-    samples = block.samples()
-    gpu_valid = block.flag_column(ring_format.FLAG_GPU_VALID)
-    gpu = block.gpu_ns()
-    gpu_steps = gpu_valid.count(1)
+def _chunk(block: RecordBlock, t_end_ns: int, steps: list[int], data: list[int]) -> _Chunk:
+    """One poll's column totals, with the newest steps' times sorted for the percentiles."""
+    totals = block.totals()
     return _Chunk(
         t_start_ns=block.t_start_ns_at(0),
         t_end_ns=t_end_ns,
         steps=len(block),
-        samples=sum(samples),
-        batches=len(samples) - samples.count(0),
-        phase_ns=tuple(map(sum, phases)),
-        gpu_ns=sum(gpu) if gpu_steps == len(gpu) else sum(compress(gpu, gpu_valid)),
-        gpu_steps=gpu_steps,
+        samples=totals.samples,
+        batches=totals.batches,
+        phase_ns=totals.phase_ns,
+        gpu_ns=totals.gpu_ns,
+        gpu_steps=totals.gpu_steps,
         step_sample=steps,
         data_sample=data,
     )

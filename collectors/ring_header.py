@@ -6,6 +6,7 @@ offset, a size or a loop is checked here, and each failure becomes one readable 
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import time
@@ -50,7 +51,7 @@ class SegmentHeader:
 
     def same_host_clock(self) -> bool:
         """CLOCK_MONOTONIC values are comparable only within one boot."""
-        return self.boot_id == ring_format.boot_id()
+        return self.boot_id == _this_boot()
 
     def idle_s(self, hot: object) -> float:
         """Seconds since the writer last showed a sign of life (infinite after a reboot)."""
@@ -61,7 +62,7 @@ class SegmentHeader:
 
     def writer_gone(self) -> bool:
         """True when, in our pid namespace, the writer pid is dead or now another process."""
-        if self.pidns_inode == 0 or self.pidns_inode != ring_format.stat_ino("/proc/self/ns/pid"):
+        if self.pidns_inode == 0 or self.pidns_inode != _our_pidns():
             return False
         try:
             with open(f"/proc/{self.pid}/stat", "rb") as f:
@@ -69,6 +70,18 @@ class SegmentHeader:
         except (OSError, IndexError, ValueError):
             return True
         return self.start_ticks != 0 and ticks != self.start_ticks
+
+
+@functools.cache
+def _this_boot() -> bytes:
+    """Read once, not per segment and tick: a reboot ends the monitor too."""
+    return ring_format.boot_id()
+
+
+@functools.cache
+def _our_pidns() -> int:
+    """Read once: a process never changes its own pid namespace."""
+    return ring_format.stat_ino("/proc/self/ns/pid")
 
 
 def parse_header(path: Path, page: bytes, file_size: int) -> SegmentHeader:

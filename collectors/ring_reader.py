@@ -15,7 +15,6 @@ import os
 import stat
 import struct
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -34,6 +33,7 @@ __all__ = [
     "discover",
     "open_segment",
     "remove_stale",
+    "segment_paths",
 ]
 
 _HOT = struct.Struct("<7Q")  # head .. live step, header generation (docs/ring-format.md)
@@ -49,9 +49,11 @@ class PollResult(NamedTuple):
     rejected: int
 
 
-@dataclass(frozen=True, slots=True)
-class HotBlock:
-    """The writer's live words: progress, heartbeat, writer-side drops, state, current phase."""
+class HotBlock(NamedTuple):
+    """The writer's live words: progress, heartbeat, writer-side drops, state, current phase.
+
+    A named tuple, not a frozen dataclass: one is made per segment per tick.
+    """
 
     head: int
     heartbeat_ns: int
@@ -76,15 +78,17 @@ class Segment:
         self._fd = fd
         self._mask = header.capacity - 1
         self._header_gen = 0
-        self.next_index = max(0, self.hot().head - header.capacity + 1)
+        self.last_hot = self.hot()  # as of the last poll: its head is where that poll stopped
+        self.next_index = max(0, self.last_hot.head - header.capacity + 1)
 
     def hot(self) -> HotBlock:
+        return _hot_block(self._hot_raw())
+
+    def _hot_raw(self) -> bytes:
         raw = os.pread(self._fd, _HOT.size, _HOT_OFFSET)
         if len(raw) != _HOT.size:
             raise SegmentError(f"{self.path}: segment truncated")
-        head, beat, dropped, state, live, live_step, gen = _HOT.unpack(raw)
-        phase, start_ns = live & ring.LIVE_PHASE_BITS, live & ~ring.LIVE_PHASE_BITS
-        return HotBlock(head, beat, dropped, state, phase, start_ns, live_step, gen)
+        return raw
 
     def follow_header(self, hot: HotBlock) -> bool:
         """Re-read the header when the writer rewrote it (``hot.header_gen`` moved on); True if
@@ -103,18 +107,18 @@ class Segment:
         self.header, self._header_gen = header, hot.header_gen
         return True
 
-    def _head(self) -> int:
-        raw = os.pread(self._fd, 8, _HOT_OFFSET)
-        if len(raw) != 8:
-            raise SegmentError(f"{self.path}: segment truncated")
-        return int.from_bytes(raw, "little")
-
     def poll(self) -> PollResult:
-        """Records published since the previous poll; raises SegmentError if the file went bad."""
-        h1 = self._head()
-        start = self.next_index
+        """Records published since the previous poll; raises SegmentError if the file went bad.
+
+        Updates ``last_hot``.  Nothing new costs one read: the hot block that gave the head.
+        """
+        raw = self._hot_raw()
+        h1, start = int.from_bytes(raw[:8], "little"), self.next_index
         if h1 < start or h1 - start > _MAX_HEAD_JUMP:
             raise SegmentError(f"{self.path}: head moved from {start} to {h1}: segment corrupt")
+        if h1 == start:
+            self.last_hot = _hot_block(raw)
+            return PollResult(RecordBlock(b"", len(self.header.phases)), 0, 0)
         lo = max(start, h1 - self.header.capacity + 1)
         block, overrun, rejected = self._snapshot(lo, h1)
         self.next_index = h1
@@ -122,18 +126,21 @@ class Segment:
 
     def last(self, n: int) -> RecordBlock:
         """The newest ``n`` (at most capacity - 1) valid records, without moving the cursor."""
-        h1 = self._head()
+        h1 = self.hot().head
         lo = max(0, h1 - max(0, n), h1 - self.header.capacity + 1)
         return self._snapshot(lo, h1)[0]
 
     def _snapshot(self, lo: int, h1: int) -> tuple[RecordBlock, int, int]:
-        """Copy [lo, h1), re-read head, keep only indices the writer cannot have touched."""
+        """Copy [lo, h1), re-read head, keep only indices the writer cannot have touched.
+
+        The second head comes with the whole hot block (``last_hot``): one read, not two.
+        """
         buf = self._copy(lo, h1)
-        h2 = self._head()
-        safe_lo = min(h1, max(lo, h2 - self.header.capacity + 1))
-        skip = (safe_lo - lo) * ring.RECORD_SIZE
-        view = memoryview(buf)[skip:]
-        data, rejected = validated(view, safe_lo, self.header.crc)
+        self.last_hot = self.hot()
+        safe_lo = min(h1, max(lo, self.last_hot.head - self.header.capacity + 1))
+        if safe_lo > lo:
+            del buf[: (safe_lo - lo) * ring.RECORD_SIZE]
+        data, rejected = validated(buf, safe_lo, self.header.crc)
         return RecordBlock(data, len(self.header.phases)), safe_lo - lo, rejected
 
     def _copy(self, lo: int, hi: int) -> bytearray:
@@ -188,6 +195,12 @@ class Segment:
         self.close()
 
 
+def _hot_block(raw: bytes) -> HotBlock:
+    head, beat, dropped, state, live, live_step, gen = _HOT.unpack(raw)
+    phase, start_ns = live & ring.LIVE_PHASE_BITS, live & ~ring.LIVE_PHASE_BITS
+    return HotBlock(head, beat, dropped, state, phase, start_ns, live_step, gen)
+
+
 def open_segment(path: str | os.PathLike[str]) -> Segment:
     """Open and validate a segment; SegmentError (one line) for anything foreign or corrupt."""
     path = Path(path)
@@ -216,14 +229,34 @@ def _check_file(path: Path, st: os.stat_result) -> None:
 
 def discover(directory: str | os.PathLike[str] | None = None) -> list[Path]:
     """Segment paths in every private directory a writer may have used (names only)."""
-    found: list[Path] = []
+    return [Path(path) for path in segment_paths(directory)]
+
+
+def segment_paths(directory: str | os.PathLike[str] | None = None) -> list[str]:
+    """``discover()`` as strings, for a caller that lists every tick: a Path costs more than
+    the rest of the listing, and hashing one more again."""
+    found: list[str] = []
     for candidate in ring_paths.candidate_dirs(directory):
         try:
             ring_paths.check_private_dir(candidate)
         except (OSError, ring_paths.RingDirError):
             continue
-        found.extend(ring_paths.list_segments(candidate))
+        found.extend(_segments_in(candidate))
     return found
+
+
+def _segments_in(directory: Path) -> list[str]:
+    """``ring_paths.list_segments`` without a Path per segment (same names, same order)."""
+    try:
+        with os.scandir(directory) as entries:
+            return sorted(
+                entry.path
+                for entry in entries
+                if ring_paths.SEGMENT_NAME_RE.match(entry.name)
+                and entry.is_file(follow_symlinks=False)
+            )
+    except OSError:
+        return []
 
 
 def remove_stale(directory: str | None = None, max_age_s: float = 600.0) -> list[Path]:

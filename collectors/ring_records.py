@@ -13,6 +13,8 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from collectors import ring_columns
+from collectors.ring_columns import Totals
 from traintop import ring_format as ring
 
 _WORDS = ring.RECORD_SIZE // 8
@@ -42,15 +44,20 @@ class RecordBlock:
 
     __slots__ = ("_data", "_n_phases")
 
-    def __init__(self, data: bytes, n_phases: int) -> None:
-        self._data = data
+    def __init__(self, data: bytes | bytearray, n_phases: int) -> None:
+        self._data = data  # a reader's copy buffer is handed on as it is, never written again
         self._n_phases = n_phases
 
     def __len__(self) -> int:
         return len(self._data) // ring.RECORD_SIZE
 
     def raw(self) -> bytes:
-        """The validated records as published (128 bytes each), for a lossless recording."""
+        """The validated records as published (128 bytes each), for a lossless recording.
+
+        The reader's buffer becomes bytes here, once: only a recorder pays that copy.
+        """
+        if isinstance(self._data, bytearray):
+            self._data = bytes(self._data)
         return self._data
 
     def __iter__(self) -> Iterator[Record]:
@@ -59,8 +66,7 @@ class RecordBlock:
             yield Record(v[0], v[1], v[2], v[3 : 3 + n], *v[11:17])
 
     def _col(self, fmt: str, index: int) -> list[int]:
-        per_record = ring.RECORD_SIZE // struct.calcsize(fmt)
-        return memoryview(self._data).cast(fmt)[index::per_record].tolist()
+        return memoryview(self._data).cast(fmt)[index :: _PER_RECORD[fmt]].tolist()
 
     def seq(self) -> list[int]:
         return self._col("Q", 0)
@@ -73,6 +79,14 @@ class RecordBlock:
 
     def phase_ns(self, phase: int) -> list[int]:
         return self._col("Q", 3 + phase)
+
+    def phase_sum(self, phase: int) -> int:
+        """One phase's total: summed off the strided view, no list of the column in between."""
+        return sum(memoryview(self._data).cast("Q")[3 + phase :: _WORDS])
+
+    def totals(self) -> Totals:
+        """Every column total one poll adds to a window (``collectors.ring_columns``)."""
+        return ring_columns.totals(self, self._data, self._n_phases)
 
     def samples(self) -> list[int]:
         return self._col("I", 22)
@@ -99,7 +113,9 @@ class RecordBlock:
         return int.from_bytes(self._data[offset : offset + 8], "little")
 
     def tail(self, count: int) -> RecordBlock:
-        """The newest ``count`` records."""
+        """The newest ``count`` records (this block itself when that is all of them)."""
+        if count >= len(self):
+            return self
         return RecordBlock(self._data[len(self._data) - count * ring.RECORD_SIZE :], self._n_phases)
 
     def tail_from(self, t_start_ns: int) -> RecordBlock:
@@ -123,6 +139,7 @@ class RecordBlock:
         return int.from_bytes(self._data[offset : offset + 8], "little")
 
 
+_PER_RECORD = {fmt: ring.RECORD_SIZE // struct.calcsize(fmt) for fmt in "qQIH"}  # items/record
 _FLAGS_BYTE = 92  # low byte of the u16 flags
 _BIT_TABLES = {
     bit: bytes(1 if value & bit else 0 for value in range(256))
@@ -130,19 +147,29 @@ _BIT_TABLES = {
 }
 
 
-def validated(view: memoryview, first_index: int, crc: bool) -> tuple[bytes, int]:
+def validated(buf: bytearray, first_index: int, crc: bool) -> tuple[bytes | bytearray, int]:
     """Keep records whose tags (and crc) match their index.
 
     The common case (no crc, nothing torn) never makes a Python object per record: the seq and
-    seq_end columns are copied out as strided slices, compared bytewise, and the seq column is
-    checked against ``first_index+1, first_index+2, ...`` as one big integer.
+    seq_end columns are compared with each other and with ``first_index+1, first_index+2, ...``
+    as whole columns (``_all_in_order``).  Then ``buf``
+    itself is the result: no second copy of what the reader just read.
     """
-    words = view.cast("Q")
-    count = len(words) // _WORDS
+    count = len(buf) // ring.RECORD_SIZE
+    if not crc and _all_in_order(buf, first_index + 1, count):
+        return buf, 0
+    return _validated_slowly(memoryview(buf), first_index, crc, count)
+
+
+def _all_in_order(buf: bytearray, first: int, count: int) -> bool:
+    """True if both tags of every record hold ``first``, ``first + 1``, ... in turn (by numpy
+    for a big poll, as one big integer otherwise)."""
+    big = ring_columns.is_run(buf, first)
+    if big is not None:
+        return big
+    words = memoryview(buf).cast("Q")
     seqs, ends = words[0::_WORDS].tobytes(), words[_WORDS - 1 :: _WORDS].tobytes()
-    if not crc and seqs == ends and _is_run(seqs, first_index + 1, count):
-        return view.tobytes(), 0
-    return _validated_slowly(view, first_index, crc, count)
+    return seqs == ends and _is_run(seqs, first, count)
 
 
 def _is_run(column: bytes, first: int, count: int) -> bool:

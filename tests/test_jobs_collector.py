@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -132,6 +133,43 @@ def test_an_ended_job_is_read_once_then_kept_as_its_summary(setup):
     (later,) = col.collect()
     assert later.last_step_age_s == pytest.approx(31.0)
     assert later.steps_per_s == first.steps_per_s == pytest.approx(100.0)
+
+
+def test_an_ended_jobs_summary_only_ages(setup):
+    """Each tick an ended job's snapshot is its kept summary with the age moved on, no more."""
+    w, clock, col = setup
+    end = _steps(w, 0, 10**12, 100)
+    w.close()
+    clock.t = end / 1e9 + 1.0
+    (first,) = col.collect()
+    clock.t += 30.0
+    (later,) = col.collect()
+    assert later == dataclasses.replace(first, last_step_age_s=later.last_step_age_s)
+    assert later.last_step_age_s == pytest.approx(31.0)
+
+
+def test_a_job_without_gpu_measurements_has_no_gpu_share(setup):
+    """GPU time counts only where a step says it measured some (a CPU-only job: none)."""
+    w, clock, col = setup
+    t = 10**12
+    for k in range(50):
+        w.record(k, t, (MS, 2 * MS, 3 * MS), 8, gpu_ns=5 * MS)  # a value, but no FLAG_GPU_VALID
+        t += 6 * MS
+    clock.t = t / 1e9
+    (job,) = col.collect()
+    assert job.gpu_busy_share is None and job.steps_per_s == pytest.approx(1e9 / (6 * MS))
+
+
+def test_slow_steps_raise_the_stall_limit_above_its_floor(setup):
+    """Past STALL_MIN_S the limit is STALL_STEP_FACTOR x the median step: 2 s steps, 10 s."""
+    w, clock, col = setup
+    end = _steps(w, 0, 10**12, 5, data_ms=500, fwd_ms=500, bwd_ms=1000)
+    clock.t = end / 1e9 + 6.0
+    assert col.collect()[0].state == "live"
+    clock.t = end / 1e9 + 9.9
+    assert col.collect()[0].state == "live"
+    clock.t = end / 1e9 + 10.1
+    assert col.collect()[0].state == "stalled"
 
 
 class _Table:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from collectors import ring_header
 from collectors.jobs import JobCollector
 from tests.ring_helpers import make_segment
 from tests.test_jobs_collector import MS, Clock, _steps
+from traintop import ring_format
 
 BACKWARD = 2
 
@@ -48,3 +50,21 @@ def test_no_live_word_or_a_finished_job_has_no_live_phase(setup) -> None:
     w.close()
     (job,) = col.collect()
     assert job.state == "finished" and job.live_phase is None and job.live_phase_s is None
+
+
+def test_the_boot_id_is_read_once_not_per_segment_and_tick(setup, monkeypatch) -> None:
+    """The live phase needs this boot's id for every live segment each tick: read it once."""
+    w, clock, col = setup
+    reads = []
+    real = ring_format.boot_id
+    monkeypatch.setattr(ring_format, "boot_id", lambda: reads.append(1) or real())
+    ring_header._this_boot.cache_clear()
+    try:
+        end = _steps(w, 0, 10**12, 10)
+        for tick in range(3):
+            w.set_live(BACKWARD, end + tick * MS)
+            clock.t = end / 1e9 + tick
+            assert col.collect()[0].live_phase == "backward"
+    finally:
+        ring_header._this_boot.cache_clear()
+    assert reads == [1]

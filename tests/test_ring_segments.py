@@ -13,7 +13,13 @@ import time
 
 import pytest
 
-from collectors.ring_reader import SegmentError, discover, open_segment, remove_stale
+from collectors.ring_reader import (
+    SegmentError,
+    discover,
+    open_segment,
+    remove_stale,
+    segment_paths,
+)
 from tests.ring_helpers import consistent, make_segment, write
 from traintop import ring_format as fmt
 from traintop.ring import FLAG_CLAMPED, RingWriter
@@ -196,3 +202,62 @@ def test_truncated_symlink_fifo_and_lax_mode_are_refused(tmp_path):
     os.chmod(w.path, 0o644)
     with pytest.raises(SegmentError, match="open to others"):
         open_segment(w.path)
+
+
+def test_records_the_writer_may_have_overwritten_during_the_copy_are_lost_never_torn(tmp_path):
+    """The head read after the copy says how far the writer got meanwhile: the slots it may
+    have reused are dropped from the copy and counted lost, the rest come back intact."""
+    w = make_segment(tmp_path / "ring", capacity=16)
+    for i in range(10):
+        write(w, i)
+    seg = open_segment(w.path)
+    copy = seg._copy
+
+    def copy_then_lap(lo, hi):
+        buf = copy(lo, hi)
+        for i in range(10, 20):  # the writer goes on while the reader holds its copy
+            write(w, i)
+        return buf
+
+    seg._copy = copy_then_lap
+    result = seg.poll()
+    assert [r.seq for r in result.records] == [6, 7, 8, 9, 10]  # indices below 20 - 15 dropped
+    assert all(consistent(r) for r in result.records)
+    assert (result.lost, result.rejected, seg.next_index) == (5, 0, 10)
+    assert seg.last_hot.head == 20
+
+
+def test_a_poll_with_nothing_new_is_one_read_of_the_hot_block(tmp_path, monkeypatch):
+    w = make_segment(tmp_path / "ring")
+    write(w, 0)
+    seg = open_segment(w.path)
+    seg.poll()
+    w.set_live(1, 10**12)
+    reads, pread, preadv = [], os.pread, os.preadv
+    monkeypatch.setattr(os, "pread", lambda *a: reads.append("pread") or pread(*a))
+    monkeypatch.setattr(os, "preadv", lambda *a: reads.append("preadv") or preadv(*a))
+    result = seg.poll()
+    assert len(result.records) == 0 and (result.lost, result.rejected) == (0, 0)
+    assert reads == ["pread"]
+    assert (seg.last_hot.live_phase, seg.last_hot.live_start_ns) == (1, 10**12)
+
+
+def test_polled_blocks_hand_on_the_read_buffer_and_record_it_as_bytes(tmp_path):
+    w = make_segment(tmp_path / "ring")
+    for i in range(5):
+        write(w, i)
+    block = open_segment(w.path).poll().records
+    raw = block.raw()
+    assert type(raw) is bytes and len(raw) == 5 * fmt.RECORD_SIZE
+    assert block.raw() is raw and [r.seq for r in block] == [1, 2, 3, 4, 5]
+
+
+def test_segment_paths_lists_what_discover_does_as_strings(tmp_path):
+    w = make_segment(tmp_path / "ring")
+    ring = tmp_path / "ring"
+    (ring / "2-r0-0000beef.ring").symlink_to(w.path)
+    (ring / "3-r0-0000cafe.ring").mkdir()
+    (ring / ".tmp-4-r0-0000f00d.ring").write_bytes(b"")
+    (ring / "notes.txt").write_bytes(b"")
+    assert segment_paths(str(ring)) == [str(w.path)]
+    assert discover(str(ring)) == [w.path]
