@@ -1,7 +1,10 @@
 """The whole window seen from one rank's side: which GPUs, processes and workers are its own.
 
-The host side (:class:`Box`) is summarised once per :func:`diagnosis.engine.diagnose` call;
-:func:`context_for` then gives each rank of each job its :class:`Context`, read by every rule.
+The host side (:class:`Box`) is summarised once per :func:`diagnosis.engine.diagnose` call,
+from the window's tracks (:mod:`diagnosis.memo`: each process, GPU and job summary's values
+across the window, moved on from the last tick's); :func:`context_for` then gives each rank of
+each job its :class:`Context`, which holds the box and adds what is the rank's own.  Rules read
+both: ``ctx.box.cpu_busy_pct`` is about the host, ``ctx.trainer`` about the rank.
 """
 
 from __future__ import annotations
@@ -10,21 +13,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from collectors.snapshot import JobSnapshot, ProcessSnapshot, Snapshot
+from collectors.snapshot import JobSnapshot, Snapshot
 from diagnosis.demand import CpuDemand, cpu_demand, group_members
+from diagnosis.memo import Track, Window
 from diagnosis.stats import mean_of
 from diagnosis.views import (
+    CORES,
+    GPUS,
+    JOBS,
+    PROCS,
     DiskView,
     GpuView,
     NicView,
     ProcView,
+    Steps,
+    comm_share_of,
     disk_view,
     gpu_view,
     group_by,
-    job_samples,
     nic_view,
     proc_view,
-    window_step_times,
 )
 
 # Windows shorter than this are diagnosed with reduced confidence (see ``coverage``).
@@ -41,62 +49,45 @@ class JobView:
     job: JobSnapshot
     data_wait_share: float | None
     gpu_busy_share: float | None
-    step_times_s: tuple[float, ...]
+    steps: Steps  # every step time of the window
+    comm: tuple[float, str] | None  # share of the step in communication phases, their names
 
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """Everything a rule may look at, already reduced to one value per metric."""
+    """Everything a rule may look at, already reduced to one value per metric: the box every
+    rank shares, and what of it is this rank's own."""
 
+    box: Box
     mode: str
-    window_s: float
-    logical_cpus: int
-    local_jobs: int
-    cpu_busy_pct: float | None
-    core_busy_pct: tuple[float, ...]
-    iowait_pct: float | None
-    load1: float | None
-    swap_bytes_per_s: float | None
-    disks: tuple[DiskView, ...]
-    nics: tuple[NicView, ...]
     gpus: tuple[GpuView, ...]
-    has_gpus: bool
+    gpu_util_pct: float | None  # mean utilization of the job's GPUs
+    gpu_util_std: float | None  # largest utilization swing among them: idle gaps show here first
     job: JobView | None
     trainer: ProcView | None
     workers: tuple[ProcView, ...]
-    demand: CpuDemand | None
 
     @property
     def coverage(self) -> float:
         """How much a finding can be trusted from the data's breadth alone: short windows and
         system-only mode (no step timings) both lower it."""
-        length = min(1.0, 0.5 + 0.5 * self.window_s / FULL_WINDOW_S)
-        return length * (1.0 if self.mode == "attach" else SYSTEM_MODE_FACTOR)
-
-    @property
-    def gpu_util_pct(self) -> float | None:
-        """Mean utilization of the job's GPUs."""
-        return mean_of(g.util_pct for g in self.gpus)
-
-    @property
-    def gpu_util_std(self) -> float | None:
-        """Largest utilization swing among the job's GPUs: idle gaps show up here first."""
-        stds = [g.util_std for g in self.gpus if g.util_std is not None]
-        return max(stds) if stds else None
+        return self.box.span_trust * (1.0 if self.mode == "attach" else SYSTEM_MODE_FACTOR)
 
 
 def _job_view(box: Box, job: JobSnapshot) -> JobView:
-    samples = box.samples.get(job.pid, [])
+    track = box.samples[job.pid]
+    wait, busy, tails, lows, highs = track.columns
     return JobView(
         job=job,
-        data_wait_share=mean_of(j.data_wait_share for j in samples),
-        gpu_busy_share=mean_of(j.gpu_busy_share for j in samples),
-        step_times_s=window_step_times(samples),
+        data_wait_share=mean_of(wait),
+        gpu_busy_share=mean_of(busy),
+        steps=Steps(track.rows, tails, lows, highs),
+        comm=comm_share_of(job),
     )
 
 
 def _focus_gpus(
-    gpus: list[GpuView], job: JobSnapshot | None, family: set[int]
+    gpus: tuple[GpuView, ...], job: JobSnapshot | None, family: set[int]
 ) -> tuple[GpuView, ...]:
     """The job's GPUs: those its processes hold memory on, else the one at its local rank,
     else (system mode, or NVML cannot see pids in a container) every GPU with a compute
@@ -140,9 +131,8 @@ def _wait(procs: dict[int, ProcView], pid: int) -> float | None:
     return None if seen is None else seen.cpu_wait_pct
 
 
-def _core_means(window: Sequence[Snapshot]) -> tuple[float, ...]:
-    cores = group_by(window, lambda s: s.cpu.cores if s.cpu else (), lambda c: c.index)
-    means = (mean_of(c.busy_pct for c in cores[i]) for i in sorted(cores))
+def _core_means(window: Window) -> tuple[float, ...]:
+    means = (mean_of(window.track(CORES, i).columns[0]) for i in sorted(window.keys(CORES)))
     return tuple(m for m in means if m is not None)
 
 
@@ -156,20 +146,22 @@ def _swap_rate(window: Sequence[Snapshot]) -> float | None:
     return mean_of(rates)
 
 
-def _relevant_procs(window: Sequence[Snapshot], gpus: list[GpuView]) -> dict[int, ProcView]:
-    """Window summaries of the only processes rules look at: attached trainers, processes on
-    a GPU, and their DataLoader workers.  A host runs hundreds of others; skipping them halves
-    the cost of a diagnosis."""
-    latest = window[-1]
-    roots = {j.pid for j in latest.jobs} | {w.pid for j in latest.jobs for w in j.workers}
+def _members(snap: Snapshot) -> dict[int, tuple[int, ...]]:
+    return group_members(snap.processes)
+
+
+def _relevant_procs(
+    window: Window, jobs: Sequence[JobSnapshot], gpus: Sequence[GpuView]
+) -> dict[int, ProcView]:
+    """Window summaries of the only processes rules look at: the attached trainers
+    (``jobs``), processes on a GPU, and their DataLoader workers.  A host runs hundreds of
+    others; skipping them halves the cost of a diagnosis."""
+    roots = {j.pid for j in jobs} | {w.pid for j in jobs for w in j.workers}
     roots.update(pid for g in gpus for pid in g.pids)
-    wanted = roots | {p.pid for p in latest.processes if p.group_pid in roots}
-    rows: dict[int, list[ProcessSnapshot]] = {}
-    for snap in window:
-        for p in snap.processes:
-            if p.pid in wanted:
-                rows.setdefault(p.pid, []).append(p)
-    return {pid: proc_view(found) for pid, found in rows.items()}
+    members = window.latest.of(_members)
+    wanted = roots.union(*(members.get(pid, ()) for pid in roots))
+    tracks = ((pid, window.track(PROCS, pid)) for pid in wanted)
+    return {pid: proc_view(track) for pid, track in tracks if track.rows}
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,10 +169,9 @@ class Box:
     """What every job on the box shares, summarised once per window: with eight ranks and a few
     jobs the engine builds a context per rank, and the host, GPUs and processes are the same."""
 
-    window: tuple[Snapshot, ...]
-    gpus: tuple[GpuView, ...]
-    procs: dict[int, ProcView]
+    window_s: float
     logical_cpus: int
+    local_jobs: int  # training processes (ranks) judged on the box
     cpu_busy_pct: float | None
     core_busy_pct: tuple[float, ...]
     iowait_pct: float | None
@@ -188,60 +179,70 @@ class Box:
     swap_bytes_per_s: float | None
     disks: tuple[DiskView, ...]
     nics: tuple[NicView, ...]
+    gpus: tuple[GpuView, ...]
+    procs: dict[int, ProcView]
     demand: CpuDemand | None
-    samples: dict[int, list[JobSnapshot]]  # each job's summaries across the window, by pid
+    samples: dict[int, Track]  # each judged rank's summaries across the window, by pid
     children: dict[int, tuple[int, ...]]  # the newest processes by group, the leader left out
 
+    @property
+    def has_gpus(self) -> bool:
+        return bool(self.gpus)
 
-def box_of(window: Sequence[Snapshot]) -> Box:
-    """Summarise the host side of a chronological, non-empty window once."""
-    latest = window[-1]
+    @property
+    def span_trust(self) -> float:
+        return span_trust(self.window_s)
+
+
+def span_trust(window_s: float) -> float:
+    """How far a window's length lets a finding be trusted (0.5 to 1): the only way the
+    length reaches a verdict."""
+    return min(1.0, 0.5 + 0.5 * window_s / FULL_WINDOW_S)
+
+
+def box_of(window: Window, jobs: Sequence[JobSnapshot]) -> Box:
+    """Summarise the host side of a chronological, non-empty window once, for the ranks
+    ``jobs`` of its newest snapshot that are judged on it (ended runs are left out of the
+    box-wide numbers: threads, CPU demand, the jobs sharing the CPUs)."""
+    snaps = window.snaps
+    latest = snaps[-1]
     cpus = max(1, latest.host.logical_cpus)
-    gpus = tuple(
-        gpu_view(rows)
-        for rows in group_by(window, attrgetter("gpus"), attrgetter("index")).values()
-    )
-    procs = _relevant_procs(window, list(gpus))
+    gpus = tuple(gpu_view(window.track(GPUS, i)) for i in window.keys(GPUS))
+    procs = _relevant_procs(window, jobs, gpus)
+    members = window.latest.of(_members)
     return Box(
-        window=tuple(window),
+        window_s=latest.monotonic - snaps[0].monotonic,
+        logical_cpus=cpus,
+        local_jobs=max(1, len(jobs)),
+        cpu_busy_pct=mean_of(s.cpu.total.busy_pct for s in snaps if s.cpu),
+        core_busy_pct=_core_means(window),
+        iowait_pct=mean_of(s.cpu.total.iowait_pct for s in snaps if s.cpu),
+        load1=latest.cpu.load_avg[0] if latest.cpu and latest.cpu.load_avg else None,
+        swap_bytes_per_s=_swap_rate(snaps),
+        disks=tuple(disk_view(r) for r in group_by(snaps, attrgetter("disks"), _NAME).values()),
+        nics=tuple(nic_view(r) for r in group_by(snaps, attrgetter("nics"), _NIC).values()),
         gpus=gpus,
         procs=procs,
-        logical_cpus=cpus,
-        cpu_busy_pct=mean_of(s.cpu.total.busy_pct for s in window if s.cpu),
-        core_busy_pct=_core_means(window),
-        iowait_pct=mean_of(s.cpu.total.iowait_pct for s in window if s.cpu),
-        load1=latest.cpu.load_avg[0] if latest.cpu and latest.cpu.load_avg else None,
-        swap_bytes_per_s=_swap_rate(window),
-        disks=tuple(disk_view(r) for r in group_by(window, attrgetter("disks"), _NAME).values()),
-        nics=tuple(nic_view(r) for r in group_by(window, attrgetter("nics"), _NIC).values()),
-        demand=cpu_demand(latest, procs, cpus),
-        samples=job_samples(window),
-        children=group_members(latest.processes),
+        demand=cpu_demand(jobs, members, procs, cpus),
+        samples={j.pid: window.track(JOBS, j.pid) for j in jobs},
+        children=members,
     )
 
 
 def context_for(box: Box, job: JobSnapshot | None) -> Context:
     """The window seen from one rank (``job``), or from the machine when ``job`` is None."""
     family = {job.pid, *(w.pid for w in job.workers)} if job else set()
-    focus = _focus_gpus(list(box.gpus), job, family)
+    focus = _focus_gpus(box.gpus, job, family)
     trainer = _trainer(box.procs, job, focus)
     workers = _job_workers(job, box.procs) if job and job.workers else _workers(box, trainer)
+    stds = [g.util_std for g in focus if g.util_std is not None]
     return Context(
+        box=box,
         mode="attach" if job is not None else "system",
-        window_s=box.window[-1].monotonic - box.window[0].monotonic,
-        logical_cpus=box.logical_cpus,
-        local_jobs=max(1, len(box.window[-1].jobs)),
-        cpu_busy_pct=box.cpu_busy_pct,
-        core_busy_pct=box.core_busy_pct,
-        iowait_pct=box.iowait_pct,
-        load1=box.load1,
-        swap_bytes_per_s=box.swap_bytes_per_s,
-        disks=box.disks,
-        nics=box.nics,
         gpus=focus,
-        has_gpus=bool(box.gpus),
+        gpu_util_pct=mean_of(g.util_pct for g in focus),
+        gpu_util_std=max(stds) if stds else None,
         job=_job_view(box, job) if job else None,
         trainer=trainer,
         workers=workers,
-        demand=box.demand,
     )

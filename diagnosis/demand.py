@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from collectors.snapshot import JobSnapshot, ProcessSnapshot, Snapshot
+from collectors.snapshot import JobSnapshot, ProcessSnapshot
 from diagnosis.views import ProcView
 
 
@@ -39,41 +39,36 @@ class TrainerDemand:
 class CpuDemand:
     """Every attached job's trainers and workers on this box: what they want and what they get.
 
-    A box-level fact: the engine builds one per window and every job's context shares it.
+    A box-level fact: the engine builds one per window and every job's context shares it, so
+    its totals are summed once here (every rank's rules read them: 64 x 64 sums otherwise).
     """
 
     trainers: tuple[TrainerDemand, ...]
     cpus: int
     worker_cpus: float = 0.0  # CPUs the DataLoader workers want, each worker at most one
+    runs: int = field(init=False)  # distinct jobs (ranks of one job share a ``job_id``)
+    threads: int = field(init=False)
+    cpu_pct: float = field(init=False)
+    wait_pct: float | None = field(init=False)  # summed run-queue wait; None: none reported
+    want_pct: float = field(init=False)  # the most the threads could use: min(threads, cpus) each
+
+    def __post_init__(self) -> None:
+        trainers = self.trainers
+        waits = [t.wait_pct for t in trainers if t.wait_pct is not None]
+        totals = {
+            "runs": len({t.job_id or f"pid:{t.pid}" for t in trainers}),
+            "threads": sum(t.threads for t in trainers),
+            "cpu_pct": sum(t.cpu_pct for t in trainers),
+            "wait_pct": sum(waits) if waits else None,
+            "want_pct": sum(min(t.threads, self.cpus) * 100.0 for t in trainers),
+        }
+        for name, value in totals.items():
+            object.__setattr__(self, name, value)  # frozen: set once, at construction
 
     @property
     def jobs(self) -> int:
         """Training processes (ranks) taking part."""
         return len(self.trainers)
-
-    @property
-    def runs(self) -> int:
-        """Distinct jobs (ranks of one job share a ``job_id``)."""
-        return len({t.job_id or f"pid:{t.pid}" for t in self.trainers})
-
-    @property
-    def threads(self) -> int:
-        return sum(t.threads for t in self.trainers)
-
-    @property
-    def cpu_pct(self) -> float:
-        return sum(t.cpu_pct for t in self.trainers)
-
-    @property
-    def wait_pct(self) -> float | None:
-        """Summed run-queue wait; ``None`` when no process of the jobs reported one."""
-        waits = [t.wait_pct for t in self.trainers if t.wait_pct is not None]
-        return sum(waits) if waits else None
-
-    @property
-    def want_pct(self) -> float:
-        """The most the jobs' threads could use: each process ``min(threads, cpus)`` CPUs."""
-        return sum(min(t.threads, self.cpus) * 100.0 for t in self.trainers)
 
     @property
     def got_share(self) -> float:
@@ -135,12 +130,17 @@ def _trainer(job: JobSnapshot, views: list[ProcView], workers: int) -> TrainerDe
     )
 
 
-def cpu_demand(latest: Snapshot, procs: dict[int, ProcView], cpus: int) -> CpuDemand | None:
-    """What the attached jobs' trainers and workers want and get; ``None`` without thread
-    counts (no process of theirs was sampled)."""
+def cpu_demand(
+    jobs: Sequence[JobSnapshot],
+    grouped: dict[int, tuple[int, ...]],
+    procs: dict[int, ProcView],
+    cpus: int,
+) -> CpuDemand | None:
+    """What the attached jobs' trainers and workers want and get (``grouped``: the newest
+    processes by leader, :func:`group_members`); ``None`` without thread counts (no process of
+    theirs was sampled)."""
     trainers, worker_cpus = [], 0.0
-    grouped = group_members(latest.processes)
-    for job in latest.jobs:
+    for job in jobs:
         main = procs.get(job.pid)
         if main is None or not main.num_threads:
             continue

@@ -17,6 +17,7 @@ from diagnosis.context import Box, Context, context_for
 from diagnosis.explain import explain
 from diagnosis.job_groups import group_jobs
 from diagnosis.job_verdicts import judge_ended, judge_live, ranked_rules
+from diagnosis.memo import Memo
 from diagnosis.model import Candidate, Finding, JobVerdict, Verdict
 
 MIN_WINDOW_S = 3.0
@@ -64,11 +65,17 @@ def _check(window: Sequence[Snapshot]) -> list[Snapshot]:
 
 
 def diagnose(
-    window: Sequence[Snapshot], *, job_pid: int | None = None, min_window_s: float = MIN_WINDOW_S
+    window: Sequence[Snapshot],
+    *,
+    job_pid: int | None = None,
+    min_window_s: float = MIN_WINDOW_S,
+    memo: Memo | None = None,
 ) -> Verdict:
     """Name the bottleneck of every job over ``window`` (snapshots, any order): one verdict per
     job in ``per_job``; the primary is about ``job_pid``'s job, else the worst live job, else
-    the machine.  ``unknown`` until the window spans ``min_window_s`` seconds."""
+    the machine.  ``unknown`` until the window spans ``min_window_s`` seconds.  ``memo``, kept
+    by the caller between calls on a sliding window, saves the work those windows share; the
+    verdict is the same with or without it."""
     snaps = _check(window)
     span = snaps[-1].monotonic - snaps[0].monotonic if snaps else 0.0
     if not snaps:
@@ -79,8 +86,9 @@ def diagnose(
     if len(snaps) < MIN_SAMPLES or span < min_window_s * (1 - TICK_JITTER):
         mode = "attach" if any(g.live for g in groups) else "system"
         return _unknown(f"collecting data: {span:.1f} of {min_window_s:g} s", mode, span)
-    live, box = judge_live(snaps, [g for g in groups if g.live], run_rules)
-    ended = judge_ended(snaps, [g for g in groups if not g.live], run_rules)
+    memo = Memo() if memo is None else memo
+    live, box = judge_live(memo.window(snaps), [g for g in groups if g.live], run_rules)
+    ended = judge_ended(snaps, [g for g in groups if not g.live], run_rules, memo)
     per_job = (*live, *ended)
     focus = _focus(per_job, job_pid)
     if focus is not None:
@@ -125,7 +133,7 @@ def _about_box(box: Box, per_job: tuple[JobVerdict, ...], span: float) -> Verdic
     and say when nothing runs at all."""
     ctx = context_for(box, None)
     idle = not any(g.pids for g in ctx.gpus)
-    if not ctx.has_gpus:
+    if not box.has_gpus:
         return _unknown(no_live_job(per_job), "system", span, per_job=per_job, idle_box=True)
     found = run_rules(ctx)
     if not found:

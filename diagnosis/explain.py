@@ -81,10 +81,10 @@ def _data(ctx: Context) -> Evidence | None:
 
 
 def _cpu(ctx: Context) -> Evidence | None:
-    busy = ctx.cpu_busy_pct
+    busy = ctx.box.cpu_busy_pct
     if busy is None:
         return None
-    text = f"CPU {pct100(busy)} busy of {ctx.logical_cpus}"
+    text = f"CPU {pct100(busy)} busy of {ctx.box.logical_cpus}"
     wait = ctx.trainer.cpu_wait_pct if ctx.trainer else None
     if wait is not None:
         text += f", trainer queued for a CPU {pct100(wait)}"
@@ -105,7 +105,7 @@ def _network(ctx: Context) -> Evidence:
     if comm is not None:
         text = f"network (communication {pct(comm[0])} of step)"
         return Evidence(text, "comm_share", comm[0], "network")
-    busiest = max(ctx.nics, key=lambda n: n.link_util_pct or 0.0, default=None)
+    busiest = max(ctx.box.nics, key=lambda n: n.link_util_pct or 0.0, default=None)
     if busiest is None or busiest.link_util_pct is None:
         return Evidence("network (no collective timed)", "comm_share", None, "network")
     text = f"network (no collective timed, {busiest.name} at {pct100(busiest.link_util_pct)})"
@@ -114,6 +114,6 @@ def _network(ctx: Context) -> Evidence:
 
 def _gpu(ctx: Context) -> Evidence:
     util = ctx.gpu_util_pct
-    if not ctx.has_gpus or util is None:
+    if not ctx.box.has_gpus or util is None:
         return Evidence("GPU (none in use)", "gpu_util_pct", None, "gpu")
     return Evidence(f"GPU ({pct100(util)} utilization)", "gpu_util_pct", util, "gpu")

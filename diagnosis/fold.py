@@ -26,6 +26,7 @@ from diagnosis.text import pct, rank_list
 STRAGGLER_GAP = 0.2  # a fifth of a step, the scale of the data-wait and communication rules
 PEER_WAIT = frozenset({"network", "sync_stall"})  # what waiting on a straggler looks like
 NO_COST = frozenset({"compute", "unknown"})  # findings that cost no measured share of a step
+EVERY_RANK_PAYS = frozenset({"network"})  # a cost the least-paying rank bounds (the transfer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,15 +110,15 @@ def _with_evidence(found: tuple[Candidate, ...], first: Evidence) -> tuple[Candi
 
 
 def _merge(results: Sequence[RankResult]) -> tuple[Candidate, ...]:
-    """Ranks that look alike: each bottleneck once, from the rank where it costs the most, with
-    the ranks it holds on."""
+    """Ranks that look alike: each bottleneck once, from the rank where it costs the most (the
+    network: the least, :func:`_kept`), with the ranks it holds on."""
     best: dict[str, Candidate] = {}
     holds: dict[str, list[int]] = {}
     for result in results:
         for c in result.found:
             name = c.finding.bottleneck
             holds.setdefault(name, []).append(result.job.rank)
-            if name not in best or c.lost_share > best[name].lost_share:
+            if name not in best or _kept(name, c, best[name]):
                 best[name] = c
     if "network" in best and _skewed(results, len(holds["network"])):
         del best["network"]
@@ -125,12 +126,22 @@ def _merge(results: Sequence[RankResult]) -> tuple[Candidate, ...]:
     return ranked(_on_ranks(best[n], holds[n], total) for n in best)
 
 
+def _kept(name: str, c: Candidate, held: Candidate) -> bool:
+    """Whether ``c`` stands for the job rather than ``held``: a slow link holds every rank in
+    the collective for the transfer, the rank that arrives last too, so what the network costs
+    the job is what it costs the rank that waits least; the others' extra wait is their peers'
+    lateness.  Other causes cost the job what they cost its worst rank."""
+    if name in EVERY_RANK_PAYS:
+        return c.lost_share < held.lost_share
+    return c.lost_share > held.lost_share
+
+
 def _skewed(results: Sequence[RankResult], holding: int) -> bool:
     """Waiting that is skew, not the wire: a slow link holds every rank in the collective for
     the transfer, so the rank that waits least bounds what the link costs.  When a rank that
-    times its collectives does not find the network (its wait, less its own CPU queueing, is
-    under the rule's share), the others wait on it, not on the link (ranks out of step on a
-    shared CPU, say)."""
+    times its collectives does not find the network (its wait, less the CPU queueing of the
+    job's slowest rank, is under the rule's share), the others wait on it, not on the link
+    (ranks out of step on a shared CPU, say)."""
     timed = sum(1 for r in results if comm_share(r.ctx) is not None)
     return timed > 1 and holding < timed
 

@@ -12,7 +12,8 @@ runs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
+from operator import attrgetter
 
 from collectors.snapshot import JobSnapshot, Snapshot
 from diagnosis.model import LIVE_STATES
@@ -114,13 +115,12 @@ def _by_rank(ranks: Iterable[JobSnapshot]) -> tuple[JobSnapshot, ...]:
     return tuple(sorted(ranks, key=lambda r: (r.rank, r.pid)))
 
 
-def only_jobs(window: Sequence[Snapshot], pids: frozenset[int]) -> list[Snapshot]:
-    """The window with every job but those of ``pids`` left out of its newest snapshot: ended
-    runs must not feed the box-wide numbers the live jobs are judged on (threads, CPU demand,
-    the jobs sharing the CPUs), which are read from the newest snapshot; per-rank numbers are
-    read by pid.  One snapshot rebuilt per tick instead of the whole window."""
-    latest = window[-1]
-    kept = tuple(j for j in latest.jobs if j.pid in pids)
-    if len(kept) == len(latest.jobs):
-        return list(window)
-    return [*window[:-1], replace(latest, jobs=kept)]
+_SETTLED = attrgetter(*(f.name for f in fields(JobSnapshot) if f.name != "last_step_age_s"))
+
+
+def settled(ranks: Iterable[JobSnapshot]) -> tuple[tuple[object, ...], ...]:
+    """What an ended run's ranks say, less the age of their last step: the only field the
+    collector still moves once a run ended (``collectors.jobs._aged``).  Equal keys mean the same
+    final numbers, so what is made of them (a verdict, a folded row) can be kept, not redone on
+    every tick for every run a sweep left behind."""
+    return tuple(map(_SETTLED, ranks))

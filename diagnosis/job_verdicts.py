@@ -8,17 +8,20 @@ used now belong to someone else, so host-side evidence would describe the presen
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
+from functools import cache
 
 from collectors.snapshot import JobSnapshot, Snapshot
-from diagnosis.context import Box, Context, box_of, context_for
+from diagnosis.context import Box, Context, box_of, context_for, span_trust
 from diagnosis.explain import explain
 from diagnosis.findings import ranked
 from diagnosis.fold import RankResult, fold
-from diagnosis.job_groups import JobGroup, only_jobs
+from diagnosis.job_groups import JobGroup, settled
+from diagnosis.memo import Memo, Window
 from diagnosis.model import Candidate, Evidence, Finding, JobSummary, JobVerdict, Straggler
-from diagnosis.tense import past
+from diagnosis.tense import clock, past
 
 Rules = Callable[[Context], tuple[Candidate, ...]]
 
@@ -64,10 +67,10 @@ def _explained(results: Sequence[RankResult], straggler: Straggler | None) -> Fi
     return replace(finding, evidence=(fact, *finding.evidence))
 
 
-def judge_live(window: Sequence[Snapshot], groups: Sequence[JobGroup], rules: Rules):
+def judge_live(window: Window, groups: Sequence[JobGroup], rules: Rules):
     """Verdicts on the live jobs, worst first, and the box they were judged on."""
     pids = frozenset(pid for g in groups for pid in g.pids)
-    box = box_of(only_jobs(window, pids))
+    box = box_of(window, tuple(j for j in window.latest.snap.jobs if j.pid in pids))
     verdicts = [judge(box, g, rules) for g in groups]
     return tuple(sorted(verdicts, key=_worst, reverse=True)), box
 
@@ -78,19 +81,61 @@ def _worst(v: JobVerdict) -> tuple[float, int]:
 
 
 def judge_ended(
-    window: Sequence[Snapshot], groups: Sequence[JobGroup], rules: Rules
+    window: Sequence[Snapshot], groups: Sequence[JobGroup], rules: Rules, memo: Memo
 ) -> tuple[JobVerdict, ...]:
     """The final word on each ended job, from its last ring numbers alone (the collector
     measures an ended job up to its last step, so the newest summary is its final one), in the
-    past tense.  One two-sample ring-only box spanning the window serves them all: a sweep
-    leaves dozens of ended runs behind, and they are judged again on every tick."""
+    past tense.  One two-sample ring-only box spanning the window serves them all, and a
+    verdict is kept (``memo``) while its key holds: a sweep leaves dozens of ended runs behind,
+    and they come back unchanged on every tick."""
     if not groups:
         return ()
     pids = frozenset(pid for g in groups for pid in g.pids)
     last = _ring_only(window[-1], pids)
-    box = box_of([replace(last, monotonic=window[0].monotonic), last])
-    now = window[-1].timestamp
-    return tuple(_in_past(judge(box, g, rules), g, now) for g in groups)
+    ring = [replace(last, monotonic=window[0].monotonic), last]
+    box = cache(lambda: box_of(Memo().window(ring), last.jobs))  # only if one is not kept
+    now = last.timestamp
+
+    def fresh(i: int) -> JobVerdict:
+        return _in_past(judge(box(), groups[i], rules), groups[i], now)
+
+    keys = _ended_keys(ring, groups, now)
+    kept = memo.verdicts(keys, fresh)
+    return tuple(map(_ended_as_of, kept, groups))
+
+
+def _ended_keys(
+    ring: Sequence[Snapshot], groups: Sequence[JobGroup], now: float
+) -> list[tuple[Hashable, object] | None]:
+    """Each ended job's slot (its id and first pid) and what its verdict is made of: its
+    ranks' final numbers, what the ring-only box knows besides (the CPUs, how many ranks are on
+    it, the window's length as far as it reaches a confidence) and its end time as written.
+    Ranks whose pid another ended rank repeats read each other's samples (the box finds them
+    by pid): those are judged afresh (``None``)."""
+    last = ring[-1]
+    span = last.monotonic - ring[0].monotonic
+    facts = (max(1, last.host.logical_cpus), max(1, len(last.jobs)), span_trust(span))
+    shared = _shared_pids(last.jobs)
+    return [
+        None
+        if shared & g.pids
+        else ((g.job_id, g.ranks[0].pid), (settled(g.ranks), facts, clock(g.ended_at, now)))
+        for g in groups
+    ]
+
+
+def _shared_pids(jobs: Sequence[JobSnapshot]) -> set[int]:
+    """Pids that more than one of ``jobs`` carries."""
+    counts = Counter(j.pid for j in jobs)
+    return {pid for pid, n in counts.items() if n > 1}
+
+
+def _ended_as_of(verdict: JobVerdict, group: JobGroup) -> JobVerdict:
+    """A kept verdict with this tick's end time: a wall-clock stamp less an age measured on
+    another clock, it moves by microseconds from tick to tick."""
+    if verdict.ended_at == group.ended_at:
+        return verdict
+    return replace(verdict, ended_at=group.ended_at)
 
 
 def _in_past(verdict: JobVerdict, group: JobGroup, now: float) -> JobVerdict:

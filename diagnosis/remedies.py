@@ -11,7 +11,7 @@ from diagnosis.demand import CpuDemand
 
 def worker_budget(ctx: Context) -> int:
     """Workers the host can feed per local rank: its share of cores minus the trainer's own."""
-    per_rank = ctx.logical_cpus // max(1, ctx.local_jobs)
+    per_rank = ctx.box.logical_cpus // max(1, ctx.box.local_jobs)
     return max(1, per_rank - 1)
 
 
@@ -28,7 +28,7 @@ def _more_workers(ctx: Context) -> tuple[str, ...]:
         return ()
     return (
         f"raise DataLoader num_workers from {len(ctx.workers)} to {target} "
-        f"({ctx.logical_cpus} logical CPUs)",
+        f"({ctx.box.logical_cpus} logical CPUs)",
     )
 
 
@@ -70,7 +70,7 @@ def data_starved(ctx: Context) -> tuple[str, ...]:
 
 def compute(ctx: Context) -> tuple[str, ...]:
     """The device is the limit: make each step cheaper on it."""
-    if not ctx.has_gpus:
+    if not ctx.box.has_gpus:
         return (
             "move training to a GPU if one is available",
             "torch.set_num_threads(physical cores) and bf16 autocast on CPU",
@@ -149,9 +149,9 @@ def memory(swapping: bool) -> tuple[str, ...]:
 def oversubscribed(ctx: Context) -> tuple[str, ...]:
     """Too many runnable threads: give each trainer an explicit share of the cores, what is
     left of them once the DataLoader workers have one each (``CpuDemand.threads_per_trainer``)."""
-    d = ctx.demand
+    d = ctx.box.demand
     if d is None:
-        share = max(1, ctx.logical_cpus // max(1, ctx.local_jobs * (len(ctx.workers) + 1)))
+        share = max(1, ctx.box.logical_cpus // max(1, ctx.box.local_jobs * (len(ctx.workers) + 1)))
         first = f"torch.set_num_threads({share}) / OMP_NUM_THREADS={share} per process"
     else:
         share = d.threads_per_trainer

@@ -51,8 +51,8 @@ def _cpu_evidence(ctx: Context) -> tuple[Evidence, ...]:
 def data_io(ctx: Context) -> Candidate | None:
     """Batches wait on storage: iowait, or a disk both busy and queueing."""
     starving, lost = _starving(ctx)
-    io = io_bound(ctx)
-    if not starving or not io:
+    io = io_bound(ctx) if starving else ()
+    if not io:
         return None
     return candidate(
         ctx,
@@ -69,8 +69,10 @@ def data_io(ctx: Context) -> Candidate | None:
 def data_cpu(ctx: Context) -> Candidate | None:
     """Batches wait on CPU work (decode, augmentation) and storage is not the cause."""
     starving, lost = _starving(ctx)
+    if not starving:
+        return None
     cpu = _cpu_evidence(ctx)
-    if not starving or not cpu or io_bound(ctx):
+    if not cpu or io_bound(ctx):
         return None
     spare = not cpu_saturated(ctx)
     return candidate(

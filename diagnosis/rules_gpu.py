@@ -167,7 +167,7 @@ def memory(ctx: Context) -> Candidate | None:
     """Host swapping (slows everything), a job at the edge of GPU out-of-memory, or (advice
     only) a GPU whose memory is nearly all reserved."""
     facts = _gpu_mem_facts(ctx)
-    swap = ctx.swap_bytes_per_s
+    swap = ctx.box.swap_bytes_per_s
     swapping = swap is not None and swap >= SWAP_BYTES_PER_S
     if swapping:
         facts.insert(0, Evidence(f"host swapping {rate(swap)}", "swap_bytes_per_s", swap, "memory"))

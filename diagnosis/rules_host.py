@@ -115,7 +115,7 @@ def sync_stall(ctx: Context) -> Candidate | None:
 def _short_of_cpu(ctx: Context) -> tuple[Evidence, ...]:
     """The attached jobs run far more threads than cores and get far less CPU than those
     threads could use: they are the ones fighting over the cores."""
-    d, cpus = ctx.demand, ctx.logical_cpus
+    d, cpus = ctx.box.demand, ctx.box.logical_cpus
     if d is None or d.threads < THREADS_PER_CPU * cpus or d.got_share > GOT_SHARE_MAX:
         return ()
     jobs = f"{d.jobs} training jobs" if d.jobs > 1 else "the training job"
@@ -155,7 +155,7 @@ def _own_wait(ctx: Context, d: CpuDemand) -> tuple[Evidence, ...] | None:
 def _queueing(ctx: Context) -> tuple[Evidence, ...]:
     """The jobs' threads queue for CPUs they themselves oversubscribe: they want at least one
     CPU more than the box has and wait a large share of the time they want one."""
-    d, cpus = ctx.demand, ctx.logical_cpus
+    d, cpus = ctx.box.demand, ctx.box.logical_cpus
     if d is None or d.wait_share is None or d.demand_cpus is None:
         return ()
     if d.wait_share < WAIT_SHARE or d.demand_cpus < cpus + EXCESS_CPUS:
@@ -190,11 +190,11 @@ def oversubscribed(ctx: Context) -> Candidate | None:
     saturated CPU); a GPU job must also show GPU gaps; the load average only supports it."""
     queued = _queueing(ctx)
     saturated = cpu_saturated(ctx)
-    measured = ctx.demand is not None and ctx.demand.wait_share is not None
+    measured = ctx.box.demand is not None and ctx.box.demand.wait_share is not None
     short = queued if measured else (_short_of_cpu(ctx) if saturated else ())
     if not short or (ctx.gpus and not gpu_gap_evidence(ctx)):
         return None  # a busy GPU: CPU contention costs this job nothing
-    cpus, load = ctx.logical_cpus, ctx.load1
+    cpus, load = ctx.box.logical_cpus, ctx.box.load1
     facts = [*short, *saturated]
     if load is not None and load >= LOAD_PER_CPU * cpus:
         facts.append(Evidence(f"load average {load:.1f} on {cpus} CPUs", "load1", load, "cpu"))
@@ -206,7 +206,7 @@ def oversubscribed(ctx: Context) -> Candidate | None:
         summary=f"CPU oversubscribed: {short[0].text}",
         evidence=facts,
         remedies=remedies.oversubscribed(ctx),
-        lost=_lost(ctx.demand),
+        lost=_lost(ctx.box.demand),
     )
 
 

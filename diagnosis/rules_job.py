@@ -57,7 +57,7 @@ def _cpu_device(ctx: Context) -> tuple[Evidence, ...]:
     t = ctx.trainer
     if ctx.job is None or t is None or t.cpu_pct is None:
         return ()
-    budget = min(t.num_threads or 1, ctx.logical_cpus) * 100.0
+    budget = min(t.num_threads or 1, ctx.box.logical_cpus) * 100.0
     # Demand, not use: a rank that shares the cores with its peers runs or waits to run; the
     # queueing is the CPU being the limit too (time runnable counts as busy, as for workers).
     if not _trainer_busy(ctx, runnable_pct(t) or t.cpu_pct, budget):
@@ -161,9 +161,10 @@ def _job_state(ctx: Context) -> tuple[Evidence, ...]:
 
 
 def network(ctx: Context) -> Candidate | None:
-    """Communication is the limit: waiting on peers that CPU queueing does not explain takes a
-    large share of the step (network_signals), or a NIC at link speed while the GPUs wait
-    (multi-rank jobs, or system mode).  The job's own namespace traffic is quoted as evidence."""
+    """Communication is the limit: waiting on peers that the CPU queueing of the job's slowest
+    rank does not explain takes a large share of the step (network_signals), or a NIC at link
+    speed while the GPUs wait (multi-rank jobs, or system mode).  The job's own namespace
+    traffic is quoted as evidence."""
     lost, facts = comm_on_network(ctx)
     lost = lost if facts else 0.0
     nics = nic_busy(ctx)
@@ -191,12 +192,16 @@ def periodic_stall(ctx: Context) -> Candidate | None:
     On a crowded host a step also runs long when the trainer waits for a CPU (3-5x the median
     at eleven runnable processes on two cores); the share of time it spent queued, measured
     by the scheduler, is taken off the stalls' cost before it is judged."""
-    steps = ctx.job.step_times_s if ctx.job else ()
-    if len(steps) < STALL_MIN_STEPS:
+    window = ctx.job.steps if ctx.job else None
+    if window is None or window.count < STALL_MIN_STEPS:
         return None
+    if window.longest <= STALL_FACTOR * window.shortest:
+        return None  # no step beyond 3x the median (never below the shortest): no sort needed
+    steps = window.times
     mid = median(steps)
     slow = [t for t in steps if t > STALL_FACTOR * mid]
-    lost = sum(t - mid for t in slow) / sum(steps) if sum(steps) > 0 else 0.0
+    total = sum(steps)
+    lost = sum(t - mid for t in slow) / total if total > 0 else 0.0
     if not slow or lost - cpu_queued_share(ctx) < STALL_SHARE:
         return None  # long steps the trainer spent queued for a CPU are contention, not its work
     text = (

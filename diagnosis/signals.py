@@ -6,12 +6,12 @@ same evidence in its finding.  Thresholds live here, once, and docs/diagnosis.md
 
 from __future__ import annotations
 
-from collectors.snapshot import JobSnapshot, PhaseShare
 from diagnosis.context import Context
 from diagnosis.model import Evidence
 from diagnosis.stats import mean_of
 from diagnosis.text import pct, pct100, rate
 from diagnosis.views import ProcView
+from diagnosis.views import comm_phases as comm_phases  # exporter.job_families imports it here
 
 DATA_WAIT_SHARE = 0.20  # share of step time spent waiting for the next batch
 IOWAIT_PCT = 10.0  # whole-machine iowait
@@ -30,7 +30,6 @@ GPU_SWING_PCT = 20.0  # utilization standard deviation revealing idle gaps
 GPU_IDLE_PCT = 5.0
 NIC_BUSY_PCT = 70.0  # share of link speed
 COMM_SHARE = 0.2  # share of step in communication phases
-COMM_PHASE_WORDS = ("comm", "reduce", "nccl", "gather", "sync_grad")
 
 
 def data_wait(ctx: Context) -> float | None:
@@ -83,11 +82,10 @@ def _idle_readers(ctx: Context) -> tuple[Evidence, ...]:
 
 def _storage_pressure(ctx: Context) -> tuple[Evidence, ...]:
     found: list[Evidence] = []
-    if ctx.iowait_pct is not None and ctx.iowait_pct >= IOWAIT_PCT:
-        found.append(
-            Evidence(f"CPU iowait {pct100(ctx.iowait_pct)}", "iowait_pct", ctx.iowait_pct, "cpu")
-        )
-    for d in ctx.disks:
+    iowait = ctx.box.iowait_pct
+    if iowait is not None and iowait >= IOWAIT_PCT:
+        found.append(Evidence(f"CPU iowait {pct100(iowait)}", "iowait_pct", iowait, "cpu"))
+    for d in ctx.box.disks:
         if (d.busy_pct or 0.0) >= DISK_BUSY_PCT and (d.await_ms or 0.0) >= DISK_AWAIT_MS:
             read = rate(d.read_bytes_per_s or 0.0)
             text = f"disk {d.name} {read}, await {d.await_ms:.0f} ms, {pct100(d.busy_pct)} busy"
@@ -106,7 +104,7 @@ def read_traffic(ctx: Context) -> tuple[Evidence, ...]:
             return ()
         text = f"job reads {rate(total)} from storage"
         return (Evidence(text, "job_read_bytes_per_s", total, "dataloader"),)
-    disk = max(ctx.disks, key=lambda d: d.read_bytes_per_s or 0.0, default=None)
+    disk = max(ctx.box.disks, key=lambda d: d.read_bytes_per_s or 0.0, default=None)
     if disk is None or (disk.read_bytes_per_s or 0.0) < READ_MIN_BYTES_PER_S:
         return ()
     text = f"disk {disk.name} reads {rate(disk.read_bytes_per_s or 0.0)}"
@@ -115,10 +113,10 @@ def read_traffic(ctx: Context) -> tuple[Evidence, ...]:
 
 def cpu_saturated(ctx: Context) -> tuple[Evidence, ...]:
     """Every core is busy: more processes cannot get more CPU."""
-    busy = ctx.cpu_busy_pct
+    busy = ctx.box.cpu_busy_pct
     if busy is None or busy < CPU_SATURATED_PCT:
         return ()
-    text = f"CPU {pct100(busy)} busy across {ctx.logical_cpus} logical CPUs"
+    text = f"CPU {pct100(busy)} busy across {ctx.box.logical_cpus} logical CPUs"
     return (Evidence(text, "cpu_busy_pct", busy, "cpu"),)
 
 
@@ -196,12 +194,12 @@ def _main_thread_pegged(t: ProcView) -> tuple[Evidence, ...]:
 
 def _one_core_pegged(ctx: Context) -> tuple[Evidence, ...]:
     """Without a known trainer: one core near 100 % while the machine as a whole idles."""
-    if not ctx.core_busy_pct or (ctx.cpu_busy_pct or 0.0) >= 50.0:
+    if not ctx.box.core_busy_pct or (ctx.box.cpu_busy_pct or 0.0) >= 50.0:
         return ()
-    top = max(ctx.core_busy_pct)
+    top = max(ctx.box.core_busy_pct)
     if top < TRAINER_PEGGED_PCT:
         return ()
-    text = f"one core at {pct100(top)} while the CPU is {pct100(ctx.cpu_busy_pct or 0)} busy"
+    text = f"one core at {pct100(top)} while the CPU is {pct100(ctx.box.cpu_busy_pct or 0)} busy"
     return (Evidence(text, "max_core_busy_pct", top, "cpu"),)
 
 
@@ -224,7 +222,7 @@ def gpu_underused(ctx: Context) -> tuple[Evidence, ...]:
 def nic_busy(ctx: Context) -> tuple[Evidence, ...]:
     """An interface runs near its link speed."""
     found = []
-    for n in ctx.nics:
+    for n in ctx.box.nics:
         if n.link_util_pct is not None and n.link_util_pct >= NIC_BUSY_PCT:
             traffic = f"rx {rate(n.rx_bytes_per_s or 0)}, tx {rate(n.tx_bytes_per_s or 0)}"
             text = f"NIC {n.name} at {pct100(n.link_util_pct)} of link ({traffic})"
@@ -241,14 +239,8 @@ def gpu_lost_share(ctx: Context) -> float:
     return max(0.0, 1.0 - util / 100.0) if util is not None else 0.0
 
 
-def comm_phases(job: JobSnapshot) -> list[PhaseShare]:
-    """The job's phases named like communication (the verdict and the exporter agree)."""
-    return [p for p in job.phases if any(w in p.name.lower() for w in COMM_PHASE_WORDS)]
-
-
 def comm_share(ctx: Context) -> tuple[float, str] | None:
-    """Summed share of the step spent in phases named like communication, and their names."""
-    comm = comm_phases(ctx.job.job) if ctx.job else []
-    if not comm:
-        return None
-    return sum(p.share for p in comm), "+".join(p.name for p in comm)
+    """Summed share of the step spent in phases named like communication, and their names
+    (read once per rank into its :class:`~diagnosis.context.JobView`: several rules and the
+    straggler search ask)."""
+    return ctx.job.comm if ctx.job else None

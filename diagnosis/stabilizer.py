@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from collectors.snapshot import Snapshot
 from diagnosis.engine import diagnose
+from diagnosis.memo import Memo
 from diagnosis.model import Finding, JobVerdict, Verdict
 from diagnosis.tense import past
 
@@ -76,11 +77,12 @@ class VerdictStabilizer:
         self._focus = _Hold(switch_after_s)
         self._jobs: dict[str, _Hold] = {}
         self._shown_jobs: dict[frozenset[int], JobVerdict] = {}
+        self._memo = Memo()  # the work one window shares with the next (diagnosis.memo)
 
     def update(self, window: Sequence[Snapshot], *, job_pid: int | None = None) -> Verdict:
         """Diagnose ``window`` (for ``job_pid``, as :func:`diagnose`) and return the stabilised
         verdict with ``since_s`` filled in, for the primary and for every job."""
-        fresh = diagnose(window, job_pid=job_pid, min_window_s=self.min_window_s)
+        fresh = diagnose(window, job_pid=job_pid, min_window_s=self.min_window_s, memo=self._memo)
         now = max((s.monotonic for s in window), default=0.0)
         per_job = tuple(self._job(v, now, window) for v in fresh.per_job)
         live = {v.job_id for v in per_job if v.live}

@@ -10,16 +10,20 @@ import functools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 from collectors.snapshot import (
     DiskSnapshot,
     GpuSnapshot,
     JobSnapshot,
     NicSnapshot,
-    ProcessSnapshot,
+    PhaseShare,
     Snapshot,
 )
-from diagnosis.stats import max_of, mean_of, share_true, std_of
+from diagnosis.memo import Kind, Track
+from diagnosis.stats import max_of, mean_of, present, share_true, std_of
+
+COMM_PHASE_WORDS = ("comm", "reduce", "nccl", "gather", "sync_grad")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +91,8 @@ def _latest(values: Sequence[float | None]) -> float | None:
     return next((v for v in reversed(values) if v is not None), None)
 
 
-def _reason_share(samples: Sequence[GpuSnapshot]) -> dict[int, float]:
+def _reason_share(masks: Sequence[int]) -> dict[int, float]:
     """Share of samples in which each reason bit was set, over samples that report a mask."""
-    masks = [g.clocks_event_reasons for g in samples if g.clocks_event_reasons is not None]
     seen = functools.reduce(operator.or_, masks, 0)
     bits = [1 << i for i in range(16) if seen >> i & 1]
     return {bit: share_true(bool(m & bit) for m in masks) for bit in bits}
@@ -107,24 +110,33 @@ _GPU_FIELDS = operator.attrgetter(
     "sm_clock_mhz",
     "sm_clock_max_mhz",
 )
+_LOST_GPU = (None,) * 12 + ((),)  # a lost GPU's row reads as nothing measured
 
 
-def gpu_view(samples: Sequence[GpuSnapshot]) -> GpuView:
-    """Summarise one GPU's samples (all with the same index, oldest first).
+def _read_gpu(prev: GpuSnapshot | None, g: GpuSnapshot) -> tuple:
+    """One GPU row: its fields, memory used as a share, reason mask and compute pids."""
+    if g.lost:
+        return _LOST_GPU
+    used, total = g.mem_used_bytes, g.mem_total_bytes
+    share = used / total if used is not None and total else None
+    pids = tuple(p.pid for p in g.processes if p.kind != "G")
+    return (*_GPU_FIELDS(g), share, g.clocks_event_reasons, pids)
 
-    The fields are read in one pass into columns: a diagnosis runs every tick over the whole
-    window, and a generator per field per GPU was most of its cost.
-    """
-    live = [g for g in samples if not g.lost]
-    columns = list(zip(*map(_GPU_FIELDS, live), strict=True)) or [()] * 10
-    util, used, total, temp, slowdown, max_operating, power, limit, sm, sm_max = columns
+
+GPUS = Kind(operator.attrgetter("gpus"), operator.attrgetter("index"), _read_gpu, 13)
+
+
+def gpu_view(track: Track) -> GpuView:
+    """Summarise one GPU's rows across the window (a :data:`GPUS` track): read once per row
+    into columns, as a diagnosis summarises every GPU on every tick."""
+    columns = track.columns
+    util, used, total, temp, slowdown, max_operating, power, limit, sm, sm_max = columns[:10]
+    share, masks, pids = columns[10:]
     return GpuView(
-        index=samples[-1].index,
+        index=track.rows[-1].index,
         util_pct=mean_of(util),
         util_std=std_of(util),
-        mem_used_share=max_of(
-            u / t for u, t in zip(used, total, strict=True) if u is not None and t
-        ),
+        mem_used_share=max_of(share),
         mem_used_bytes=max_of(used),
         mem_total_bytes=_latest(total),
         temp_c=max_of(temp),
@@ -134,25 +146,97 @@ def gpu_view(samples: Sequence[GpuSnapshot]) -> GpuView:
         power_limit_w=_latest(limit),
         sm_clock_mhz=mean_of(sm),
         sm_clock_max_mhz=_latest(sm_max),
-        reason_share=_reason_share(live),
-        pids=frozenset(p.pid for g in live for p in g.processes if p.kind != "G"),
+        reason_share=_reason_share(present(masks)),
+        pids=frozenset(chain.from_iterable(pids)),
     )
 
 
-def proc_view(samples: Sequence[ProcessSnapshot]) -> ProcView:
-    """Summarise one process's rows (same pid, oldest first)."""
-    last = samples[-1]
+_PROC_FIELDS = operator.attrgetter(
+    "cpu_pct",
+    "read_bytes_per_s",
+    "cpu_wait_pct",
+    "threads_busy",
+    "main_thread_cpu_pct",
+    "main_thread_wait_pct",
+)
+PROCS = Kind(
+    operator.attrgetter("processes"), operator.attrgetter("pid"), lambda _, p: _PROC_FIELDS(p), 6
+)
+
+
+def proc_view(track: Track) -> ProcView:
+    """Summarise one process's rows across the window (a :data:`PROCS` track, not empty):
+    every rank brings a trainer and its workers, each summarised on every tick."""
+    last = track.rows[-1]
+    cpu, read, wait, busy, main_cpu, main_wait = track.columns
     return ProcView(
         pid=last.pid,
         name=last.name,
-        cpu_pct=mean_of(p.cpu_pct for p in samples),
+        cpu_pct=mean_of(cpu),
         num_threads=last.num_threads,
-        read_bytes_per_s=mean_of(p.read_bytes_per_s for p in samples),
-        cpu_wait_pct=mean_of(p.cpu_wait_pct for p in samples),
-        threads_busy=mean_of(p.threads_busy for p in samples),
-        main_cpu_pct=mean_of(p.main_thread_cpu_pct for p in samples),
-        main_wait_pct=mean_of(p.main_thread_wait_pct for p in samples),
+        read_bytes_per_s=mean_of(read),
+        cpu_wait_pct=mean_of(wait),
+        threads_busy=mean_of(busy),
+        main_cpu_pct=mean_of(main_cpu),
+        main_wait_pct=mean_of(main_wait),
     )
+
+
+CORES = Kind(
+    lambda snap: snap.cpu.cores if snap.cpu else (),
+    operator.attrgetter("index"),
+    lambda _, core: (core.busy_pct,),
+    1,
+)
+
+
+def step_tail(prev: JobSnapshot, job: JobSnapshot) -> tuple[float, ...]:
+    """The step times ``job``'s summary adds to ``prev``'s: ``steps_total`` says how many of its
+    recent ones are new (a restarted count adds none)."""
+    new = job.steps_total - prev.steps_total
+    return job.recent_step_times_s[-new:] if new > 0 else ()
+
+
+def _read_job(prev: JobSnapshot | None, job: JobSnapshot) -> tuple:
+    """One summary: its shares, the steps it adds to the one before and their bounds (the
+    first summary's are never read: it gives all of its steps, :func:`window_step_times`)."""
+    tail = step_tail(prev, job) if prev is not None else ()
+    low, high = (min(tail), max(tail)) if tail else (None, None)
+    return job.data_wait_share, job.gpu_busy_share, tail, low, high
+
+
+JOBS = Kind(operator.attrgetter("jobs"), operator.attrgetter("pid"), _read_job, 5)
+
+
+@dataclass(frozen=True, slots=True)
+class Steps:
+    """Every step time of the window (:func:`window_step_times`) from one job's :data:`JOBS`
+    track.  A rule asks for their count and bounds on every tick, which come from what was
+    read once per summary; the times are only joined when it asks for them (a window holds
+    600 steps of a rank at 20 steps/s, and 64 ranks are judged on every tick)."""
+
+    rows: Sequence[JobSnapshot]
+    tails: Sequence[tuple[float, ...]]
+    lows: Sequence[float | None]
+    highs: Sequence[float | None]
+
+    @property
+    def times(self) -> tuple[float, ...]:
+        return window_step_times(self.rows, self.tails)
+
+    @property
+    def count(self) -> int:
+        head = self.rows[0].recent_step_times_s if self.rows else ()
+        return len(head) + sum(map(len, self.tails[1:]))
+
+    @property
+    def shortest(self) -> float:
+        """The shortest step (ask only when ``count`` is not 0)."""
+        return min(chain(self.rows[0].recent_step_times_s, present(self.lows[1:])))
+
+    @property
+    def longest(self) -> float:
+        return max(chain(self.rows[0].recent_step_times_s, present(self.highs[1:])))
 
 
 def disk_view(samples: Sequence[DiskSnapshot]) -> DiskView:
@@ -187,30 +271,37 @@ def group_by(window: Sequence[Snapshot], rows, key) -> dict:
     return groups
 
 
-def job_samples(window: Sequence[Snapshot]) -> dict[int, list[JobSnapshot]]:
-    """Every summary of each job across the window by pid, oldest first: one pass for all
-    ranks (a pass per rank was a third of a 64-rank diagnosis)."""
-    samples: dict[int, list[JobSnapshot]] = {}
-    for snap in window:
-        for job in snap.jobs:
-            samples.setdefault(job.pid, []).append(job)
-    return samples
-
-
-def window_step_times(samples: Sequence[JobSnapshot]) -> tuple[float, ...]:
+def window_step_times(
+    samples: Sequence[JobSnapshot], tails: Sequence[tuple[float, ...]] | None = None
+) -> tuple[float, ...]:
     """Every step time seen across the window, oldest first, each step once.
 
     One summary holds only its last ``RECENT_STEPS`` steps (about a second for a fast job), so
     a verdict from the newest one alone hinges on whether a checkpoint fell in that second.
-    ``steps_total`` says how many of each summary's steps are new since the previous one.
+    The first summary gives all of its steps, each later one its :func:`step_tail` (``tails``,
+    where already read: a :data:`JOBS` track's third column).
     """
     if not samples:
         return ()
-    steps = list(samples[0].recent_step_times_s)
-    prev = samples[0].steps_total
-    for job in samples[1:]:
-        new = job.steps_total - prev
-        if new > 0 and job.recent_step_times_s:
-            steps.extend(job.recent_step_times_s[-new:])
-        prev = job.steps_total
-    return tuple(steps)
+    if tails is None:
+        tails = [(), *map(step_tail, samples, samples[1:])]
+    return tuple(chain(samples[0].recent_step_times_s, *tails[1:]))
+
+
+def comm_phases(job: JobSnapshot) -> list[PhaseShare]:
+    """The job's phases named like communication (the verdict and the exporter agree)."""
+    return [p for p in job.phases if _comm_name(p.name)]
+
+
+@functools.lru_cache(maxsize=1024)
+def _comm_name(name: str) -> bool:
+    """Named like communication: a job has a handful of phase names, asked on every tick."""
+    return any(w in name.lower() for w in COMM_PHASE_WORDS)
+
+
+def comm_share_of(job: JobSnapshot) -> tuple[float, str] | None:
+    """Summed share of the step spent in phases named like communication, and their names."""
+    comm = comm_phases(job)
+    if not comm:
+        return None
+    return sum(p.share for p in comm), "+".join(p.name for p in comm)

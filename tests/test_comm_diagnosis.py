@@ -4,12 +4,16 @@ the job's own-namespace traffic as evidence (diagnosis.network_signals)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import pytest
 
-from collectors.snapshot import NicSnapshot
+from collectors.snapshot import NicSnapshot, PhaseShare, Snapshot
+from diagnosis import rules_job
 from diagnosis.api import diagnose
-from tests.diagnosis_factories import Scene
+from diagnosis.context import box_of, context_for
+from diagnosis.memo import Memo
+from tests.diagnosis_factories import TRAINER_PID, Scene
 
 JOB_ID = "run:tcp://127.0.0.1:29600/2"
 DDP = Scene(
@@ -67,4 +71,93 @@ def test_cpu_queueing_is_not_blamed_on_the_network(comm, main_wait, network) -> 
     assert ("network" in found) is network
     if network and main_wait:
         (fact, *_) = found["network"].evidence
-        assert fact.text.endswith(f"of which ranks queued for a CPU explain {main_wait:.0f} %")
+        assert fact.text.endswith(
+            f"of which rank 0's threads queued for a CPU explain up to {main_wait:.0f} %"
+        )
+
+
+def ranks_window(
+    ranks: Sequence[tuple[float, float]], threads_wait: float | None = None
+) -> list[Snapshot]:
+    """DDP's window with one rank per ``(comm share, main thread's run-queue wait %)``, each
+    rank its own trainer process whose threads wait ``threads_wait`` % in all (None: not
+    measured), the rest of its step in forward."""
+    scene = DDP.but(trainer_wait=threads_wait)
+    return [_with_ranks(snap, ranks) for snap in window(scene)]
+
+
+def _with_ranks(snap: Snapshot, ranks: Sequence[tuple[float, float]]) -> Snapshot:
+    job, trainer = snap.jobs[0], snap.processes[0]
+    jobs = tuple(
+        dataclasses.replace(
+            job, pid=TRAINER_PID + r, rank=r, local_rank=r, world_size=len(ranks),
+            phases=(PhaseShare("forward", 0.99 - comm, 0.1), PhaseShare("comm", comm, 0.1)),
+        )
+        for r, (comm, _) in enumerate(ranks)
+    )  # fmt: skip
+    procs = tuple(
+        dataclasses.replace(
+            trainer, pid=TRAINER_PID + r, group_pid=TRAINER_PID + r,
+            main_thread_cpu_pct=40.0, main_thread_wait_pct=wait,
+        )
+        for r, (_, wait) in enumerate(ranks)
+    )  # fmt: skip
+    return dataclasses.replace(snap, jobs=jobs, processes=procs)
+
+
+def ids(verdict) -> list[str]:
+    return [f.bottleneck for f in (verdict.primary, *verdict.also)]
+
+
+def test_a_rank_waiting_on_a_starved_peer_is_not_network() -> None:
+    """Rank 1 is starved of CPU (its main thread queued 48 % of the time, rank 0's 8 %): rank 0
+    waits 58 % of its step for it, and would count 50 % of it as network if only its own
+    queueing were taken off.  Rank 1's queueing bounds what rank 0's wait can be; the
+    straggler is rank 1 (figures of a real fast-link run with rank 1 pinned to a busy core)."""
+    snaps = ranks_window([(0.58, 8.0), (0.17, 48.0)])
+    last = snaps[-1]
+    box = box_of(Memo().window(snaps), last.jobs)
+    assert rules_job.network(context_for(box, last.jobs[0])) is None
+    verdict = diagnose(snaps)
+    assert "network" not in ids(verdict)
+    assert verdict.per_job[0].straggler is not None and verdict.per_job[0].straggler.rank == 1
+
+
+def test_waiting_that_the_starved_peers_queueing_explains_is_not_network() -> None:
+    """Both ranks wait, each more than its own queueing by the rule's 20 %: rank 1 queued for a
+    CPU 35 % of the time (held in the collective itself once the data has come, too), rank 0
+    only 5 %.  Rank 0's 40 % wait is rank 1's lateness: 5 % is left for the link."""
+    verdict = diagnose(ranks_window([(0.40, 5.0), (0.56, 35.0)]))
+    assert "network" not in ids(verdict)
+
+
+def test_three_ranks_waiting_on_one_slow_peer_are_not_network() -> None:
+    """Ranks 0 and 1 wait 45 % of their step for rank 2, which queued for a CPU 35 % of the
+    time: the network can explain 10 % of their wait, so the job is not network-bound."""
+    verdict = diagnose(ranks_window([(0.45, 5.0), (0.45, 5.0), (0.60, 35.0)]))
+    assert "network" not in ids(verdict)
+
+
+def test_waiting_on_the_backends_queued_threads_is_not_network() -> None:
+    """Both ranks wait 36 % of their step; their main threads queued 12 % of the time, all
+    their threads together 30 %: while the main thread blocks in the collective, gloo's threads
+    must get a CPU each time bytes arrive, so their queueing is CPU delay too (a fast loopback
+    on a moderately loaded 2-core box)."""
+    verdict = diagnose(ranks_window([(0.36, 12.0), (0.36, 12.0)], threads_wait=30.0))
+    assert "network" not in ids(verdict)
+
+
+def test_every_rank_waiting_with_little_queueing_is_network() -> None:
+    """A slow link holds every rank in the collective, the last to arrive too: the job's figure
+    is the least-waiting rank's wait less the slowest rank's queueing (78 % - 10 %)."""
+    verdict = diagnose(ranks_window([(0.80, 10.0), (0.78, 3.0)]))
+    assert verdict.primary.bottleneck == "network"
+    assert verdict.primary.summary == "Communication-bound: 68 % of time in collectives/network"
+    texts = [e.text for e in verdict.primary.evidence]
+    assert texts[0] == (
+        "communication (comm) 78 % of step, of which rank 0's threads queued for a CPU explain"
+        " up to 10 %"
+    )
+    assert "job's network namespace: lo rx 2.5 MB/s, tx 2.4 MB/s" in texts
+    assert texts[-1] == "holds on ranks 0-1 (2 of 2)"
+    assert verdict.per_job[0].straggler is None

@@ -10,8 +10,9 @@ import pytest
 
 from collectors.snapshot import JobSnapshot
 from diagnosis.api import diagnose
-from diagnosis.demand import cpu_demand
-from diagnosis.views import proc_view, window_step_times
+from diagnosis.demand import cpu_demand, group_members
+from diagnosis.memo import Memo
+from diagnosis.views import PROCS, proc_view, window_step_times
 from tests.diagnosis_factories import TRAINER_PID, Scene
 
 # A CPU-only trainer on 2 logical CPUs (num_workers=0), as every scenario workload runs.
@@ -170,8 +171,9 @@ def test_window_step_times_keeps_each_step_once() -> None:
 
 def test_cpu_demand_groups_workers_under_their_job() -> None:
     latest = DATA_IO.but(extra_jobs=1).window(n=1)[0]
-    procs = {p.pid: proc_view([p]) for p in latest.processes}
-    demand = cpu_demand(latest, procs, cpus=2)
+    window = Memo().window([latest])
+    procs = {p.pid: proc_view(window.track(PROCS, p.pid)) for p in latest.processes}
+    demand = cpu_demand(latest.jobs, group_members(latest.processes), procs, cpus=2)
     assert demand is not None
     assert (demand.jobs, demand.threads) == (2, 4 + 2 * 4 + 4)
     assert demand.want_pct == 400.0

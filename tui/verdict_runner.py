@@ -3,10 +3,12 @@
 The verdict travels in the same message as its snapshot, so the UI thread applies panels,
 banner and evidence marks in one ``batch_update()`` and paints one frame per tick; a verdict
 arriving on its own, just after the snapshot's frame, cost a second full repaint every tick.
-``diagnose()`` costs about a millisecond, which the sampler thread can spare and the UI thread
-(keys, repaints) should not.  The runner is thread-confined: only the thread that delivers
-snapshots calls :meth:`VerdictRunner.update`, so its
-:class:`~diagnosis.verdict_window.VerdictWindow` and the history need no locks.
+A diagnosis costs about a millisecond a tick with one 8-rank job and 5 with 64 ranks
+(benchmarks/bench_diagnose.py), which the sampler thread can spare and the UI thread (keys,
+repaints) should not.  The runner is thread-confined: only the thread that delivers snapshots
+calls :meth:`VerdictRunner.update`, so its :class:`~diagnosis.verdict_window.VerdictWindow`
+(whose stabilizer keeps what one tick's diagnosis shares with the next: ``diagnosis.memo``) and
+the history need no locks.
 """
 
 from __future__ import annotations
