@@ -48,6 +48,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 VERDICT_DEADLINE_S = 15.0
 OFFCPU_RANKS = 8
 OFFCPU_DEADLINE_S = 25.0  # eight torch imports on two shared cores take most of 15 s alone
+# mp.spawn starts its ranks as fresh interpreters only after the launcher's own torch import:
+# two imports in series before the first step (the matrix saw 3 s to 11 s of "unknown" before
+# the first steps, at the same verdict).
+SPAWN_DEADLINE_S = 20.0
 
 
 def _check(scenario: str, wanted: str, job: Workload, run: DiagnoseRun, deadline_s: float) -> dict:
@@ -111,7 +115,7 @@ def test_ended_beside_live(ring_dir: Path, tmp_path: Path) -> None:
     with running([start_workload(argv, scenario_env(ring_dir), tmp_path / "spawn.log")]) as jobs:
         wait_for_segments(ring_dir, len(ended) + 2, jobs, timeout_s=60)
         run = run_diagnose(scenario_env(ring_dir))
-        verdict = _check("ended_beside_live", "compute", jobs[0], run, VERDICT_DEADLINE_S)
+        verdict = _check("ended_beside_live", "compute", jobs[0], run, SPAWN_DEADLINE_S)
     live = {pid for pid in segment_pids(ring_dir) if pid not in ended}
     assert {j["pid"] for j in verdict["jobs"]} == live and len(live) == 2
     past = [j for j in verdict["per_job"] if not j["live"]]
