@@ -2,19 +2,30 @@
 
 ``psutil.cpu_percent`` keeps its previous reading per calling thread and silently returns 0.0 on a
 new one, so this collector keeps its own previous ``cpu_times`` and derives percentages itself.
+On Linux the aggregate and per-core times come from one ``pread`` of ``/proc/stat`` kept open
+(:class:`ProcStat`), where psutil opens and parses the file twice, once for each.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from collections import namedtuple
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
 import psutil
 
+from collectors import procfs
 from collectors.rates import CpuUtil, cpu_util
 from collectors.snapshot import CpuCore, CpuSnapshot
+
+PROC_STAT = "/proc/stat"
+CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest",
+              "guest_nice")  # fmt: skip
+"""The columns of a ``cpu`` line, as psutil's ``scputimes`` names them; old kernels print fewer."""
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 TOTAL_INDEX = -1
 """``CpuSnapshot.total.index``: the aggregate is not a real core, so it gets no core number."""
@@ -30,6 +41,7 @@ class CpuCollector:
     def __init__(self, ps: ModuleType | Any = psutil, clock: Callable[[], float] = time.monotonic):
         self._ps = ps
         self._clock = clock
+        self._proc_stat = ProcStat() if ps is psutil and os.path.exists(PROC_STAT) else None
         self._prev_cores: Sequence[Any] = ()
         self._prev_total: Any = None
         self._physical: int | None = ps.cpu_count(logical=False)
@@ -38,8 +50,7 @@ class CpuCollector:
 
     def collect(self) -> CpuSnapshot:
         """One reading of all cores, the aggregate, frequencies and load average."""
-        cores_now = self._ps.cpu_times(percpu=True)
-        total_now = self._ps.cpu_times()
+        total_now, cores_now = self._times()
         freqs = self._core_freqs()
         cores = tuple(
             _core(i, cpu_util(self._prev_core(i), t), _at(freqs, i))
@@ -58,6 +69,12 @@ class CpuCollector:
         )
         self._prev_cores, self._prev_total = cores_now, total_now
         return snap
+
+    def _times(self) -> tuple[Any, Sequence[Any]]:
+        """``(aggregate, per-core)`` times: one read of /proc/stat, or two psutil calls."""
+        if self._proc_stat is not None:
+            return self._proc_stat.read()
+        return self._ps.cpu_times(), self._ps.cpu_times(percpu=True)
 
     def _prev_core(self, index: int) -> Any:
         """Previous reading of one core, ``None`` when it was not there (first tick, hotplug)."""
@@ -104,3 +121,30 @@ def _core(index: int, util: CpuUtil | None, freq_mhz: float | None) -> CpuCore:
         iowait_pct=util.iowait_pct,
         freq_mhz=freq_mhz,
     )
+
+
+class ProcStat:
+    """``psutil.cpu_times()`` and ``cpu_times(percpu=True)`` (the same values, seconds as
+    psutil computes them) from one read of ``/proc/stat``."""
+
+    def __init__(self, path: str = PROC_STAT) -> None:
+        self._file = procfs.KeptFile(path)
+        self._types: dict[int, type] = {}
+
+    def read(self) -> tuple[Any, list[Any]]:
+        """``(aggregate, per-core)``: the ``cpu`` line, then each ``cpuN`` line in file order
+        (online cores only, as psutil)."""
+        lines = self._file.read().split(b"\n")
+        total, cores = self._times(lines[0]), []
+        for line in lines[1:]:
+            if not line.startswith(b"cpu"):  # the cpu lines come first, then intr, ctxt...
+                break
+            cores.append(self._times(line))
+        return total, cores
+
+    def _times(self, line: bytes) -> Any:
+        values = line.split()[1 : len(CPU_FIELDS) + 1]
+        times = self._types.get(len(values))
+        if times is None:
+            times = self._types[len(values)] = namedtuple("scputimes", CPU_FIELDS[: len(values)])
+        return times(*[float(value) / _CLK_TCK for value in values])

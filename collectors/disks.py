@@ -2,22 +2,29 @@
 
 Only whole disks are shown: partitions double-count their disk, and loop/ram/zram/device-mapper
 devices double-count (dm, loop over a file) or are not disks at all (ram, zram).  Those virtual
-devices appear with ``include_virtual=True``; partitions never do.
+devices appear with ``include_virtual=True``; partitions never do.  On Linux the counters come
+from ``/proc/diskstats`` kept open (:class:`DiskStats`), one ``pread`` a tick.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import psutil
 
+from collectors import procfs
 from collectors.rates import counter_delta, rate
 from collectors.snapshot import DiskSnapshot
+
+PROC_DISKSTATS = "/proc/diskstats"
+SECTOR = 512
+"""/proc/diskstats counts 512-byte sectors whatever the device's own sector size."""
 
 VIRTUAL_PREFIXES = ("loop", "ram", "zram", "dm-")
 """Whole block devices with no hardware behind them, hidden by default."""
@@ -68,6 +75,8 @@ class DiskCollector:
     ):
         self._ps = ps
         self._clock = clock
+        linux = ps is psutil and os.path.exists(PROC_DISKSTATS)
+        self._diskstats = DiskStats() if linux else None
         self._include_virtual = include_virtual
         self._classifier = classifier or DiskClassifier()
         self._prev: Mapping[str, Any] = {}
@@ -76,7 +85,7 @@ class DiskCollector:
     def collect(self) -> tuple[DiskSnapshot, ...]:
         """One row per shown disk, sorted by name; rates are ``None`` for a disk's first tick."""
         now = self._clock()
-        counters = self._ps.disk_io_counters(perdisk=True) or {}
+        counters = self._counters()
         dt = 0.0 if self._prev_t is None else now - self._prev_t
         rows = tuple(
             _disk_row(name, self._prev.get(name), cur, dt)
@@ -86,10 +95,67 @@ class DiskCollector:
         self._prev, self._prev_t = counters, now
         return rows
 
+    def _counters(self) -> Mapping[str, Any]:
+        """Every device's counters: one read of /proc/diskstats, or psutil."""
+        if self._diskstats is not None:
+            return self._diskstats.read()
+        return self._ps.disk_io_counters(perdisk=True) or {}
+
     def _shown(self, name: str) -> bool:
         """Whole disks, and virtual ones only when asked for."""
         whole, virtual = self._classifier.classify(name)
         return whole and (self._include_virtual or not virtual)
+
+
+class DiskCounters(NamedTuple):
+    """psutil's ``sdiskio`` on Linux: counts, bytes, ms."""
+
+    read_count: int
+    write_count: int
+    read_bytes: int
+    write_bytes: int
+    read_time: int
+    write_time: int
+    read_merged_count: int
+    write_merged_count: int
+    busy_time: int
+
+
+class DiskStats:
+    """``psutil.disk_io_counters(perdisk=True)`` from one read of ``/proc/diskstats``.
+
+    The counters are the kernel's own, where psutil by default adds back what a counter lost
+    when it wrapped: ``collectors.rates`` takes wraps into account itself.  A line of no known
+    layout is skipped (psutil raises).
+    """
+
+    def __init__(self, path: str = PROC_DISKSTATS) -> None:
+        self._file = procfs.KeptFile(path)
+
+    def read(self) -> dict[str, DiskCounters]:
+        found = {}
+        for line in self._file.read().splitlines():
+            fields = line.split()
+            counters = _diskstats_counters(fields)
+            if counters is not None:
+                found[fields[2].decode(errors="replace")] = counters
+        return found
+
+
+def _diskstats_counters(fields: list[bytes]) -> DiskCounters | None:
+    """One line's counters, psutil's way: 14 fields (or 18 and 20 on newer kernels) for a
+    disk, 7 for a partition on Linux 2.6 (no times).  Linux 2.4's 15-field layout is gone."""
+    if len(fields) == 14 or len(fields) >= 18:
+        reads, rmerged, rsect, rtime, writes, wmerged, wsect, wtime, _, busy = map(
+            int, fields[3:13]
+        )
+    elif len(fields) == 7:
+        reads, rsect, writes, wsect = map(int, fields[3:7])
+        rtime = wtime = rmerged = wmerged = busy = 0
+    else:
+        return None
+    return DiskCounters(reads, writes, rsect * SECTOR, wsect * SECTOR, rtime, wtime, rmerged,
+                        wmerged, busy)  # fmt: skip
 
 
 def _disk_row(name: str, prev: Any, cur: Any, dt: float) -> DiskSnapshot:

@@ -34,6 +34,10 @@ INIT_MESSAGES = {
 }
 
 
+Alternatives = tuple[tuple[str, Callable[..., Any], tuple[Any, ...]], ...]
+"""Calls for one metric, newer API first: ``(probe key, function, arguments)`` each."""
+
+
 class GpuLost(Exception):
     """Raised inside a sample when NVML says GPU_IS_LOST; the device stays lost from then on."""
 
@@ -50,6 +54,9 @@ class _Gpu:
         self.pcie_prev: tuple[int, int, float] | None = None
         self.errors: list[str] = []
         self.memory_v2 = partial(nvml.nvmlDeviceGetMemoryInfo, version=nvml.nvmlMemory_v2)
+        self.temperature: Alternatives = ()
+        self.reasons: Alternatives = ()
+        self.processes: tuple[tuple[str, Alternatives], ...] = ()
 
     def identity(self) -> dict[str, Any]:
         """Name, uuid and bus id, kept so a lost GPU is still recognisable."""
@@ -73,13 +80,23 @@ class _Gpu:
             self.unsupported.add(key)
             return None
 
-    def first(self, key: str, *calls: tuple[Callable[..., Any], ...]) -> Any:
+    def first(self, calls: Alternatives) -> Any:
         """The first alternative that answers (newer API first, deprecated fallback after)."""
-        for n, (call, *args) in enumerate(calls):
-            value = self.probe(f"{key}#{n}", call, *args)
+        for key, call, args in calls:
+            value = self.probe(key, call, *args)
             if value is not None:
                 return value
         return None
+
+    def alternatives(self, key: str, *calls: tuple[Any, ...]) -> Alternatives:
+        """``(function name, arguments...)`` alternatives as probe calls numbered ``key#0``,
+        ``key#1``..., made once per device, not every tick; a function this pynvml lacks (an
+        older nvidia-ml-py) is left out, as a driver that lacks it would be."""
+        return tuple(
+            (f"{key}#{n}", function, tuple(args))
+            for n, (name, *args) in enumerate(calls)
+            if (function := getattr(self.nvml, name, None)) is not None
+        )
 
     def open(self) -> None:
         """Get the handle and the facts that do not change while the driver is loaded."""
@@ -87,6 +104,7 @@ class _Gpu:
         self.handle = h = self.probe("handle", nv.nvmlDeviceGetHandleByIndex, self.index)
         if h is None:
             return
+        self._prepare(h)
         pci = self.probe("pci", nv.nvmlDeviceGetPciInfo, h)
         mig = self.probe("mig", nv.nvmlDeviceGetMigMode, h)
         limit_mw = self.probe("power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
@@ -106,10 +124,33 @@ class _Gpu:
             power_limit_w=limit_mw / 1000.0 if limit_mw is not None else None,
             mig=bool(mig[0]) if mig is not None else None,
             supported=self.first(
-                "supported",
-                (nv.nvmlDeviceGetSupportedClocksEventReasons, h),
-                (nv.nvmlDeviceGetSupportedClocksThrottleReasons, h),
+                self.alternatives(
+                    "supported",
+                    ("nvmlDeviceGetSupportedClocksEventReasons", h),
+                    ("nvmlDeviceGetSupportedClocksThrottleReasons", h),
+                )
             ),
+        )
+
+    def _prepare(self, h: Any) -> None:
+        """The per-tick metrics that have a deprecated fallback (see ``first``)."""
+        sensor = self.nvml.NVML_TEMPERATURE_GPU
+        self.temperature = self.alternatives(
+            "temp",
+            ("nvmlDeviceGetTemperatureV", h, sensor),
+            ("nvmlDeviceGetTemperature", h, sensor),
+        )
+        self.reasons = self.alternatives(
+            "reasons",
+            ("nvmlDeviceGetCurrentClocksEventReasons", h),
+            ("nvmlDeviceGetCurrentClocksThrottleReasons", h),
+        )
+        self.processes = tuple(
+            (kind, self.alternatives(f"procs_{kind}", (name, h), (f"{name}_v2", h)))
+            for kind, name in (
+                ("C", "nvmlDeviceGetComputeRunningProcesses"),
+                ("G", "nvmlDeviceGetGraphicsRunningProcesses"),
+            )
         )
 
     def sample(self, now: float) -> GpuSnapshot:
@@ -145,7 +186,7 @@ class _Gpu:
             mem_used_bytes=used,
             mem_reserved_bytes=reserved,
             mem_free_bytes=free,
-            temp_c=_num(self._temperature()),
+            temp_c=_num(self.first(self.temperature)),
             temp_slowdown_c=_num(s["slowdown"]),
             temp_shutdown_c=_num(s["shutdown"]),
             temp_max_operating_c=_num(s["max_op"]),
@@ -157,25 +198,12 @@ class _Gpu:
             mem_clock_max_mhz=s["mem_max"],
             pstate=pstate if pstate != PSTATE_UNKNOWN else None,
             fan_pct=_num(fan),
-            clocks_event_reasons=self.first(
-                "reasons",
-                (nv.nvmlDeviceGetCurrentClocksEventReasons, h),
-                (nv.nvmlDeviceGetCurrentClocksThrottleReasons, h),
-            ),
+            clocks_event_reasons=self.first(self.reasons),
             clocks_event_reasons_supported=s["supported"],
             pcie_rx_bytes_per_s=rx,
             pcie_tx_bytes_per_s=tx,
             mig_mode=s["mig"],
             processes=self._processes(total),
-        )
-
-    def _temperature(self) -> int | None:
-        nv, h = self.nvml, self.handle
-        sensor = nv.NVML_TEMPERATURE_GPU
-        return self.first(
-            "temp",
-            (nv.nvmlDeviceGetTemperatureV, h, sensor),
-            (nv.nvmlDeviceGetTemperature, h, sensor),
         )
 
     def _memory(self) -> tuple[int | None, int | None, int | None, int | None]:
@@ -194,9 +222,10 @@ class _Gpu:
         values = self.probe("pcie", self.nvml.nvmlDeviceGetFieldValues, self.handle, fields)
         if values is None:
             return None, None
-        if any(v.nvmlReturn == GPU_IS_LOST for v in values):
+        codes = [v.nvmlReturn for v in values]  # each a Python-level attribute read in pynvml
+        if GPU_IS_LOST in codes:
             raise GpuLost
-        if any(v.nvmlReturn != 0 for v in values):
+        if any(codes):
             self.unsupported.add("pcie")
             return None, None
         tx, rx = values[0].value.ullVal, values[1].value.ullVal
@@ -207,15 +236,9 @@ class _Gpu:
 
     def _processes(self, total: int | None) -> tuple[GpuProcess, ...]:
         """Compute and graphics processes, merged per pid ("C+G") with nonsense rows dropped."""
-        nv, h = self.nvml, self.handle
         rows: dict[int, GpuProcess] = {}
-        for kind, calls in (
-            ("C", ((nv.nvmlDeviceGetComputeRunningProcesses, h),
-                   (nv.nvmlDeviceGetComputeRunningProcesses_v2, h))),
-            ("G", ((nv.nvmlDeviceGetGraphicsRunningProcesses, h),
-                   (nv.nvmlDeviceGetGraphicsRunningProcesses_v2, h))),
-        ):  # fmt: skip
-            for p in self.first(f"procs_{kind}", *calls) or ():
+        for kind, calls in self.processes:
+            for p in self.first(calls) or ():
                 used = p.usedGpuMemory
                 if p.pid <= 0 or (used is not None and total is not None and used > total):
                     continue

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from collectors.nics import LINK_FACTS_TTL_S, VIRTUAL_PREFIXES, link_util_pct
+from collectors.nics import LINK_FACTS_TTL_S, VIRTUAL_PREFIXES, link_util_pct, parse_net_dev
 from collectors.rates import rate
 from collectors.snapshot import JobSnapshot, NicSnapshot
 
@@ -55,17 +55,6 @@ class LinkFacts:
 
     is_up: bool
     speed_mbps: int | None
-
-
-def parse_net_dev(text: str) -> dict[str, tuple[int, ...]]:
-    """``/proc/net/dev`` as ``{iface: (16 counters)}``; a large counter may touch the colon."""
-    found = {}
-    for line in text.splitlines()[2:]:
-        name, sep, rest = line.partition(":")
-        fields = rest.split()
-        if sep and len(fields) >= 16:
-            found[name.strip()] = tuple(int(f) for f in fields[:16])
-    return found
 
 
 def netns_inode(proc_root: str, pid: int | str) -> int | None:

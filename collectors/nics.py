@@ -5,20 +5,26 @@ What is shown by default follows what a GPU-node user wants to watch: the NICs t
 Loopback is hidden (``include_loopback=True`` shows it), and so are container and tunnel
 interfaces: veth pairs, docker/CNI bridges, Calico/Flannel/Cilium/Weave devices, ifb
 (``include_virtual=True`` shows them).  A Kubernetes GPU node has dozens of those, and each
-duplicates traffic already counted on the physical NIC.
+duplicates traffic already counted on the physical NIC.  On Linux the counters come from
+``/proc/net/dev`` kept open (:class:`NetDev`), one ``pread`` a tick.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import psutil
 
+from collectors import procfs
 from collectors.rates import rate
 from collectors.snapshot import NicSnapshot
+
+PROC_NET_DEV = "/proc/net/dev"
+"""The monitor's own network namespace (``/proc/net`` is ``/proc/self/net``), as psutil reads."""
 
 VIRTUAL_PREFIXES = (
     "veth",
@@ -60,6 +66,7 @@ class NicCollector:
     ):
         self._ps = ps
         self._clock = clock
+        self._net_dev = NetDev() if ps is psutil and os.path.exists(PROC_NET_DEV) else None
         self._include_loopback = include_loopback
         self._include_virtual = include_virtual
         self._prev: Mapping[str, Any] = {}
@@ -70,7 +77,7 @@ class NicCollector:
     def collect(self) -> tuple[NicSnapshot, ...]:
         """One row per shown NIC, sorted by name; rates are ``None`` for a NIC's first tick."""
         now = self._clock()
-        counters = self._ps.net_io_counters(pernic=True) or {}
+        counters = self._counters()
         stats = self._link_facts(now, counters)
         dt = 0.0 if self._prev_t is None else now - self._prev_t
         rows = tuple(
@@ -80,6 +87,12 @@ class NicCollector:
         )
         self._prev, self._prev_t = counters, now
         return rows
+
+    def _counters(self) -> Mapping[str, Any]:
+        """Every interface's counters: one read of /proc/net/dev, or psutil."""
+        if self._net_dev is not None:
+            return self._net_dev.read()
+        return self._ps.net_io_counters(pernic=True) or {}
 
     def _link_facts(self, now: float, counters: Mapping[str, Any]) -> Mapping[str, Any]:
         """``net_if_stats()``, re-read every ``LINK_FACTS_TTL_S`` or when a NIC appears."""
@@ -92,6 +105,53 @@ class NicCollector:
         if is_loopback(name, stats):
             return self._include_loopback
         return self._include_virtual or not name.startswith(VIRTUAL_PREFIXES)
+
+
+class NicCounters(NamedTuple):
+    """psutil's ``snetio``."""
+
+    bytes_sent: int
+    bytes_recv: int
+    packets_sent: int
+    packets_recv: int
+    errin: int
+    errout: int
+    dropin: int
+    dropout: int
+
+
+class NetDev:
+    """``psutil.net_io_counters(pernic=True)`` from one read of ``/proc/net/dev``.
+
+    The counters are the kernel's own, where psutil by default adds back what a counter lost
+    when it wrapped: ``collectors.rates`` takes wraps into account itself.
+    """
+
+    def __init__(self, path: str = PROC_NET_DEV) -> None:
+        self._file = procfs.KeptFile(path)
+
+    def read(self) -> dict[str, NicCounters]:
+        table = parse_net_dev(self._file.read().decode(errors="replace"))
+        return {name: _nic_counters(columns) for name, columns in table.items()}
+
+
+def parse_net_dev(text: str) -> dict[str, tuple[int, ...]]:
+    """``/proc/net/dev`` as ``{iface: (16 counters)}``; a large counter may touch the colon."""
+    found = {}
+    for line in text.splitlines()[2:]:
+        name, sep, rest = line.partition(":")
+        fields = rest.split()
+        if sep and len(fields) >= 16:
+            found[name.strip()] = tuple(int(f) for f in fields[:16])
+    return found
+
+
+def _nic_counters(columns: tuple[int, ...]) -> NicCounters:
+    """8 receive columns (bytes, packets, errs, drop, ...), then 8 transmit columns."""
+    rx_bytes, rx_packets, rx_errs, rx_drop = columns[0:4]
+    tx_bytes, tx_packets, tx_errs, tx_drop = columns[8:12]
+    return NicCounters(tx_bytes, rx_bytes, tx_packets, rx_packets, rx_errs, tx_errs, rx_drop,
+                       tx_drop)  # fmt: skip
 
 
 def _nic_row(name: str, prev: Any, cur: Any, stats: Any, dt: float) -> NicSnapshot:

@@ -1,21 +1,25 @@
 """Processes: the busiest by CPU, memory and I/O, every GPU holder, and DataLoader workers.
 
 Cost is the constraint: a monitor that eats a core hides the problem it is looking for.  On Linux
-the collector reads ``/proc`` directly (``collectors.procfs``: one ``stat`` and one ``io`` read per
-process per tick); elsewhere it uses psutil.  It ranks every process by CPU, RSS and I/O and keeps
-the top N of each (all of them with ``top_n=None``), so the table is right whichever column it
-is sorted by.  Static facts (name, cmdline, user) are read once per process lifetime, keyed by
-``(pid, create_time)`` so a recycled pid never inherits another process's name or CPU history.
-The rows chosen also get their CPU demand (run-queue wait, busy threads: ``collectors.schedstat``).
+the collector reads ``/proc`` directly (``collectors.procfs``: a ``stat`` read per process per
+tick, an ``io`` read for those that ran); elsewhere it uses psutil.  It ranks every process by
+CPU, RSS and I/O and keeps the top N of each (all of them with ``top_n=None``), so the table is
+right whichever column it is sorted by.  Static facts (name, cmdline, user) are read once per
+process lifetime, keyed by ``(pid, create_time)`` so a recycled pid never inherits another
+process's name or CPU history.  The rows chosen also get their CPU demand (run-queue wait, busy
+threads: ``collectors.schedstat``).  Most processes sleep through most ticks: one whose stat line
+did not change keeps last tick's reading, and its row, unless something around it changed.
 """
 
 from __future__ import annotations
 
+import heapq
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from types import ModuleType
 from typing import Any, NamedTuple
 
@@ -30,6 +34,9 @@ Key = tuple[int, float]
 
 TORCH_PROCESS_NAMES = ("pt_main_thread", "pt_data_worker")
 """Names newer torch gives a trainer's main thread and its DataLoader workers (via prctl)."""
+
+HEAP_FROM = 10
+"""Top N by a heap rather than a sort from this many times N processes (measured crossover)."""
 
 DETAIL_TOP_N = 8
 """The busiest processes that get per-thread figures (busy threads, main thread) whatever their
@@ -69,7 +76,8 @@ class _Light(NamedTuple):
     """One tick's reading of a process: everything that ranks it, before it is chosen.
 
     A NamedTuple rather than a frozen dataclass: one is made per process per tick, and a
-    frozen dataclass pays an ``object.__setattr__`` per field.
+    frozen dataclass pays an ``object.__setattr__`` per field.  The sort keys are fields, made
+    once, so ranking a thousand processes three ways calls no Python per comparison.
     """
 
     proc: Any
@@ -80,14 +88,53 @@ class _Light(NamedTuple):
     rss: int
     threads: int
     io: tuple[float | None, float | None]
+    io_total: float
+    cpu_rank: tuple[float, float]
+    """Busiest first (descending); processes without a reading yet (first tick) after every
+    measured one, by total CPU time."""
+    steady: bool
+    """Idle, and a reading now would be the same if it stays idle: see ``_steady``."""
 
-    @property
-    def io_total(self) -> float:
-        return sum(rate for rate in self.io if rate is not None)
+
+def _make_light(
+    proc: Any, key: Key, ppid: int | None, cpu_s: float, cpu_pct: float | None, rss: int,
+    threads: int, io: tuple[float | None, float | None], io_known: bool,
+) -> _Light:  # fmt: skip
+    """A reading with its sort keys filled in; ``io_known``: its I/O counters are on record."""
+    io_total = (io[0] or 0.0) + (io[1] or 0.0)  # unknown counts as none, for ranking only
+    cpu_rank = (-1.0 if cpu_pct is None else cpu_pct, cpu_s)
+    steady = _steady(cpu_pct, io, io_known)
+    return _Light(proc, key, ppid, cpu_s, cpu_pct, rss, threads, io, io_total, cpu_rank, steady)
+
+
+def _steady(cpu_pct: float | None, io: tuple[float | None, float | None], io_known: bool) -> bool:
+    """Whether a process that stays idle reads the same next tick, so that its reading can be
+    reused while ``procfs`` hands it back unchanged (its stat line the same, byte for byte).
+
+    Its CPU time will not have grown, so it gets 0 % and I/O 0 without a read of its counters:
+    the same reading if it was idle already and its counters were on record, or if they were
+    unreadable (another user's process), where a reading next tick would be the first.  Most
+    processes sleep, so most of a thousand cost a ``pread`` and a comparison.
+    """
+    if cpu_pct != 0.0:
+        return False
+    return io == (0.0, 0.0) or (io == (None, None) and not io_known)
+
+
+class _Shown(NamedTuple):
+    """A row and what it was made of, to hand it back unchanged next tick."""
+
+    entry: _Light
+    context: tuple[int | None, int | None, bool]
+    """GPU memory, trainer pid (of a worker), per-thread figures wanted."""
+    facts: tuple
+    row: ProcessSnapshot
+    repeats: bool
+    """Its CPU demand is what a process that sleeps on reads again (see ``_repeats``)."""
 
 
 class ProcessCollector:
-    """Samples processes with injected ``ps`` (psutil, ``collectors.procfs`` or a fake)."""
+    """Samples processes with injected ``ps`` (psutil, ``collectors.procfs.Procfs`` or a fake)."""
 
     def __init__(
         self,
@@ -99,7 +146,7 @@ class ProcessCollector:
         """``demand=False`` skips scheduler statistics (WAIT%, thread states): the baseline
         ``benchmarks/bench_schedstat.py`` measures their cost against."""
         # psutil itself is the portable fallback; on Linux the same facts come 3x cheaper.
-        self._ps = procfs if ps is psutil and procfs.available() else ps
+        self._ps = procfs.Procfs() if ps is psutil and procfs.available() else ps
         self._clock = clock
         self._top_n = top_n
         self._gone = (ps.NoSuchProcess, ps.ZombieProcess, ps.AccessDenied)
@@ -107,26 +154,31 @@ class ProcessCollector:
         self._prev_cpu: dict[Key, float] = {}
         self._prev_io: dict[Key, tuple[float, int, int]] = {}
         self._static: dict[Key, _Static] = {}
-        self._reading = procfs.ProcfsProcess.reading if self._ps is procfs else _psutil_reading
-        on_linux = self._ps is procfs and schedstat.available()
-        self._sched = schedstat.SchedReader() if demand and on_linux else None
+        self._procfs = isinstance(self._ps, procfs.Procfs)
+        self._reading = procfs.ProcfsProcess.reading if self._procfs else _psutil_reading
+        self._sched = self._sched_reader() if demand else None
         self._now = 0.0
         self._light_table: list[_Light] = []
+        self._last: dict[int, _Light] = {}
+        self._rows: dict[Key, _Shown] = {}
+
+    def _sched_reader(self) -> schedstat.SchedReader | None:
+        """Scheduler statistics from the same /proc, where the kernel keeps them."""
+        if not self._procfs or not schedstat.available(self._ps.root):
+            return None
+        return schedstat.SchedReader(self._ps.root, processes=self._ps.sched)
 
     def collect(self, gpu_mem: Mapping[int, int] | None = None) -> tuple[ProcessSnapshot, ...]:
         """Rows to show, each trainer followed by its workers; ``gpu_mem`` maps pid -> bytes."""
         gpu_mem = gpu_mem or {}
         now = self._clock()
         dt = 0.0 if self._prev_t is None else now - self._prev_t
-        light = [e for p in self._ps.process_iter() if (e := self._light(p, dt, now)) is not None]
-        alive = {entry.key for entry in light}
-        self._prev_cpu = {entry.key: entry.cpu_s for entry in light}
-        self._forget_dead(alive)
+        light = self._scan(dt, now)
         self._prev_t, self._now = now, now
-        self._light_table = light
         chosen, groups = self._choose(light, gpu_mem)
         detail = _detailed(chosen, groups, gpu_mem)
-        rows = [row for entry in chosen if (row := self._row(entry, gpu_mem, groups, detail))]
+        previous, self._rows = self._rows, {}
+        rows = [row for e in chosen if (row := self._row(e, gpu_mem, groups, detail, previous))]
         return tuple(order_rows(rows))
 
     def workers_of(self, pids: Iterable[int]) -> dict[int, tuple[WorkerSnapshot, ...]]:
@@ -142,8 +194,23 @@ class ProcessCollector:
                 found[e.ppid].append(WorkerSnapshot(e.proc.pid, e.cpu_pct, e.rss, e.io[0]))
         return {pid: tuple(kids) for pid, kids in found.items()}
 
+    def _scan(self, dt: float, now: float) -> list[_Light]:
+        """Every live process's reading; the per-process caches follow the process table."""
+        light = [e for p in self._ps.process_iter() if (e := self._light(p, dt, now)) is not None]
+        prev_cpu = {entry.key: entry.cpu_s for entry in light}
+        self._forget(self._prev_cpu.keys() - prev_cpu.keys(), prev_cpu.keys())
+        self._prev_cpu, self._light_table = prev_cpu, light
+        if self._procfs:
+            self._last = {entry.proc.pid: entry for entry in light}
+        return light
+
     def _light(self, proc: Any, dt: float, now: float) -> _Light | None:
-        """One process's reading (one stat and one io read with procfs); None if it is gone."""
+        """One process's reading (its io read only if it ran); None if it is gone.  Last tick's,
+        when ``procfs`` hands back the same process object (its stat line did not change) and
+        that reading would come out the same (see ``_steady``)."""
+        last = self._last.get(proc.pid)
+        if last is not None and last.proc is proc and last.steady and dt > 0:
+            return last
         try:
             key, ppid, cpu_s, rss, threads = self._reading(proc)
             prev_cpu = self._prev_cpu.get(key)
@@ -152,7 +219,8 @@ class ProcessCollector:
             return None
         pct = rate(prev_cpu, cpu_s, dt)
         cpu_pct = None if pct is None else 100.0 * pct
-        return _Light(proc, key, ppid, cpu_s, cpu_pct, rss, threads, io)
+        io_known = key in self._prev_io
+        return _make_light(proc, key, ppid, cpu_s, cpu_pct, rss, threads, io, io_known)
 
     def _io(self, proc: Any, key: Key, now: float, idle: bool) -> tuple[float | None, float | None]:
         """I/O rates, reading the counters only of processes that ran since the last tick.
@@ -166,10 +234,11 @@ class ProcessCollector:
             return 0.0, 0.0
         return self._io_rates(key, now, self._io_counters(proc))
 
-    def _forget_dead(self, alive: set[Key]) -> None:
-        """Prune per-process caches so they never outgrow the live process table."""
-        self._static = {k: v for k, v in self._static.items() if k in alive}
-        self._prev_io = {k: v for k, v in self._prev_io.items() if k in alive}
+    def _forget(self, dead: Iterable[Key], alive: Collection[Key]) -> None:
+        """Prune per-process caches of the processes gone since the last tick."""
+        for key in dead:
+            self._static.pop(key, None)
+            self._prev_io.pop(key, None)
         if self._sched is not None:
             self._sched.forget(alive)
 
@@ -181,14 +250,12 @@ class ProcessCollector:
         Returns the chosen readings and, for each DataLoader worker, its trainer's pid.
         """
         chosen = {e.key: e for e in light if e.proc.pid in gpu_mem}
-        for rank in (_by_cpu, _by_rss, _by_io):
-            chosen.update({e.key: e for e in sorted(light, key=rank)[: self._top_n]})
-        children: dict[int | None, list[_Light]] = defaultdict(list)
-        for entry in light:
-            children[entry.ppid].append(entry)
+        for rank in _RANKS:
+            chosen.update({e.key: e for e in _top(light, rank, self._top_n)})
+        children = _children_of({e.proc.pid for e in chosen.values()}, light)
         groups: dict[Key, int] = {}
         for parent in list(chosen.values()):
-            for worker in self._workers(parent, children[parent.proc.pid]):
+            for worker in self._workers(parent, children.get(parent.proc.pid, ())):
                 chosen[worker.key] = worker
                 groups[worker.key] = parent.proc.pid
         return list(chosen.values()), groups
@@ -223,50 +290,56 @@ class ProcessCollector:
         gpu_mem: Mapping[int, int],
         groups: Mapping[Key, int],
         detail: set[Key],
+        previous: Mapping[Key, _Shown],
     ) -> ProcessSnapshot | None:
-        """The snapshot row of one chosen process; ``None`` if it vanished meanwhile."""
+        """The snapshot row of one chosen process; ``None`` if it vanished meanwhile.
+
+        A row that reads as it did last tick is last tick's row: most shown processes sleep,
+        and a frozen dataclass of 18 fields costs more to build than the rest of its row.  One
+        whose reading is last tick's too (see ``_light``) is not even read again.
+        """
+        key = entry.key
+        context = (gpu_mem.get(entry.proc.pid), groups.get(key), key in detail)
+        last = previous.get(key)
+        if last is not None and last.entry is entry and last.repeats and last.context == context:
+            return self._again(last)
         static = self._static_of(entry)
-        demand = None if static is None else self._demand(entry, entry.key in detail)
+        demand = None if static is None else self._demand(entry, context[2])
         if static is None or demand is None:
             return None
-        return ProcessSnapshot(
-            pid=entry.proc.pid,
-            ppid=entry.ppid,
-            user=static.user,
-            name=static.name,
-            cmdline=" ".join(static.argv) or f"[{static.name}]",
-            cpu_pct=entry.cpu_pct,
-            rss_bytes=entry.rss,
-            read_bytes_per_s=entry.io[0],
-            write_bytes_per_s=entry.io[1],
-            gpu_mem_bytes=gpu_mem.get(entry.proc.pid),
-            num_threads=entry.threads,
-            group_pid=groups.get(entry.key),
-            **demand,
-        )
+        facts = (entry[2:8], *context[:2], demand)
+        reuse = last is not None and last.facts == facts
+        row = last.row if reuse else _snapshot(entry.proc.pid, static, facts)
+        self._rows[key] = _Shown(entry, context, facts, row, _repeats(demand))
+        return row
 
-    def _demand(self, entry: _Light, detailed: bool) -> dict[str, Any] | None:
+    def _again(self, shown: _Shown) -> ProcessSnapshot:
+        """Last tick's row of a process asleep through both ticks: same reading, same demand."""
+        if self._sched is not None:
+            self._sched.asleep(shown.entry.key, self._now)
+        self._rows[shown.entry.key] = shown
+        return shown.row
+
+    def _demand(self, entry: _Light, detailed: bool) -> tuple | None:
         """State and run-queue wait of one row (see ``collectors.schedstat``); ``None`` if the
-        process vanished, no figures where the kernel keeps no scheduler statistics."""
+        process vanished, ``()`` where the kernel keeps no scheduler statistics."""
         if self._sched is None:
-            return {}
-        pid, ran = entry.proc.pid, entry.cpu_pct != 0.0
+            return ()
+        proc, ran = entry.proc, entry.cpu_pct != 0.0
         try:
-            found = self._sched.sample(entry.key, pid, self._now, entry.threads, ran, detailed)
+            found = self._sched.sample(
+                entry.key, proc.pid, self._now, entry.threads, ran, detailed, proc.sched
+            )
         except self._gone:
             return None
-        fields = {"state": entry.proc.state(), "cpu_wait_pct": found.wait_pct}
-        fields["cpu_wait_s"] = found.wait_s
-        if found.detail is not None:
-            fields.update(_thread_fields(found.detail))
-        return fields
+        return proc.state(), found
 
     def _io_counters(self, proc: Any) -> Any:
         """``io_counters()``, or ``None`` for other users' processes and platforms without it."""
         try:
             return proc.io_counters()
-        except (self._ps.AccessDenied, AttributeError, NotImplementedError):
-            return None
+        except (self._ps.AccessDenied, AttributeError, NotImplementedError, KeyError, ValueError):
+            return None  # KeyError, ValueError: counters procfs could not parse
 
     def _io_rates(self, key: Key, now: float, io: Any) -> tuple[float | None, float | None]:
         """Disk read/write bytes/s since this process's previous tick."""
@@ -287,17 +360,49 @@ def _detailed(
     DataLoader workers (their workers are usually single-threaded: the process figure says
     it all)."""
     leaders = set(groups.values())
-    keys = {e.key for e in sorted(chosen, key=_by_cpu)[:DETAIL_TOP_N]}
+    keys = {e.key for e in _top(chosen, _RANKS[0], DETAIL_TOP_N)}
     keys.update(e.key for e in chosen if e.proc.pid in gpu_mem or e.proc.pid in leaders)
     return keys
 
 
-def _thread_fields(detail: schedstat.ThreadDetail) -> dict[str, Any]:
-    return {
-        "threads_busy": detail.busy,
-        "main_thread_cpu_pct": detail.main_cpu_pct,
-        "main_thread_wait_pct": detail.main_wait_pct,
-    }
+def _snapshot(pid: int, static: _Static, facts: tuple) -> ProcessSnapshot:
+    """A row from ``(reading from ppid to io, GPU memory, group pid, CPU demand)``."""
+    (ppid, _, cpu_pct, rss, threads, io), gpu_mem, group_pid, demand = facts
+    return ProcessSnapshot(
+        pid=pid,
+        ppid=ppid,
+        user=static.user,
+        name=static.name,
+        cmdline=" ".join(static.argv) or f"[{static.name}]",
+        cpu_pct=cpu_pct,
+        rss_bytes=rss,
+        read_bytes_per_s=io[0],
+        write_bytes_per_s=io[1],
+        gpu_mem_bytes=gpu_mem,
+        num_threads=threads,
+        group_pid=group_pid,
+        **_demand_fields(demand),
+    )
+
+
+def _repeats(demand: tuple) -> bool:
+    """Whether a process that sleeps on gets this CPU demand again: none kept (``()``), the
+    figures of one asleep since its last sample (no wait), or none for its thread count.  The
+    first sample of a process (no wait figure yet) is followed by an asleep one, not by this."""
+    return not demand or demand[1].wait_pct == 0.0 or demand[1] == schedstat.NO_DEMAND
+
+
+def _demand_fields(demand: tuple) -> dict[str, Any]:
+    """``ProcessSnapshot`` fields of a ``(state, schedstat.Demand)`` pair; none for ``()``."""
+    if not demand:
+        return {}
+    state, found = demand
+    fields = {"state": state, "cpu_wait_pct": found.wait_pct, "cpu_wait_s": found.wait_s}
+    if found.detail is not None:
+        fields["threads_busy"] = found.detail.busy
+        fields["main_thread_cpu_pct"] = found.detail.main_cpu_pct
+        fields["main_thread_wait_pct"] = found.detail.main_wait_pct
+    return fields
 
 
 def _psutil_reading(proc: Any) -> tuple[Key, int, float, int, int]:
@@ -308,17 +413,28 @@ def _psutil_reading(proc: Any) -> tuple[Key, int, float, int, int]:
         return key, proc.ppid(), times.user + times.system, rss, proc.num_threads()
 
 
-def _by_cpu(entry: _Light) -> tuple[float, float]:
-    """Busiest first; processes without a reading yet (first tick) by total CPU time."""
-    return (-(entry.cpu_pct if entry.cpu_pct is not None else -1.0), -entry.cpu_s)
+_RANKS = (attrgetter("cpu_rank"), attrgetter("rss"), attrgetter("io_total"))
+"""Sort keys, all descending: CPU (see ``_Light.cpu_rank``), RSS, I/O."""
 
 
-def _by_rss(entry: _Light) -> int:
-    return -entry.rss
+def _top(light: list[_Light], rank: Callable[[_Light], Any], n: int | None) -> list[_Light]:
+    """The ``n`` greatest by ``rank`` (all with ``None``), ties in scan order.
+
+    ``heapq.nlargest`` is documented to equal ``sorted(..., reverse=True)[:n]``, ties included;
+    it takes half the time of a sort at a thousand processes, twice the time at a hundred.
+    """
+    if n is None or len(light) <= HEAP_FROM * n:
+        return sorted(light, key=rank, reverse=True)[:n]
+    return heapq.nlargest(n, light, rank)
 
 
-def _by_io(entry: _Light) -> float:
-    return -entry.io_total
+def _children_of(pids: Collection[int], light: list[_Light]) -> dict[int | None, list[_Light]]:
+    """Children of each of ``pids`` that has any, in scan order."""
+    children: dict[int | None, list[_Light]] = defaultdict(list)
+    for entry in light:
+        if entry.ppid in pids:
+            children[entry.ppid].append(entry)
+    return children
 
 
 def _read_static(proc: Any, denied: type[Exception]) -> _Static:

@@ -24,6 +24,7 @@ interval) say over the whole interval what one instant's R count would say by ch
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -39,6 +40,8 @@ SUM_THREADS_MAX = 64
 thread, every tick, for a row that is rarely the point (a JVM or a browser with hundreds)."""
 
 Threads = dict[int, "SchedStat"]
+Reading = tuple[float, Threads, float]
+"""When a process was last read (or seen asleep), its threads' counters, their summed wait (s)."""
 
 
 class SchedStat(NamedTuple):
@@ -66,6 +69,10 @@ class Demand(NamedTuple):
     detail: ThreadDetail | None
 
 
+NO_DEMAND = Demand(None, None, None)
+"""For a process with too many threads to read (see ``SUM_THREADS_MAX``)."""
+
+
 def available(proc_root: str = "/proc") -> bool:
     """Whether the kernel keeps scheduler statistics (CONFIG_SCHED_INFO) in this /proc."""
     return os.path.exists(os.path.join(proc_root, "self", "schedstat"))
@@ -84,30 +91,60 @@ class SchedReader:
     :meth:`forget` with the live keys each tick so nothing outgrows the process table.
     """
 
-    def __init__(self, proc_root: str = "/proc", files: OpenFiles | None = None) -> None:
+    def __init__(
+        self,
+        proc_root: str = "/proc",
+        files: OpenFiles | None = None,
+        processes: procfs.PidFiles | None = None,
+    ) -> None:
+        """``processes``: where to read a process's own ``/proc/PID/schedstat`` (``procfs``
+        keeps those open while the process lives; thread files are opened in ``files``)."""
         self._root = proc_root
-        self._prev: dict[tuple, tuple[float, Threads]] = {}
+        self._prev: dict[tuple, Reading] = {}
         self._files = OpenFiles() if files is None else files
+        self._processes = processes
 
     def sample(
-        self, key: tuple, pid: int, now: float, threads: int, ran: bool, detailed: bool
+        self,
+        key: tuple,
+        pid: int,
+        now: float,
+        threads: int,
+        ran: bool,
+        detailed: bool,
+        line: bytes | None = None,
     ) -> Demand:
-        """This tick's :class:`Demand` of one process (see the module doc for what is read)."""
+        """This tick's :class:`Demand` of one process (see the module doc for what is read);
+        ``line``: its ``schedstat`` line if already read this tick (``procfs`` reads a kernel
+        thread's)."""
         prev = self._prev.get(key)
         if not ran and prev is not None:
-            self._prev[key] = (now, prev[1])  # asleep: no wait accrued, the next rate starts now
-            return Demand(0.0, _total(prev[1]), _asleep(prev[1], pid) if detailed else None)
+            self.asleep(key, now)
+            return Demand(0.0, prev[2], _asleep(prev[1], pid) if detailed else None)
         if threads == 1:
-            seen = {pid: parse(self._files.read(f"{self._root}/{pid}/schedstat", pid))}
+            seen = {pid: parse(line or self._process_line(pid))}
         elif detailed or threads <= SUM_THREADS_MAX:
             known = prev[1] if prev is not None and len(prev[1]) == threads else None
             seen = self._threads(pid, known)
         else:
-            return Demand(None, None, None)
-        self._prev[key] = (now, seen)
+            return NO_DEMAND
+        total = _total(seen)
+        self._prev[key] = (now, seen, total)
         wait = _grown_pct(prev, now, seen)
         detail = _detail(prev, now, seen, pid) if detailed and prev is not None else None
-        return Demand(wait, _total(seen), detail)
+        return Demand(wait, total, detail)
+
+    def _process_line(self, pid: int) -> bytes:
+        if self._processes is not None:
+            return self._processes.read(pid)
+        return self._files.read(f"{self._root}/{pid}/schedstat", pid)
+
+    def asleep(self, key: tuple, now: float) -> None:
+        """A process seen asleep (no CPU time since its last sample) accrued no wait: its next
+        interval starts now.  For a row whose figures are last tick's again, without asking."""
+        prev = self._prev.get(key)
+        if prev is not None:
+            self._prev[key] = (now, *prev[1:])
 
     def _threads(self, pid: int, known: Threads | None) -> Threads:
         """Every thread's schedstat; a thread that exits meanwhile is skipped.
@@ -125,7 +162,7 @@ class SchedReader:
                     return self._threads(pid, None)
         return seen
 
-    def forget(self, alive: set) -> None:
+    def forget(self, alive: Collection) -> None:
         """Drop the readings of processes that are gone; close files nobody read this tick."""
         self._prev = {k: v for k, v in self._prev.items() if k in alive}
         self._files.end_tick()
@@ -143,7 +180,7 @@ def _total(seen: Threads) -> float:
     return sum(stat.wait_ns for stat in seen.values()) / NS_PER_S
 
 
-def _grown_pct(prev: tuple[float, Threads] | None, now: float, seen: Threads) -> float | None:
+def _grown_pct(prev: Reading | None, now: float, seen: Threads) -> float | None:
     """Summed wait growth of every thread since ``prev`` as a percent of the interval (a
     thread born meanwhile counts from 0); ``None`` without a previous reading."""
     if prev is None or now <= prev[0]:
@@ -153,7 +190,7 @@ def _grown_pct(prev: tuple[float, Threads] | None, now: float, seen: Threads) ->
     return 100.0 * grown / NS_PER_S / (now - prev[0])
 
 
-def _detail(prev: tuple[float, Threads], now: float, seen: Threads, pid: int) -> ThreadDetail:
+def _detail(prev: Reading, now: float, seen: Threads, pid: int) -> ThreadDetail:
     main = _thread_pcts(prev, now, seen, pid)
     return ThreadDetail(_busy(prev, now, seen), main[0], main[1])
 
@@ -163,9 +200,9 @@ def _asleep(seen: Threads, pid: int) -> ThreadDetail:
     return ThreadDetail(0, 0.0 if pid in seen else None, 0.0 if pid in seen else None)
 
 
-def _busy(prev: tuple[float, Threads], now: float, seen: Threads) -> int:
+def _busy(prev: Reading, now: float, seen: Threads) -> int:
     """Threads runnable (on a CPU or waiting for one) at least ``BUSY_SHARE`` of the interval."""
-    then, before = prev
+    then, before, _ = prev
     if now <= then:
         return 0
     floor_ns = BUSY_SHARE * NS_PER_S * (now - then)
@@ -178,7 +215,7 @@ def _busy(prev: tuple[float, Threads], now: float, seen: Threads) -> int:
 
 
 def _thread_pcts(
-    prev: tuple[float, Threads] | None, now: float, seen: Threads, tid: int
+    prev: Reading | None, now: float, seen: Threads, tid: int
 ) -> tuple[float | None, float | None]:
     """Run and wait percent of one thread over the interval."""
     if prev is None or now <= prev[0] or tid not in prev[1] or tid not in seen:

@@ -1,10 +1,12 @@
 """Disk collector: physical-disk filtering from a fake /sys/block, iostat-style rates."""
 
+import os
 from collections import namedtuple
 
+import psutil
 import pytest
 
-from collectors.disks import DiskClassifier, DiskCollector
+from collectors.disks import DiskClassifier, DiskCollector, DiskStats
 
 Io = namedtuple(
     "Io", "read_count write_count read_bytes write_bytes read_time write_time busy_time"
@@ -85,3 +87,33 @@ def test_real_psutil_smoke():
     for disk in collector.collect():
         assert disk.busy_pct is None or 0.0 <= disk.busy_pct <= 100.0
         assert not disk.name.startswith(("loop", "ram", "zram", "dm-"))
+
+
+DISKSTATS = """   8       0 sda 100 2 800 30 50 4 400 20 0 40 50 0 0 0 0 9 1
+   8       1 sda1 90 700 40 300
+ 259       0 nvme0n1 10 0 80 3 5 0 40 2 0 4 5 0 0 0 0 0 0 0 0
+   7       0 loop0 1 0 8 0 0 0 0 0 0 0 0
+   9       0 md0 what is this
+"""
+
+
+def test_diskstats_gives_psutil_counters_per_device(tmp_path):
+    path = tmp_path / "diskstats"
+    path.write_text(DISKSTATS)
+    found = DiskStats(str(path)).read()
+    assert list(found) == ["sda", "sda1", "nvme0n1", "loop0"]  # an unknown layout is skipped
+    sda = found["sda"]
+    assert (sda.read_count, sda.write_count) == (100, 50)
+    assert (sda.read_bytes, sda.write_bytes) == (800 * 512, 400 * 512)
+    assert (sda.read_time, sda.write_time, sda.busy_time) == (30, 20, 40)
+    assert (sda.read_merged_count, sda.write_merged_count) == (2, 4)
+    assert found["sda1"] == (90, 40, 700 * 512, 300 * 512, 0, 0, 0, 0, 0)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/diskstats"), reason="needs Linux /proc")
+def test_diskstats_matches_psutil():
+    mine, reference = DiskStats().read(), psutil.disk_io_counters(perdisk=True)
+    assert mine.keys() == reference.keys()
+    for name, counters in mine.items():
+        assert counters._fields == reference[name]._fields
+        assert 0 <= reference[name].read_count - counters.read_count < 1000

@@ -178,6 +178,25 @@ def test_old_driver_falls_back(fake_nvml_old, old_clock) -> None:
     assert gpu.processes == (GpuProcess(77, 1048576000, "C"),)  # _v3 missing -> _v2
 
 
+class OlderBindings:
+    """pynvml as an older nvidia-ml-py (12.560, the floor) that lacks the newer wrappers."""
+
+    MISSING = ("nvmlDeviceGetTemperatureV", "nvmlDeviceGetCurrentClocksEventReasons")
+
+    def __getattr__(self, name: str):
+        if name in self.MISSING:
+            raise AttributeError(name)
+        return getattr(pynvml, name)
+
+
+def test_bindings_without_a_newer_wrapper_fall_back(fake_nvml, clock) -> None:
+    fake_nvml.set_time(clock.now)
+    (gpu,), _ = GpuCollector(OlderBindings(), clock=clock).collect()
+    assert gpu.temp_c == 41.0  # through nvmlDeviceGetTemperature
+    assert gpu.clocks_event_reasons == 0x1  # through ...ThrottleReasons
+    assert gpu.error is None
+
+
 def test_gpu_count_changes(fake_nvml, clock) -> None:
     collector = collector_for(fake_nvml, clock, "h100x8_throttle.txt")
     assert len(collector.collect()[0]) == 8

@@ -1,10 +1,12 @@
 """NIC collector: loopback/virtual filtering, rates, link utilization."""
 
+import os
 from collections import namedtuple
 
+import psutil
 import pytest
 
-from collectors.nics import LINK_FACTS_TTL_S, NicCollector, link_util_pct
+from collectors.nics import LINK_FACTS_TTL_S, NetDev, NicCollector, link_util_pct
 
 Net = namedtuple(
     "Net",
@@ -106,3 +108,25 @@ def test_real_psutil_smoke():
     collector.collect()
     names = [nic.name for nic in collector.collect()]
     assert "lo" not in names
+
+
+NET_DEV = """Inter-|   Receive  |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop ...
+    lo:     100   2 0 0 0 0 0 0      100  2 0 0 0 0 0 0
+  eth0:12345678901   30 1 2 0 0 0 0     5000 40 3 4 0 0 0 0
+"""
+
+
+def test_net_dev_gives_psutil_counters_per_nic(tmp_path):
+    path = tmp_path / "dev"
+    path.write_text(NET_DEV)
+    eth0 = NetDev(str(path)).read()["eth0"]
+    assert eth0 == Net(5000, 12345678901, 40, 30, 1, 3, 2, 4)  # psutil's field order
+    assert eth0._fields == Net._fields
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/dev"), reason="needs Linux /proc")
+def test_net_dev_matches_psutil():
+    mine, reference = NetDev().read(), psutil.net_io_counters(pernic=True)
+    assert mine.keys() == reference.keys()
+    assert all(0 <= reference[n].packets_recv - mine[n].packets_recv < 1000 for n in mine)

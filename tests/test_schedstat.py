@@ -194,3 +194,32 @@ def test_a_dropped_collector_leaves_no_descriptor_open() -> None:
     assert len(os.listdir("/proc/self/fd")) > before  # schedstat files kept open between ticks
     del collector
     assert len(os.listdir("/proc/self/fd")) <= before
+
+
+def _stat_line(pid: int, utime: int) -> str:
+    fields = ["S", 1, pid, pid, 0, -1, 0, 0, 0, 0, 0, utime, 0, 0, 0, 20, 0, 1, 0, 100, 1 << 20]
+    return f"{pid} (sleeper) " + " ".join(map(str, [*fields, 10, *[0] * 27])) + "\n"
+
+
+def test_a_row_asleep_for_ticks_is_reused_and_its_next_wait_spans_one_interval(
+    tmp_path: Path,
+) -> None:
+    """Last tick's row comes back while the process sleeps, and its wait figure, once it runs,
+    is over the last interval only, exactly as when every tick sampled it afresh."""
+    (tmp_path / "self").mkdir()
+    (tmp_path / "self" / "schedstat").write_text("1 1 1\n")
+    (tmp_path / "7").mkdir()
+    (tmp_path / "7" / "cmdline").write_bytes(b"sleeper\0")
+    (tmp_path / "7" / "io").write_text("syscr: 0\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n")
+    now = [0.0]
+    collector = ProcessCollector(ps=procfs.Procfs(str(tmp_path)), clock=lambda: now[0])
+    rows = []
+    for tick, (utime, wait_ns) in enumerate([(1, 0), (1, 0), (1, 0), (1, 0), (9, S // 2)]):
+        (tmp_path / "7" / "stat").write_text(_stat_line(7, utime))
+        (tmp_path / "7" / "schedstat").write_text(f"{utime} {wait_ns} 1\n")
+        now[0] = float(tick)
+        (row,) = collector.collect()
+        rows.append(row)
+    assert [r.cpu_wait_pct for r in rows[:4]] == [None, 0.0, 0.0, 0.0]
+    assert rows[3] is rows[2]
+    assert rows[4].cpu_wait_pct == pytest.approx(50.0)  # 0.5 s over the last second
