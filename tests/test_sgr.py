@@ -4,34 +4,49 @@ from __future__ import annotations
 
 import random
 import re
+from itertools import pairwise
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
-from textual._compositor import ChopsUpdate
+from textual._compositor import ChopsUpdate, LayoutUpdate
+from textual.geometry import Region
 from textual.strip import Strip
 
 from tui import chops, sgr
 
-_TOKEN = re.compile(r"\x1b\[([0-9;]*)m|\x1b\[(\d+);(\d+)H|(\n)|([^\x1b\n])")
+_TOKEN = re.compile(
+    r"\x1b\[([0-9;]*)m|\x1b\[(\d+);(\d+)H|(\x1b\]8;[^\x1b]*\x1b\\)|(\n)|([^\x1b\n])"
+)
 _COLOURS = ["color(246)", "color(253)", "red", "bright_blue", "#ff8800", "default", None]
+_CONSOLE = Console(color_system="256", force_terminal=True, width=200)
+Cells = dict[tuple[int, int], tuple[str, sgr.Sgr]]
 
 
-def replay(stream: str) -> dict[tuple[int, int], tuple[str, sgr.Sgr]]:
-    """Each cell's character and the terminal style it was drawn in (a minimal terminal)."""
-    state, x, y, cells = sgr.parse("0"), 0, 0, {}
-    for params, row, col, newline, char in _TOKEN.findall(stream):
+def replay(stream: str, screen: Cells | None = None) -> Cells:
+    """Each cell's character and the terminal style it was drawn in (a minimal terminal),
+    drawn over ``screen`` when given (each write starts in the reset state)."""
+    state, x, y, cells = sgr.parse("0"), 0, 0, dict(screen or {})
+    for params, row, col, _link, newline, char in _TOKEN.findall(stream):
         if row:
             y, x = int(row) - 1, int(col) - 1
         elif newline:
             y, x = y + 1, 0
         elif char:
             cells[y, x] = (char, state)
-            x += 1
-        else:
+            x += cell_len(char)
+        elif not _link:
             state = sgr.parse(params, state)
             assert state is not None, params
     return cells
+
+
+def _final_style(stream: str) -> sgr.Sgr | None:
+    state = sgr.parse("0")
+    for params in re.findall(r"\x1b\[([0-9;]*)m", stream):
+        state = sgr.parse(params, state)
+    return state
 
 
 def _random_style(rng: random.Random) -> Style:
@@ -46,38 +61,101 @@ def _random_style(rng: random.Random) -> Style:
     )
 
 
-def _frame(rng: random.Random) -> str:
-    """What Rich writes for a few lines of styled runs, with cursor moves, as Textual does."""
-    console = Console(color_system="256", force_terminal=True, width=200)
-    parts = []
+def _random_strip(rng: random.Random, cells: int) -> Strip:
+    """Runs of one to four cells, some of them wide characters, some unstyled."""
+    runs, left = [], cells
+    while left > 0:
+        text = rng.choice(["ab", "│", " █", "中", "x", "1234"])[:left]
+        if cell_len(text) > left:
+            text = "y" * left
+        runs.append(Segment(text, None if rng.random() < 0.1 else _random_style(rng)))
+        left -= cell_len(text)
+    return Strip(runs, cells)
+
+
+def _random_update(rng: random.Random) -> ChopsUpdate:
+    """Six lines of three widgets side by side (cuts at 0, 20, 50, 80), random dirty spans."""
+    cuts = [0, 20, 50, 80]
+    chops_, spans = [], []
     for y in range(6):
-        parts.append(f"\x1b[{y + 1};{rng.randint(1, 5)}H")
-        runs = [Segment(rng.choice("ab│ █"), _random_style(rng)) for _ in range(30)]
-        parts.append(Strip(runs).render(console))
-    return "".join(parts)
+        chops_.append({x: _random_strip(rng, end - x) for x, end in pairwise(cuts)})
+        if rng.random() < 0.8:
+            x1 = rng.randrange(0, 79)
+            spans.append((y, x1, rng.randrange(x1 + 1, 81)))
+    spans = spans or [(0, 0, 80)]
+    return ChopsUpdate(chops_, spans, [cuts[1:]] * 6)
 
 
-def test_compacted_output_draws_every_cell_in_the_same_style():
+def _textual_render(update: ChopsUpdate) -> str:
+    """What Rich writes for the same spans: every run's full style, its text, a reset."""
+    out = []
+    for y, x1, x2 in update.spans:
+        for end, (x, strip) in zip(update.chop_ends[y], update.chops[y].items(), strict=True):
+            if x > x2 or end <= x1:
+                continue
+            left = max(x, x1)
+            out.append(f"\x1b[{y + 1};{left + 1}H")
+            out.append(strip.crop(left - x, min(end, x2) - x).render(_CONSOLE))
+    return "".join(out)
+
+
+def test_partial_updates_draw_every_cell_in_the_same_style():
     rng = random.Random(7)
     for _ in range(200):
-        frame = _frame(rng)
-        assert replay(sgr.compact(frame)) == replay(frame)
+        update = _random_update(rng)
+        ours = chops.render_segments(update, _CONSOLE)
+        assert replay(ours) == replay(_textual_render(update))
+        assert _final_style(ours) == sgr.parse("0")  # the terminal is left reset, as by Rich
 
 
-def test_compacting_a_panel_row_about_halves_its_colour_bytes():
-    console = Console(color_system="256", force_terminal=True, width=200)
+def test_a_full_repaint_draws_every_cell_in_the_same_style():
+    rng = random.Random(11)
+    for _ in range(50):
+        lines = [[_random_strip(rng, 40), _random_strip(rng, 40)] for _ in range(5)]
+        update = LayoutUpdate(lines, Region(0, 2, 80, 5))
+        expected = "".join(
+            f"\x1b[{y + 3};1H" + "".join(strip.render(_CONSOLE) for strip in line)
+            for y, line in enumerate(lines)
+        )
+        assert replay(chops.render_layout(update, _CONSOLE)) == replay(expected)
+
+
+def test_a_panel_row_sends_under_half_the_colour_bytes():
     base = Style(bgcolor="color(233)")
     runs = [Segment(f" {i:>4}% ", base + Style(color=f"color({240 + i % 4})")) for i in range(20)]
-    row = Strip(runs).render(console)
-    compact = sgr.compact(row)
-    assert replay(compact) == replay(row)
-    colour_bytes = [sum(map(len, re.findall(r"\x1b\[[0-9;]*m", s))) for s in (compact, row)]
-    assert colour_bytes[0] < 0.55 * colour_bytes[1]
+    strip = Strip(runs)
+    row = chops.render_segments(ChopsUpdate([{0: strip}], [(0, 0, 160)], [[160]]), _CONSOLE)
+    textual = "\x1b[1;1H" + strip.render(_CONSOLE)
+    assert replay(row) == replay(textual)
+    colour_bytes = [sum(map(len, re.findall(r"\x1b\[[0-9;]*m", s))) for s in (row, textual)]
+    assert colour_bytes[0] < 0.5 * colour_bytes[1]
 
 
-def test_unknown_codes_are_left_alone():
-    stream = "\x1b[0m\x1b[38;5;1mA\x1b[0m\x1b[58;5;3mB\x1b[0m\x1b[38;5;1mC"
-    assert sgr.compact(stream) == stream
+def test_spans_on_other_lines_carry_the_style_on_instead_of_resetting():
+    style = Style(color="color(253)", bgcolor="color(233)")
+    strips = [{0: Strip([Segment("0123456789", style)])} for _ in range(3)]
+    update = ChopsUpdate(strips, [(0, 2, 3), (1, 5, 6), (2, 7, 8)], [[10]] * 3)
+    out = chops.render_segments(update, _CONSOLE)
+    assert out == "\x1b[1;3H\x1b[38;5;253;48;5;233m2\x1b[2;6H5\x1b[3;8H7\x1b[0m"
+
+
+def test_switch_sends_the_difference_or_a_shorter_reset():
+    assert sgr.switch("1;38;5;246;48;5;233", "38;5;246;48;5;233") == "\x1b[22m"
+    assert sgr.switch("38;5;246;48;5;233", "38;5;71;48;5;233") == "\x1b[38;5;71m"
+    assert sgr.switch("1;3;38;5;246;48;5;233", "") == "\x1b[0m"
+    assert sgr.switch("38;5;71", "38;5;71") == ""
+    assert sgr.switch("38;5;71", "53") == "\x1b[0;53m"  # overline: not parsed here
+
+
+def test_unknown_codes_and_links_start_from_a_reset():
+    link = Style(color="red", link="https://example.com")
+    strip = Strip([Segment("ab", Style(color="red")), Segment("cd", link), Segment("ef")])
+    out = chops.render_segments(ChopsUpdate([{0: strip}], [(0, 0, 6)], [[6]]), _CONSOLE)
+    assert "\x1b]8;id=" in out and out.endswith("ef")
+    assert replay(out) == replay("\x1b[1;1H" + strip.render(_CONSOLE))
+    over = Strip([Segment("ab", Style(color="red")), Segment("cd", Style(overline=True))])
+    out = chops.render_segments(ChopsUpdate([{0: over}], [(0, 0, 4)], [[4]]), _CONSOLE)
+    assert "\x1b[0;53mcd" in out
 
 
 def test_a_partial_update_starts_at_the_first_dirty_cell():

@@ -18,6 +18,7 @@ from tui.format import (
     fmt_pct,
     fmt_rate,
     fmt_seconds,
+    fmt_settled_age,
     fmt_share,
     fmt_watts,
     level_style,
@@ -262,6 +263,15 @@ def test_fmt_seconds(seconds, expected):
 )  # fmt: skip
 def test_fmt_age(seconds, expected):
     assert fmt_age(seconds) == expected
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [(None, None), (4.4, "4 s"), (15.0, "10 s"), (29.9, "20 s"), (119.0, "110 s"),
+     (150.0, "2 min")],
+)  # fmt: skip
+def test_fmt_settled_age_counts_in_ten_second_steps_under_two_minutes(seconds, expected):
+    assert fmt_settled_age(seconds) == expected
 
 
 def test_fmt_number_and_share_keep_three_digits():

@@ -205,7 +205,7 @@ def test_identical_input_repaints_nothing(monkeypatch: pytest.MonkeyPatch) -> No
         original = type(app.panel).refresh
 
         def counting(self, *args, **kwargs):
-            refreshed.append(args)
+            refreshed.extend(args)  # the regions repainted
             return original(self, *args, **kwargs)
 
         monkeypatch.setattr(type(app.panel), "refresh", counting)
@@ -213,7 +213,8 @@ def test_identical_input_repaints_nothing(monkeypatch: pytest.MonkeyPatch) -> No
         await feed(app, tuple(replace(job) for job in jobs))  # equal, not identical
         assert refreshed == []
         await feed(app, (*jobs[:7], replace(jobs[7], steps_per_s=3.0)))
-        assert len(refreshed) == 2  # the job row (its steps/s is the slowest rank's) and rank 7
+        rows = sorted(region.y for region in refreshed)
+        assert rows == [1, 11]  # the job row (its steps/s is the slowest rank's) and rank 7
 
     run_panel(TrainingPanel(), script)
 

@@ -1,40 +1,208 @@
-"""Textual's partial screen update, cropped on the left too: only changed cells cross the wire.
+"""Textual's screen updates written with less: only the changed cells, colours as differences.
 
-A panel marks just the changed cells of a line dirty (tui/widgets/panel.py), and Textual's
-compositor turns that into per-line spans ``(y, x1, x2)``.  But ``ChopsUpdate.render_segments``
-(Textual 8) crops each widget's strip only at ``x2``: it always starts at the widget's left edge,
-so a GPU row whose temperature changed was resent from its border onwards.  This version crops
-at ``x1`` as well, with ``Strip.crop``, and moves the cursor there; cells outside the span were
-not dirty, so the screen is the same.  Installed by the terminal driver (tui/driver.py) only,
-so Pilot tests and SVG screenshots, which do not write to a terminal, run Textual unchanged.
+Two things made Textual 8's terminal output heavier than the screen change it carries:
+
+* ``ChopsUpdate.render_segments`` crops each widget's strip only at ``x2``: it always starts at
+  the widget's left edge, so a GPU row whose temperature changed was resent from its border on.
+  Here each span starts at ``x1`` too, with a cursor move there; cells outside the span were not
+  dirty, so the screen is the same.
+* Rich writes every styled run as the run's whole style, its text and a reset, so on a panel
+  row of twenty runs with one background most of the bytes were colour codes that changed
+  nothing.  A :class:`Pen` keeps the style the terminal is in and sends only what differs
+  (tui/sgr.py), across spans and lines too, and leaves the terminal reset at the end.
+
+Both kinds of update (the partial one of a tick, the full one after a layout) go through the
+pen, which reads the strips' segments in place: no cropped ``Strip`` is built per span, and
+nothing is parsed back out of rendered text.  And the partial update renders only what it
+sends: the dirty lines, of the widgets on them that are not hidden behind others (Textual
+renders every widget overlapping the box around all dirty regions, whole).  Installed by the
+terminal driver (tui/driver.py) only, so Pilot tests and SVG screenshots, which do not write
+to a terminal, run Textual unchanged; tests/test_tui_terminal.py checks the screen they leave
+against a full repaint.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator
+
+from rich.cells import cell_len
+from rich.color import ColorSystem
 from rich.console import Console
-from textual._compositor import ChopsUpdate
+from rich.segment import Segment
+from rich.style import Style as RichStyle
+from textual._compositor import ChopsUpdate, Compositor, LayoutUpdate
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
+
+from tui import sgr
+
+# Distinct (from, to) style pairs seen before the switch cache starts over.
+_SWITCHES_MAX = 4096
+_switches: dict[tuple[str, str], str] = {}
+
+
+class Pen:
+    """Terminal data for styled text, sending each style change as a difference."""
+
+    __slots__ = ("_colors", "_move", "_now", "_parts")
+
+    def __init__(self, console: Console) -> None:
+        self._parts: list[str] = []
+        self._now = ""  # SGR parameters in force: "" is the reset state each write starts in
+        self._move = ""  # a cursor move not sent yet: only text that follows needs it
+        self._colors = console._color_system or ColorSystem.TRUECOLOR
+
+    def move_to(self, x: int, y: int) -> None:
+        """Put the cursor at cell ``(x, y)`` (moves do not change the style in force)."""
+        self._move = f"\x1b[{y + 1};{x + 1}H"
+
+    def write(self, segments: Iterable[Segment]) -> None:
+        """Append the segments' text, each in its style (a control segment's text as is)."""
+        parts = self._parts
+        for text, style, _ in segments:
+            if not text:
+                continue
+            if self._move:
+                parts.append(self._move)
+                self._move = ""
+            if style is not None and style._link:
+                self._link(text, style)
+                continue
+            ansi = "" if style is None else style._ansi
+            if ansi is None:
+                ansi = Strip.render_ansi(style, self._colors)
+            if ansi != self._now:
+                parts.append(switch(self._now, ansi))
+                self._now = ansi
+            parts.append(text)
+
+    def _link(self, text: str, style: RichStyle) -> None:
+        """A hyperlinked run as Rich writes it, from the reset state (it ends reset too)."""
+        self._parts.append(switch(self._now, ""))
+        self._parts.append(Strip.render_style(style, text, self._colors))
+        self._now = ""
+
+    def finish(self) -> str:
+        """Everything written, ending in the reset state Rich's own output ends in."""
+        self._parts.append(switch(self._now, ""))
+        return "".join(self._parts)
+
+
+def switch(old: str, new: str) -> str:
+    """The SGR sequence from style ``old`` to ``new`` (parameter strings), cached."""
+    code = _switches.get((old, new))
+    if code is None:
+        if len(_switches) >= _SWITCHES_MAX:
+            _switches.clear()
+        code = _switches[old, new] = sgr.switch(old, new)
+    return code
+
+
+def cells(strip: Strip, start: int, end: int) -> Iterable[Segment]:
+    """The segments of ``strip`` covering cells ``[start, end)``, cut at both ends."""
+    if start <= 0 and end >= strip.cell_length:
+        return strip
+    return _cut(strip, start, end)
+
+
+def _cut(strip: Strip, start: int, end: int) -> Iterator[Segment]:
+    pos = 0
+    for segment in strip:
+        stop = pos + cell_len(segment.text)
+        if stop > start:
+            if pos < start:
+                segment = segment.split_cells(start - pos)[1]
+            if stop > end:
+                segment = segment.split_cells(end - max(pos, start))[0]
+            yield segment
+            if stop >= end:
+                return
+        pos = stop
 
 
 def render_segments(self: ChopsUpdate, console: Console) -> str:
-    """Raw terminal data for the update: each span's cells, from ``x1`` to ``x2`` only."""
-    sequences: list[str] = []
-    last_y = self.spans[-1][0]
+    """Raw terminal data for a partial update: each span's cells, from ``x1`` to ``x2`` only."""
+    pen = Pen(console)
     for y, x1, x2 in self.spans:
         for end, (x, strip) in zip(self.chop_ends[y], self.chops[y].items(), strict=False):
             if strip is None or x > x2 or end <= x1:
                 continue
             left = max(x, x1)
-            sequences.append(_move_to(left, y))
-            sequences.append(strip.crop(left - x, min(end, x2) - x).render(console))
-        if y != last_y:
-            sequences.append("\n")
-    return "".join(sequences)
+            pen.move_to(left, y)
+            pen.write(cells(strip, left - x, min(end, x2) - x))
+    return pen.finish()
 
 
-def _move_to(x: int, y: int) -> str:
-    return f"\x1b[{y + 1};{x + 1}H"
+def render_layout(self: LayoutUpdate, console: Console) -> str:
+    """Raw terminal data for a full repaint (start-up, resize, a new layout): every line."""
+    pen = Pen(console)
+    for y, line in enumerate(self.strips, self.region.y):
+        pen.move_to(self.region.x, y)
+        for strip in line:
+            pen.write(strip)
+    return pen.finish()
+
+
+def render_partial_update(self: Compositor) -> ChopsUpdate | None:
+    """The update of the dirty regions, rendering only the lines it sends, of the widgets on
+    them (Textual 8 renders every widget overlapping the box around all dirty regions, each
+    whole: with one change at the top of the screen and one at the bottom, every widget
+    looks up its colours, title and every cached line, every tick)."""
+    regions = self._dirty_regions.copy()
+    self._dirty_regions.clear()
+    if not regions:
+        return None
+    spans = list(self._regions_to_spans(regions))
+    lines = sorted({y for y, _, _ in spans})
+    cuts = self.cuts
+    chops: list[dict[int, Strip | None]] = [dict.fromkeys(line[:-1]) for line in cuts]
+    for widget, (region, clip) in self.visible_widgets.items():
+        _render_into(chops, cuts, widget, region, region.intersection(clip), lines)
+    return ChopsUpdate(chops, spans, [line[1:] for line in cuts])
+
+
+def _render_into(
+    chops: list[dict[int, Strip | None]], cuts: list[list[int]], widget: Widget,
+    region: Region, visible: Region, lines: list[int],
+) -> None:  # fmt: skip
+    """The widget's strips on ``lines`` (sorted), cut at the screen's cuts, into the chops
+    that no widget in front of it took (the visible widgets come front to back).  A widget
+    whose every chop there is taken (the screen and containers behind the panels) is not
+    rendered at all."""
+    first = bisect_left(lines, visible.y)
+    last = bisect_left(lines, visible.bottom) - 1
+    low, high = visible.column_span
+    wanted = lines[first : last + 1]
+    if not wanted or not visible.width or _taken(chops, cuts, wanted, low, high):
+        return
+    top, bottom = wanted[0], wanted[-1] + 1
+    crop = Region(visible.x - region.x, top - region.y, visible.width, bottom - top)
+    rows = set(wanted)
+    for y, strip in zip(range(top, bottom), widget.render_lines(crop), strict=False):
+        if y in rows:
+            _fill(chops[y], [cut for cut in cuts[y] if low <= cut <= high], strip, visible.x)
+
+
+def _fill(chop: dict[int, Strip | None], cuts: list[int], strip: Strip, x: int) -> None:
+    """``strip`` (drawn from cell ``x``) cut at ``cuts``, into the pieces still free."""
+    pieces = strip.divide([cut - x for cut in cuts[1:]])
+    for cut, piece in zip(cuts, pieces, strict=False):
+        if chop.get(cut) is None:
+            chop[cut] = piece
+
+
+def _taken(
+    chops: list[dict[int, Strip | None]], cuts: list[list[int]], lines: list[int], low: int,
+    high: int,
+) -> bool:  # fmt: skip
+    """Whether widgets in front took every chop of ``lines`` from ``low`` up to ``high``."""
+    return all(chops[y].get(cut) is not None for y in lines for cut in cuts[y] if low <= cut < high)
 
 
 def install() -> None:
-    """Use the left-cropping render for every partial update from now on."""
+    """Use these renders for every screen update from now on."""
     ChopsUpdate.render_segments = render_segments
+    LayoutUpdate.render_segments = render_layout
+    Compositor.render_partial_update = render_partial_update

@@ -5,8 +5,8 @@ time out a lone Escape key.  Ten wake-ups a second, each a pass of Python code, 
 the whole monitor's CPU while nobody typed.  This thread blocks on stdin and on a wake-up pipe
 that the stop event writes to, and uses a timeout only while the key parser waits for one (the
 moment after an Escape).  Keys, mouse, paste and resize behave as before: the parser and the
-event dispatch are Textual's own.  Output goes out lighter too: partial updates cropped to
-the changed cells (tui/chops.py) and colour codes as differences (tui/sgr.py).
+event dispatch are Textual's own.  Output goes out lighter too: screen updates cropped to the
+changed cells, with colour codes as differences (tui/chops.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from textual._time import get_time
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 
-from tui import chops, sgr
+from tui import chops
 
 
 class _WakingEvent(threading.Event):
@@ -68,13 +68,13 @@ class QuietLinuxDriver(LinuxDriver):
         chops.install()
 
     def write(self, data: str) -> None:
-        """What goes to the terminal, with colour changes sent as differences (tui/sgr.py)."""
+        """What goes to the terminal, unless the start-up paints are being held back."""
         with self._hold_lock:
             if self._held is not None:
                 self._held.append(data)
                 self._last_held = time.monotonic()
                 return
-        super().write(sgr.compact(data))
+        super().write(data)
 
     def start_application_mode(self) -> None:
         """Enter the alternate screen, then hold the start-up paints until they settle.

@@ -185,6 +185,17 @@ def fmt_share(share: float | None) -> str:
     return NA if share is None else f"{share * 100:.0f}%"
 
 
+def fmt_settled_age(seconds: float | None) -> str | None:
+    """:func:`fmt_age` for the clock of something that no longer changes (an ended job): in
+    10 s steps from 10 s to two minutes (then minutes, as fmt_age), the way ps shows old
+    processes' start coarser.  Its row then repaints every ten seconds instead of every
+    second, which for a sweep of ended runs was most of what their rows cost.
+    """
+    if seconds is not None and 10 <= seconds < 120:
+        seconds = seconds // 10 * 10
+    return fmt_age(seconds)
+
+
 def fmt_age(seconds: float | None) -> str | None:
     """An age in words a table cell can hold: "34 s", "3 min", "2.5 h", "3.0 d"."""
     if seconds is None:

@@ -10,6 +10,7 @@ twenty of them.  A ``Line`` only appends strings and records a span per styled r
 from __future__ import annotations
 
 from textual.content import Content, Span
+from textual.style import Style
 
 
 class Line:
@@ -26,7 +27,7 @@ class Line:
         """Characters so far (one cell each: panels draw only narrow characters)."""
         return self._length
 
-    def add(self, text: str, style: str = "") -> Line:
+    def add(self, text: str, style: str | Style = "") -> Line:
         """Append ``text``, styled with ``style`` (a Textual style string) when given."""
         if text:
             start, end = self._length, self._length + len(text)
@@ -38,6 +39,15 @@ class Line:
             self._parts.append(text)
             self._length = end
         return self
+
+    def add_content(self, content: Content) -> Line:
+        """Append ``content`` in its styles; its spans must follow one another, as those of
+        ``Content.styled`` and ``Content.assemble`` do."""
+        text, pos = content.plain, 0
+        for span in content.spans:
+            self.add(text[pos : span.start]).add(text[span.start : span.end], span.style)
+            pos = span.end
+        return self.add(text[pos:])
 
     def content(self) -> Content:
         return line_content("".join(self._parts), self._spans)

@@ -1,24 +1,19 @@
-"""Fewer bytes to the terminal: colour changes sent as differences, not as reset + full style.
+"""Colour changes as differences: the SGR codes that take the terminal from one style to another.
 
-Rich writes every styled run as ``ESC[0m`` then the run's whole style (``ESC[38;5;253;48;5;233m``),
-so on a panel row of twenty runs with the same background most of the bytes that cross SSH
-are colour codes that change nothing.  The terminal keeps one current style; this rewrites each
-"reset, then style B" that directly follows text drawn in style A (cursor moves in between
-are fine: they do not touch the style) into only what differs from A to B, or into nothing.
-What B lacks is switched off with ECMA-48's own codes (39/49 default colours, 22-29
-attributes off); a code not parsed here keeps the original reset + style.  Each rewritten pair
-leaves the terminal in exactly style B, as the reset did, so the screen is the same cell for
-cell (tests/test_sgr.py replays both streams).
+Rich writes every styled run as its whole style (``ESC[38;5;253;48;5;233m``), the text and a
+reset, so on a panel row of twenty runs with one background most of the bytes that cross SSH
+are colour codes that change nothing.  The terminal keeps one current style; :func:`switch`
+gives only what differs from the style in force to the next one, or nothing.  What the next
+style lacks is switched off with ECMA-48's own codes (39/49 default colours, 22-29 attributes
+off); where a code is not parsed here, or a reset is shorter, it is a reset and the full style.
+Either way the terminal ends in exactly the next style, so the screen is the same cell for
+cell (tests/test_sgr.py replays both streams).  Used by the terminal renders in tui/chops.py.
 """
 
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
 
-# A reset immediately followed (cursor moves aside) by a style: the pair this module rewrites.
-_PAIR = re.compile(r"\x1b\[0?m((?:\x1b\[\d+;\d+H)*)\x1b\[([0-9;]+)m")
-_SGR = re.compile(r"\x1b\[([0-9;]*)m")
 _ATTRS = frozenset(range(1, 10))
 _OFF_CODE = {1: 22, 2: 22, 3: 23, 4: 24, 5: 25, 6: 25, 7: 27, 8: 28, 9: 29}
 _OFF_ATTRS = {22: {1, 2}, 23: {3}, 24: {4}, 25: {5, 6}, 27: {7}, 28: {8}, 29: {9}}
@@ -92,35 +87,15 @@ def _colour(code: str | None, was: str | None, off: str) -> str:
     return code or off
 
 
-def compact(data: str) -> str:
-    """``data`` with each reset + style pair replaced by the difference from the style before.
-
-    The style before a pair is known only after a reset in this same ``data`` (each write
-    starts from an unknown terminal state), so the first pair of a write is always kept.
-    """
-    out, pos, current = [], 0, None
-    for match in _PAIR.finditer(data):
-        current = _style_before(data, pos, match.start(), current)
-        new = parse(match.group(2))
-        delta = None if current is None or new is None else difference(current, new)
-        out.append(data[pos : match.start()])
-        out.append(match.group(0) if delta is None else _with(match.group(1), delta))
-        pos, current = match.end(), new
-    out.append(data[pos:])
-    return "".join(out)
-
-
-def _style_before(data: str, start: int, end: int, current: Sgr | None) -> Sgr | None:
-    """The terminal style at ``end`` given ``current`` at ``start`` (None: unknown)."""
-    for match in _SGR.finditer(data, start, end):
-        params = match.group(1)
-        current = parse(params) if params in ("", "0") else _then(current, params)
-    return current
-
-
-def _then(current: Sgr | None, params: str) -> Sgr | None:
-    return None if current is None else parse(params, current)
-
-
-def _with(moves: str, delta: str) -> str:
-    return moves + (f"\x1b[{delta}m" if delta else "")
+def switch(old: str, new: str) -> str:
+    """The SGR sequence that takes the terminal from style ``old`` to style ``new`` (parameter
+    strings as Rich renders them, "" for the reset state): the difference, or a reset and
+    ``new`` where that is shorter or a code is not parsed here; "" when nothing changes."""
+    before, after = parse(old), parse(new)
+    full = f"\x1b[0;{new}m" if new else "\x1b[0m"
+    if before is None or after is None:
+        return full
+    delta = difference(before, after)
+    if not delta:
+        return ""
+    return min(f"\x1b[{delta}m", full, key=len)

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from textual.content import Content
 
 from tui.format import sparkline, truncate
+from tui.line import Line
 
 HISTORY_LEN = 120
 
@@ -45,7 +46,9 @@ def table(
 ) -> list[Content]:
     """Lay ``rows`` under ``header`` (label, width) pairs and use what is left for history.
 
-    Each row brings its cells, its history and the value drawn as a full block.
+    Each row brings its cells, its history and the value drawn as a full block.  Rows are
+    built as flat runs (:class:`~tui.line.Line`): ``Content`` joins, pads and truncates
+    made a new ``Content`` per cell: half of what the disk and network panels cost a tick.
     """
     spark = width - sum(cell for _, cell in header) - len(header) - 1
     heads = [
@@ -55,19 +58,26 @@ def table(
     title = " ".join(heads) + ("  history" if spark >= 8 else "")
     lines = [Content.styled(title, "dim").truncate(width)]
     for cells, history, top in rows:
-        widths = [cell for _, cell in header]
-        parts = [
-            _fit(c, w, first=i == 0) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ]
-        line = Content(" ").join(parts)
+        line = Line()
+        for i, (cell, (_, cell_width)) in enumerate(zip(cells, header, strict=True)):
+            _add_cell(line.add(" " if i else ""), cell, cell_width, first=i == 0)
         if spark >= 8:
-            line = Content.assemble(line, "  ", (sparkline(history, spark, top), "$primary"))
-        lines.append(line.truncate(width))
+            line.add("  ").add(sparkline(history, spark, top), "$primary")
+        content = line.content()
+        lines.append(content if len(line) <= width else content.truncate(width))
     return lines
 
 
-def _fit(cell: Content | str, width: int, *, first: bool) -> Content:
-    content = Content(cell) if isinstance(cell, str) else cell
-    content = content.truncate(width, ellipsis=True)
-    pad = width - content.cell_length
-    return content.pad_right(pad) if first else content.pad_left(pad)
+def _add_cell(line: Line, cell: Content | str, width: int, *, first: bool) -> None:
+    """``cell`` cut to ``width`` cells with an ellipsis, padded left (right for the first)."""
+    if isinstance(cell, str):
+        text = truncate(cell, width)
+        line.add(text.ljust(width) if first else text.rjust(width))
+        return
+    content = cell.truncate(width, ellipsis=True)
+    pad = " " * (width - content.cell_length)
+    if not first:
+        line.add(pad)
+    line.add_content(content)
+    if first:
+        line.add(pad)

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from textual.content import Content
 
-from tui.format import fmt_age, fmt_number, fmt_seconds, fmt_share
+from tui.format import fmt_age, fmt_number, fmt_seconds, fmt_settled_age, fmt_share
 from tui.widgets.job_detail import relative_sparkline
 from tui.widgets.job_groups import ENDED_COLLAPSE_S, EndedSummary, JobGroup
 from tui.widgets.table import Cell, Column, fit_columns, marker_room, row_line
@@ -111,19 +111,27 @@ def _slowest(group: JobGroup) -> Cell:
     return f"r{rank} +{gap:.0%}", "bold $error" if gap > STRAGGLER_GAP else ""
 
 
-def _last_step(group: JobGroup) -> str:
-    """Blank while the job steps; how long ago otherwise (a stall, or when it ended)."""
+def clock_cells(group: JobGroup, now: float) -> tuple[str, str]:
+    """LAST STEP and AGE at wall-clock ``now``: the cells that change with the clock alone.
+
+    LAST STEP is blank while the job steps, else how long ago its newest step was (a stall,
+    or when it ended).  An ended job's are counted in coarser steps (fmt_settled_age).
+    """
+    fmt = fmt_age if group.running else fmt_settled_age
+    age = None if group.started_at is None else fmt(max(0.0, now - group.started_at))
     if group.state == "live":
-        return ""
-    ages = [j.last_step_age_s for j in group.ranks if j.last_step_age_s is not None]
-    age = fmt_age(min(ages)) if ages else None
-    return "never" if age is None else f"{age} ago"
+        last = ""
+    elif group.last_step_at is None:
+        last = "never"
+    else:
+        last = f"{fmt(max(0.0, now - group.last_step_at))} ago"
+    return last, age or UNKNOWN
 
 
 def job_cells(group: JobGroup, now: float, focused: bool, history: Sequence[float]) -> list[Cell]:
     """The row's cells in COLUMNS order; the focused job is marked with ▶."""
     samples = group.samples_per_s
-    age = None if group.started_at is None else fmt_age(max(0.0, now - group.started_at))
+    last_step, age = clock_cells(group, now)
     cells = {
         "JOB": (("▶ " if focused else "  ") + group.name, "bold" if focused else ""),
         "RANKS": (group.rank_count, ""),
@@ -133,8 +141,8 @@ def job_cells(group: JobGroup, now: float, focused: bool, history: Sequence[floa
         "STEP p50": (fmt_seconds(group.step_time_p50_s), ""),
         "SLOWEST": _slowest(group),
         "DATA WAIT": (fmt_share(group.data_wait_share), wait_style(group.data_wait_share)),
-        "LAST STEP": (_last_step(group), "$text-muted"),
-        "AGE": (age or UNKNOWN, "$text-muted"),
+        "LAST STEP": (last_step, "$text-muted"),
+        "AGE": (age, "$text-muted"),
         "STEP TIME": (relative_sparkline(history, 16) if history else "", "$accent"),
     }
     return list(cells.values())

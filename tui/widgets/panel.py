@@ -5,25 +5,34 @@ keeps the ``Content`` and the rendered ``Strip`` of each line, compares the new 
 ones and marks only the lines that differ as dirty, so an unchanged line costs nothing, neither
 here nor in the compositor.  It asks for a new layout only when its number of lines changes.
 A line that does change keeps most of its styled runs where they were, so the Rich style of
-each run (a new object per cell offset, which text selection needs) is cached as well.
+each run (a new object per cell offset, which text selection needs) is cached as well, already
+as Textual's ANSI-to-truecolor filter makes it (the filter would otherwise go over every
+segment of every changed line), and the border and padding around a changed line come from a
+frame cached per style (tui/widgets/framed_rows.py) instead of being built again per line.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
+from rich.cells import cell_len
+from rich.color import Color as RichColor
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from textual.content import Content
+from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.style import Style
 from textual.widget import Widget
 
 from collectors.snapshot import Snapshot
+from tui.widgets.framed_rows import FramedRows
 
 # Distinct (style, x, y) runs seen before the cache starts over: a few hundred on a full screen.
 _STYLE_CACHE_MAX = 4096
+_PAD = (None, -1, -1)  # the cache key of the padding's style
 
 
 def _flat_runs(line: Content) -> list[tuple[str, str | Style | None]] | None:
@@ -43,6 +52,15 @@ def _flat_runs(line: Content) -> list[tuple[str, str | Style | None]] | None:
     if pos < len(text):
         runs.append((text[pos:], None))
     return runs
+
+
+def narrow(text: str) -> bool:
+    """Whether every character of ``text`` takes one cell, so cells are ``len(text)``.
+
+    Measured per distinct character: Rich measures a string it has not seen character by
+    character unless all are Latin or box drawing, and a GPU row's arrows made that 60 µs.
+    """
+    return (text.isascii() and text.isprintable()) or all(cell_len(c) == 1 for c in set(text))
 
 
 def changed_runs(old: Content, new: Content) -> list[tuple[int, int]]:
@@ -138,9 +156,12 @@ class LineWidget(Widget):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
+        self._styles_cache = FramedRows()
         self._lines: list[Content] = [Content("")]
         self._strips: dict[int, Strip] = {}
         self._run_styles: dict[tuple[Style, int, int], RichStyle] = {}
+        # The app's ANSI-to-truecolor filters and the background they blend dim text into.
+        self._truecolor: tuple[list[ANSIToTruecolor], RichColor] | None = None
 
     @property
     def lines(self) -> list[Content]:
@@ -158,13 +179,18 @@ class LineWidget(Widget):
             self.refresh(layout=True)
             return
         width = self.content_size.width
+        dirty: list[Region] = []
         for y, (new, old) in enumerate(zip(lines, self._lines, strict=True)):
             if new.plain != old.plain or new.spans != old.spans:
                 self._strips.pop(y, None)
-                for start, end in changed_runs(old, new):
-                    if start < width:  # a change past the right edge shows nothing new
-                        self.refresh(Region(start, y, min(end, width) - start, 1))
+                dirty += [
+                    Region(start, y, min(end, width) - start, 1)
+                    for start, end in changed_runs(old, new)
+                    if start < width  # a change past the right edge shows nothing new
+                ]
         self._lines = lines
+        if dirty:
+            self.refresh(*dirty)  # one call: each one looks the widget up on the screen
 
     def render_line(self, y: int) -> Strip:
         strip = self._strips.get(y)
@@ -185,7 +211,6 @@ class LineWidget(Widget):
         runs = _flat_runs(line)
         if runs is None:  # nested spans: let Content combine them
             runs = [(text, part) for text, part in line.render(Style(), end="")]
-        style = self.visual_style
         cache = self._run_styles
         if len(cache) > _STYLE_CACHE_MAX:
             cache.clear()
@@ -193,25 +218,53 @@ class LineWidget(Widget):
         for text, part in runs:
             rich_style = cache.get((part, x, y))
             if rich_style is None:
-                rich_style = cache[part, x, y] = self._run_style(style, part, x, y)
+                rich_style = cache[part, x, y] = self._run_style(part, x, y)
             segments.append(Segment(text, rich_style))
             x += len(text)
-        return Strip(segments).crop_extend(0, width, style.rich_style)
+        return self._fit(segments, line, width)
 
-    def _run_style(self, base: Style, part: str | Style | None, x: int, y: int) -> RichStyle:
-        """The Rich style of one run: the widget's style plus the run's, with its offset."""
-        if part is None:
-            return base.rich_style_with_offset(x, y)
-        parsed = part if isinstance(part, Style) else self._get_style(part)
-        return Style.combine([base, parsed]).rich_style_with_offset(x, y)
+    def _fit(self, segments: list[Segment], line: Content, width: int) -> Strip:
+        """The line's segments padded (in the widget's style) or cropped to ``width`` cells."""
+        pad = self._run_styles.get(_PAD)
+        if pad is None:  # the widget's own style, without an offset, as crop_extend pads
+            pad = self._run_styles[_PAD] = self._run_style(*_PAD)
+        if not narrow(line.plain):  # a wide or zero-width character: let Strip count cells
+            return Strip(segments).crop_extend(0, width, pad)
+        if len(line.plain) > width:
+            return Strip(segments, len(line.plain)).crop(0, width)
+        if len(line.plain) < width:
+            segments.append(Segment(" " * (width - len(line.plain)), pad))
+        return Strip(segments, width)
+
+    def _run_style(self, part: str | Style | None, x: int, y: int) -> RichStyle:
+        """The Rich style of one run: the widget's style plus the run's, with its offset
+        (none for ``x`` < 0), already as the ANSI-to-truecolor filter makes it."""
+        style = self.visual_style
+        if part is not None:
+            parsed = part if isinstance(part, Style) else self._get_style(part)
+            style = Style.combine([style, parsed])
+        rich_style = style.rich_style_with_offset(x, y) if x >= 0 else style.rich_style
+        if self._truecolor is None:  # looked up once per style change: 10 µs each
+            filters = [f for f in self.app.get_line_filters() if isinstance(f, ANSIToTruecolor)]
+            self._truecolor = (filters, self.background_colors[1].rich_color)
+        filters, background = self._truecolor
+        for truecolor in filters:
+            rich_style = truecolor.truecolor_style(rich_style, background)
+        return rich_style
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """The app's line filters but ANSI-to-truecolor, which the run styles already went
+        through once (the filter rebuilds every segment of every changed line, each tick).
+        Borders and padding it would leave alone: their colours are theme colours."""
+        return [f for f in self.app.get_line_filters() if not isinstance(f, ANSIToTruecolor)]
 
     def notify_style_update(self) -> None:
         """A theme or CSS change restyles every line: drop the rendered strips."""
         super().notify_style_update()
-        self._strips, self._run_styles = {}, {}
+        self._strips, self._run_styles, self._truecolor = {}, {}, None
 
     def on_resize(self) -> None:
-        self._strips, self._run_styles = {}, {}
+        self._strips, self._run_styles, self._truecolor = {}, {}, None
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self._lines)

@@ -21,7 +21,6 @@ from textual.content import Content
 from textual.message import Message
 
 from collectors.snapshot import JobSnapshot, Snapshot
-from tui.format import fmt_age
 from tui.widgets.fitted import FittedLines
 from tui.widgets.job_detail import detail_lines
 from tui.widgets.job_groups import (
@@ -30,10 +29,12 @@ from tui.widgets.job_groups import (
     job_groups,
     keep_last_numbers,
     mean_step,
+    same_but_clock,
     table_rows,
 )
 from tui.widgets.jobs_table import (
     ALWAYS_SHOWN,
+    clock_cells,
     job_columns,
     job_row,
     shows_history,
@@ -115,7 +116,7 @@ class TrainingPanel(FittedLines, can_focus=True):
     def update_jobs(self, snapshot: Snapshot) -> None:
         """Called once per tick by the app with the newest snapshot."""
         self._now = snapshot.timestamp
-        if snapshot.jobs != self._jobs:
+        if not same_but_clock(snapshot.jobs, self._jobs):
             self._jobs = snapshot.jobs
             self._version += 1
             self._regroup(snapshot)
@@ -212,11 +213,7 @@ class TrainingPanel(FittedLines, can_focus=True):
     def _view_key(self, width: int, height: int) -> tuple:
         """Everything the lines depend on: equal keys draw equal lines, so an unchanged tick
         with 64 ranks costs this tuple, not 64 rows (the ages are the clock's only part)."""
-        ages = tuple(
-            fmt_age(self._now - row.started_at)
-            for row in self._rows
-            if isinstance(row, JobGroup) and row.started_at is not None
-        )
+        ages = tuple(clock_cells(row, self._now) for row in self._rows if isinstance(row, JobGroup))
         cursors = (self._cursor, self._top, self._rank_cursor, self._rank_top, self.in_ranks)
         rows = tuple(row.key if isinstance(row, JobGroup) else row for row in self._rows)
         return (self._version, width, height, rows, *cursors, self.has_focus, ages)
