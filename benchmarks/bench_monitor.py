@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from bench_collect import finished_sweep, start_jobs, wait_for_segments  # noqa: E402
 
 from tests.fakenvml.build import build_fake_nvml  # noqa: E402
+from tui.widgets.job_groups import ENDED_COLLAPSE_S  # noqa: E402
 
 SCENARIO = ROOT / "tests" / "fakenvml" / "scenarios" / "h100x8_throttle.txt"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -179,6 +180,7 @@ def enter_state(state: str, ring: str, seconds: float) -> list[subprocess.Popen]
     """Start (or leave behind) the writers of ``state`` in ``ring``; returns what to stop."""
     if state == "24 finished":
         finished_sweep(ring, 24)
+        time.sleep(ENDED_COLLAPSE_S + 5)  # "ended minutes ago": folded into the summary row
         return []
     jobs = {"no job": 0, "one 8-rank job": 1, "8 jobs x 8 ranks": 8}[state]
     procs = start_jobs(ring, jobs, 8, 20.0, seconds)
