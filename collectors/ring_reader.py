@@ -241,22 +241,8 @@ def segment_paths(directory: str | os.PathLike[str] | None = None) -> list[str]:
             ring_paths.check_private_dir(candidate)
         except (OSError, ring_paths.RingDirError):
             continue
-        found.extend(_segments_in(candidate))
+        found.extend(ring_paths.segment_names(candidate))
     return found
-
-
-def _segments_in(directory: Path) -> list[str]:
-    """``ring_paths.list_segments`` without a Path per segment (same names, same order)."""
-    try:
-        with os.scandir(directory) as entries:
-            return sorted(
-                entry.path
-                for entry in entries
-                if ring_paths.SEGMENT_NAME_RE.match(entry.name)
-                and entry.is_file(follow_symlinks=False)
-            )
-    except OSError:
-        return []
 
 
 def remove_stale(directory: str | None = None, max_age_s: float = 600.0) -> list[Path]:

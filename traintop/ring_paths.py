@@ -101,10 +101,16 @@ def segment_name(pid: int, rank: int) -> str:
 
 def list_segments(directory: Path) -> list[Path]:
     """Published segment paths in ``directory`` (names only: contents are checked on open)."""
+    return [Path(path) for path in segment_names(directory)]
+
+
+def segment_names(directory: Path) -> list[str]:
+    """``list_segments`` as strings, sorted, for a monitor that lists every tick: a Path per
+    segment costs more than the rest of the listing."""
     try:
         with os.scandir(directory) as entries:
             return sorted(
-                Path(entry.path)
+                entry.path
                 for entry in entries
                 if SEGMENT_NAME_RE.match(entry.name) and entry.is_file(follow_symlinks=False)
             )

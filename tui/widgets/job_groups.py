@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields, replace
 
 from collectors.snapshot import GpuStatus, HostInfo, JobSnapshot, PhaseShare, Snapshot
 from diagnosis.job_groups import JobGroup as RankGroup
-from diagnosis.job_groups import group_jobs
+from diagnosis.job_groups import group_jobs, settled
 from tui.format import fmt_age
 
 LONG_PHASE_STEPS = 5.0  # a live job's current phase is shown once it outlasts 5 p50 steps
@@ -24,8 +24,6 @@ RUNNING_STATES = frozenset({"live", "stalled"})
 TERMINAL_STATES = frozenset({"crashed", "finished"})
 SYNC_PHASES = frozenset({"comm", "allreduce", "sync", "barrier", "nccl", "communication"})
 _DIGITS = re.compile(r"(\d+)")
-# What an ended rank's snapshot says besides the age of its last step, which grows each tick.
-_UNAGED_FIELDS = tuple(f.name for f in fields(JobSnapshot) if f.name != "last_step_age_s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,9 +205,7 @@ def same_but_clock(new: Sequence[JobSnapshot], old: Sequence[JobSnapshot] | None
 
 
 def _only_aged(new: JobSnapshot, old: JobSnapshot) -> bool:
-    return new.state not in RUNNING_STATES and all(
-        getattr(new, name) == getattr(old, name) for name in _UNAGED_FIELDS
-    )
+    return new.state not in RUNNING_STATES and settled((new,)) == settled((old,))
 
 
 def keep_last_numbers(job: JobSnapshot, previous: JobSnapshot | None) -> JobSnapshot:
