@@ -37,6 +37,7 @@ from tui.widgets.network import NetworkPanel
 from tui.widgets.panel import Panel
 from tui.widgets.process_table import ProcessTable
 from tui.widgets.status import StatusLine
+from tui.widgets.table import help_bindings
 from tui.widgets.training import TrainingPanel
 from tui.widgets.verdict import VerdictBanner
 
@@ -291,7 +292,7 @@ class TraintopApp(App[None]):
             training.focus()
 
     def action_help(self) -> None:
-        table_keys = [*TrainingPanel.help_bindings(), *ProcessTable.help_bindings()]
+        table_keys = [*help_bindings(TrainingPanel), *help_bindings(ProcessTable)]
         self.push_screen(HelpScreen([*self.BINDINGS, *table_keys]))
 
     def action_details(self) -> None:

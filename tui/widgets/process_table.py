@@ -69,11 +69,6 @@ class ProcessTable(LineWidget, can_focus=True):
         self._selected_pid: int | None = None  # None: the cursor stays on the first row
         self._built_size = Size(0, 0)
 
-    @classmethod
-    def help_bindings(cls) -> list[Binding]:
-        """The table's keys for the help screen; arrows and paging go without saying."""
-        return [binding for binding in cls.BINDINGS if binding.show]
-
     @property
     def rows(self) -> list[Row]:
         """Every row in display order, including those scrolled out of view."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from textual.binding import Binding
 from textual.content import Content
+from textual.widget import Widget
 
 from tui.format import truncate
 from tui.line import Line
@@ -88,6 +89,12 @@ def row_line(cells: Sequence[Cell], columns: Sequence[Column], width: int, curso
 def _pad(text: str, column: Column) -> str:
     text = truncate(text, column.width)
     return text.ljust(column.width) if column.left else text.rjust(column.width)
+
+
+def help_bindings(widget: type[Widget]) -> list[Binding]:
+    """A table's keys for the help screen: its shown ones (arrows and paging go without
+    saying, ``cursor_bindings``)."""
+    return [binding for binding in widget.BINDINGS if binding.show]
 
 
 def cursor_bindings(page_up: str = "page(-1)", page_down: str = "page(1)") -> list[Binding]:

@@ -92,10 +92,6 @@ class TrainingPanel(FittedLines, can_focus=True):
         self._scrolls = False  # whether the last build could not show every row
         self._mean_cache: tuple[tuple, JobSnapshot | None] = ((), None)
 
-    @classmethod
-    def help_bindings(cls) -> list[Binding]:
-        return [binding for binding in cls.BINDINGS if binding.show]
-
     @property
     def rows(self) -> list[Row]:
         """The table's rows, including those scrolled out of view."""
