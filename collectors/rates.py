@@ -107,5 +107,15 @@ def cpu_util(prev: CpuTimes | None, cur: CpuTimes) -> CpuUtil | None:
 
 
 def _pct(part: float, total: float) -> float:
-    """``part`` as a percentage of ``total``, clamped to 0-100 against rounding in the kernel."""
-    return min(100.0, max(0.0, 100.0 * part / total))
+    """``part`` as a percentage of ``total``, clamped to 0-100 against rounding in the kernel.
+
+    Rounded to ``PCT_DECIMALS``: the times are whole jiffies turned into float seconds, and
+    their differences carry noise that put 3 jiffies of 200 at 1.4999999999999998 %, drawn as
+    "1%" live but as "2%" once a recording kept it to 6 digits (1.5).
+    """
+    return round(min(100.0, max(0.0, 100.0 * part / total)), PCT_DECIMALS)
+
+
+PCT_DECIMALS = 4
+"""Far finer than a CPU share can be (one jiffy of 256 cores' second is 0.004 %) and far
+coarser than float noise in seconds summed over days of uptime (about 1e-6 %)."""

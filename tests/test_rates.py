@@ -96,3 +96,19 @@ def test_cpu_util_without_linux_fields():
     Basic = namedtuple("Basic", "user system idle")
     util = cpu_util(Basic(0, 0, 0), Basic(25, 25, 50))
     assert (util.busy_pct, util.iowait_pct) == (50.0, None)
+
+
+def test_cpu_share_from_jiffies_survives_a_recording():
+    """3 jiffies busy of 200 is 1.5 %: float seconds made it 1.4999999999999998 ("1%" live),
+    a recording's 6 digits made it 1.5 ("2%" in replay).  Both must draw the same."""
+    from store.codec import encode
+
+    start = [12_345_678, 2_000, 3_456_789, 98_765_432]  # user nice system idle, in jiffies
+    deltas = [(2, 0, 1, 197), (1, 0, 2, 197), (3, 0, 0, 197), (0, 0, 3, 197), (2, 0, 1, 197)]
+    for delta in deltas:
+        prev = _t(*(j / 100 for j in start))
+        cur = _t(*((j + d) / 100 for j, d in zip(start, delta, strict=True)))
+        busy = cpu_util(prev, cur).busy_pct
+        assert busy == 1.5
+        assert f"{encode(busy):.0f}" == f"{busy:.0f}"
+        start = [j + d for j, d in zip(start, delta, strict=True)]
