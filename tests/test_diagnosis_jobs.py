@@ -299,3 +299,17 @@ def test_ended_segments_that_repeat_a_rank_are_separate_runs() -> None:
         ("crashed", [600, 601]),
         ("crashed", [602, 603]),
     ]
+
+
+def test_an_ended_runs_end_time_holds_still_from_tick_to_tick() -> None:
+    """The end is a wall-clock stamp less an age from the monotonic clock, read milliseconds
+    apart: it must not move with that jitter, or every tick remakes each ended run's verdict."""
+    last = window([rank(300, state="finished", age=120.0)], {})[-1]
+    ends = set()
+    for tick, jitter in enumerate((0.0, 0.0031, -0.0042, 0.0007)):
+        snap = replace(last, timestamp=last.timestamp + tick + jitter)
+        (job,) = snap.jobs
+        moved = replace(snap, jobs=(replace(job, last_step_age_s=120.0 + tick),))
+        (group,) = group_jobs(moved)
+        ends.add(group.ended_at)
+    assert ends == {round(last.timestamp - 120.0, 1)}

@@ -201,7 +201,7 @@ def same_but_clock(new: Sequence[JobSnapshot], old: Sequence[JobSnapshot] | None
     comparison per tick instead of regrouping and redrawing every run."""
     if old is None or len(new) != len(old):
         return False
-    return all(a == b or _only_aged(a, b) for a, b in zip(new, old, strict=True))
+    return all(a is b or _only_aged(a, b) or a == b for a, b in zip(new, old, strict=True))
 
 
 def _only_aged(new: JobSnapshot, old: JobSnapshot) -> bool:
