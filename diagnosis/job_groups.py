@@ -64,12 +64,14 @@ def _ended_at(latest: Snapshot, ranks: Iterable[JobSnapshot]) -> float | None:
     To ``END_DECIMALS`` decimals: the stamp and the age come from two clocks read a few
     milliseconds apart, so the difference moved every tick, and every verdict and row made
     of it had to be made again for each run a sweep left behind."""
+    now = latest.timestamp
     ends = [
-        latest.timestamp - r.last_step_age_s if r.last_step_age_s is not None else r.started_at
+        round(now - r.last_step_age_s, END_DECIMALS) if r.last_step_age_s is not None
+        else r.started_at
         for r in ranks
-    ]
+    ]  # fmt: skip
     known = [t for t in ends if t is not None]
-    return round(max(known), END_DECIMALS) if known else None
+    return max(known) if known else None
 
 
 END_DECIMALS = 1
