@@ -11,25 +11,19 @@ during a tick are closed at its end, and at most ``limit`` are held (beyond it, 
 from __future__ import annotations
 
 import os
-import resource
 
 from collectors import procfs
 
 READ_BYTES = 256  # a schedstat line is three numbers
 
 
-def default_limit() -> int:
-    """A quarter of the soft descriptor limit, at most 512: the monitor needs the rest."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return max(0, min(512, soft // 4)) if soft != resource.RLIM_INFINITY else 512
-
-
-class OpenFiles:
+class OpenFiles(procfs.KeptDescriptors[str]):
     """Open descriptors by path; :meth:`end_tick` closes those not read since the last call."""
 
     def __init__(self, limit: int | None = None) -> None:
-        self._limit = default_limit() if limit is None else limit
-        self._fds: dict[str, int] = {}
+        super().__init__()
+        # A quarter of the soft descriptor limit, at most 512.
+        self._limit = procfs.default_limit(4, cap=512) if limit is None else limit
         self._read: set[str] = set()
 
     def read(self, path: str, pid: int) -> bytes:
@@ -60,25 +54,8 @@ class OpenFiles:
         self._fds[path] = fd
         return fd
 
-    def _close(self, path: str) -> None:
-        fd = self._fds.pop(path, None)
-        if fd is not None:
-            os.close(fd)
-
     def end_tick(self) -> None:
         """Close every file not read during this tick (its thread is gone or no longer shown)."""
         for path in [p for p in self._fds if p not in self._read]:
             self._close(path)
         self._read.clear()
-
-    def __len__(self) -> int:
-        return len(self._fds)
-
-    def close(self) -> None:
-        for path in list(self._fds):
-            self._close(path)
-
-    def __del__(self) -> None:
-        # Raw descriptors are not closed by the garbage collector: a collector that is dropped
-        # (a test, `snapshot --json`) must not leave hundreds behind in a long-lived process.
-        self.close()

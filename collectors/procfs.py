@@ -19,7 +19,7 @@ import os
 import pwd
 import resource
 from collections.abc import Set
-from typing import NamedTuple, NoReturn
+from typing import Generic, NamedTuple, NoReturn, TypeVar
 
 import psutil
 
@@ -95,13 +95,41 @@ def _reraise(exc: OSError, pid: int) -> NoReturn:
     raise exc
 
 
-def default_limit(share: int) -> int:
-    """``1/share`` of the soft descriptor limit, at most 4096: the monitor needs the rest."""
+K = TypeVar("K")
+
+
+def default_limit(share: int, cap: int = 4096) -> int:
+    """``1/share`` of the soft descriptor limit, at most ``cap``: the monitor needs the rest."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return 4096 if soft == resource.RLIM_INFINITY else max(0, min(4096, soft // share))
+    return cap if soft == resource.RLIM_INFINITY else max(0, min(cap, soft // share))
 
 
-class PidFiles:
+class KeptDescriptors(Generic[K]):
+    """Raw descriptors kept open by key, and closed with their owner: what :class:`PidFiles`
+    and ``collectors.open_files.OpenFiles`` share."""
+
+    def __init__(self) -> None:
+        self._fds: dict[K, int] = {}
+
+    def _close(self, key: K) -> None:
+        fd = self._fds.pop(key, None)
+        if fd is not None:
+            os.close(fd)
+
+    def __len__(self) -> int:
+        return len(self._fds)
+
+    def close(self) -> None:
+        for key in list(self._fds):
+            self._close(key)
+
+    def __del__(self) -> None:
+        # Raw descriptors are not closed by the garbage collector: a collector that is dropped
+        # (a test, `snapshot --json`) must not leave hundreds behind in a long-lived process.
+        self.close()
+
+
+class PidFiles(KeptDescriptors[int]):
     """One file of every process (``/proc/PID/<name>``) kept open and re-read with ``pread``.
 
     procfs regenerates a file from scratch when it is read at offset 0, so a kept descriptor
@@ -114,8 +142,8 @@ class PidFiles:
     """
 
     def __init__(self, proc_root: str, name: str, limit: int) -> None:
+        super().__init__()
         self._root, self._name, self._limit = proc_root, name, limit
-        self._fds: dict[int, int] = {}
 
     def read(self, pid: int) -> bytes:
         """The file's current content; a vanished process raises ``NoSuchProcess``."""
@@ -146,27 +174,10 @@ class PidFiles:
         self._fds[pid] = fd
         return fd
 
-    def _close(self, pid: int) -> None:
-        fd = self._fds.pop(pid, None)
-        if fd is not None:
-            os.close(fd)
-
     def retain(self, pids: Set[int]) -> None:
         """Close the files of the processes not in ``pids`` (the live ones)."""
         for pid in self._fds.keys() - pids:
             self._close(pid)
-
-    def __len__(self) -> int:
-        return len(self._fds)
-
-    def close(self) -> None:
-        for pid in list(self._fds):
-            self._close(pid)
-
-    def __del__(self) -> None:
-        # Raw descriptors are not closed by the garbage collector: a collector that is dropped
-        # (a test, `snapshot --json`) must not leave hundreds behind in a long-lived process.
-        self.close()
 
 
 class KeptFile:

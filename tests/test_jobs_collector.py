@@ -121,29 +121,29 @@ def test_many_steps_per_tick_give_exact_rates_and_shares(setup):
     assert job.recent_step_times_s[-1] == pytest.approx(sum(steps[-1][0]) / 1e9)
 
 
-def test_an_ended_job_is_read_once_then_kept_as_its_summary(setup):
+def _ended_then_later(setup):
+    """An ended job's snapshot 1 s after its last step, its job, and the snapshot 30 s on."""
     w, clock, col = setup
     end = _steps(w, 0, 10**12, 100)
     w.close()
     clock.t = end / 1e9 + 1.0
     (first,) = col.collect()
     (job,) = col._jobs.values()
-    assert first.state == "finished" and first.steps_total == 100 and job.segment.closed
     clock.t += 30.0
     (later,) = col.collect()
+    return first, job, later
+
+
+def test_an_ended_job_is_read_once_then_kept_as_its_summary(setup):
+    first, job, later = _ended_then_later(setup)
+    assert first.state == "finished" and first.steps_total == 100 and job.segment.closed
     assert later.last_step_age_s == pytest.approx(31.0)
     assert later.steps_per_s == first.steps_per_s == pytest.approx(100.0)
 
 
 def test_an_ended_jobs_summary_only_ages(setup):
     """Each tick an ended job's snapshot is its kept summary with the age moved on, no more."""
-    w, clock, col = setup
-    end = _steps(w, 0, 10**12, 100)
-    w.close()
-    clock.t = end / 1e9 + 1.0
-    (first,) = col.collect()
-    clock.t += 30.0
-    (later,) = col.collect()
+    first, _, later = _ended_then_later(setup)
     assert later == dataclasses.replace(first, last_step_age_s=later.last_step_age_s)
     assert later.last_step_age_s == pytest.approx(31.0)
 

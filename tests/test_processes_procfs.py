@@ -258,13 +258,19 @@ def _sched(root: str, pid: int, line: str) -> None:
     (Path(root) / str(pid) / "schedstat").write_text(line)
 
 
-def test_a_sleeping_kernel_thread_is_known_by_its_schedstat_line(proc_root):
+def _kworker(proc_root, own: str, line: str) -> tuple[procfs.Procfs, list]:
+    """A kernel thread with schedstat ``line`` (the reader's own: ``own``), scanned twice:
+    the table and what its second scan, the first to pair schedstat with stat, returned."""
     proc_root(9, "kworker/0:1", ppid=2, io=None)
-    (Path(proc_root.root) / "self" / "schedstat").write_text("1 1 1\n")
-    _sched(proc_root.root, 9, "500 20 7\n")
+    (Path(proc_root.root) / "self" / "schedstat").write_text(own)
+    _sched(proc_root.root, 9, line)
     table = procfs.Procfs(proc_root.root)
     table.process_iter()
-    (known,) = table.process_iter()  # the second scan pairs schedstat with stat
+    return table, table.process_iter()
+
+
+def test_a_sleeping_kernel_thread_is_known_by_its_schedstat_line(proc_root):
+    table, (known,) = _kworker(proc_root, "1 1 1\n", "500 20 7\n")
     _rewrite_stat(proc_root.root, 9, "kworker/0:1", utime=999, ppid=2)
     assert table.process_iter() == [known]  # schedstat unchanged: stat not read
     _sched(proc_root.root, 9, "900 20 8\n")
@@ -273,12 +279,7 @@ def test_a_sleeping_kernel_thread_is_known_by_its_schedstat_line(proc_root):
 
 
 def test_kernel_threads_are_read_whole_where_the_kernel_keeps_no_statistics(proc_root):
-    proc_root(9, "kworker/0:1", ppid=2, io=None)
-    (Path(proc_root.root) / "self" / "schedstat").write_text("0 0 0\n")
-    _sched(proc_root.root, 9, "0 0 0\n")
-    table = procfs.Procfs(proc_root.root)
-    table.process_iter()
-    table.process_iter()
+    table, _ = _kworker(proc_root, "0 0 0\n", "0 0 0\n")
     _rewrite_stat(proc_root.root, 9, "kworker/0:1", utime=999, ppid=2)
     (proc,) = table.process_iter()
     assert proc.cpu_times().user == 999 / TICK
