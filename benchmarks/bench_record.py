@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from collectors.export import snapshot_to_dict
+from collectors.rates import measured
 from collectors.ring_header import SegmentHeader
 from collectors.ring_reader import PollResult
 from collectors.ring_records import RecordBlock
@@ -53,6 +54,11 @@ PHASES = ("data", "forward", "backward", "optimizer", "other")
 PHASE_MS = (8.0, 25.0, 50.0, 12.0, 5.0)  # a 100 ms step
 
 
+def reading(rng: random.Random, low: float, high: float) -> float:
+    """A derived reading (a rate, a share, a mean) as collectors make it: to 6 digits."""
+    return measured(rng.uniform(low, high))
+
+
 def gpu(i: int, rng: random.Random) -> GpuSnapshot:
     return GpuSnapshot(
         index=i, name="NVIDIA H100 80GB HBM3", uuid=f"GPU-4c9e3b1a-7d2f-4e8a-9b6c-00000000000{i}",
@@ -65,7 +71,7 @@ def gpu(i: int, rng: random.Random) -> GpuSnapshot:
         sm_clock_mhz=rng.choice((1980, 1965, 1950, 1755)), sm_clock_max_mhz=1980,
         mem_clock_mhz=2619, mem_clock_max_mhz=2619, pstate=0,
         clocks_event_reasons=rng.choice((0, 0, 0, 4)), clocks_event_reasons_supported=0x1FF,
-        pcie_rx_bytes_per_s=rng.uniform(1e8, 9e8), pcie_tx_bytes_per_s=rng.uniform(1e8, 9e8),
+        pcie_rx_bytes_per_s=reading(rng, 1e8, 9e8), pcie_tx_bytes_per_s=reading(rng, 1e8, 9e8),
         mig_mode=False, processes=(GpuProcess(5000 + i, (70_000 + rng.randint(0, 400)) * MIB),),
     )  # fmt: skip
 
@@ -77,13 +83,15 @@ def cpu(cores: int, rng: random.Random) -> CpuSnapshot:
         return CpuCore(i, float(busy), float(user), float(busy - user), 0.0,
                        float(rng.choice((2000, 2400, 3000, 3700))))  # fmt: skip
 
+    load = rng.randint(20 << 16, 40 << 16) / 65536  # the kernel's fixed point
     return CpuSnapshot(tuple(core(i) for i in range(cores)), core(0),
-                       (rng.uniform(20, 40), 30.0, 28.0), 2800.0, 3700.0, cores // 2)  # fmt: skip
+                       (load, 30.0, 28.0), 2800.0, 3700.0, cores // 2)  # fmt: skip
 
 
-def processes(rng: random.Random) -> tuple[ProcessSnapshot, ...]:
+def processes(rng: random.Random, t: int) -> tuple[ProcessSnapshot, ...]:
     """8 trainers and 24 workers busy every second; 368 daemons, mostly asleep, whose memory
-    changes now and then (a real process table, not 400 random rows)."""
+    changes now and then (a real process table, not 400 random rows).  Busy ones wait for a CPU
+    a few ms a second, a running total in ns as schedstat gives it."""
 
     def proc(pid: int) -> ProcessSnapshot:
         trainer, worker = pid < 5008, 5008 <= pid < 5032
@@ -92,11 +100,12 @@ def processes(rng: random.Random) -> tuple[ProcessSnapshot, ...]:
         return ProcessSnapshot(
             pid, 1, "alice" if pid < 5032 else "root", f"proc{pid}",
             f"python train.py --rank {pid - 5000}" if trainer else f"/usr/sbin/daemon{pid}",
-            rng.uniform(0, 100) if busy else 0.0,
+            reading(rng, 0, 100) if busy else 0.0,
             base_rss + (rng.randint(0, 4096) * 4096 if busy else 0),
-            rng.uniform(0, 5e7) if worker else 0.0, 0.0,
+            reading(rng, 0, 5e7) if worker else 0.0, 0.0,
             70_000 * MIB if trainer else None, 64 if trainer else 4,
             5000 + (pid - 5008) % 8 if worker else None,
+            cpu_wait_s=(t * (pid % 7 + 1) * 10**6 + rng.randint(0, 10**6)) / 1e9 if busy else None,
         )  # fmt: skip
 
     return tuple(proc(5000 + i) for i in range(400))
@@ -119,13 +128,15 @@ class Recent:
 
 def jobs(rng: random.Random, t: int, recent: Recent) -> tuple[JobSnapshot, ...]:
     def job(rank: int) -> JobSnapshot:
-        shares = [ms / 100 * rng.uniform(0.95, 1.05) for ms in PHASE_MS]
+        shares = [reading(rng, ms / 100 * 0.95, ms / 100 * 1.05) for ms in PHASE_MS]
+        pairs = zip(PHASES, shares, strict=True)
+        phases = tuple(PhaseShare(name, s, measured(s / 10)) for name, s in pairs)
         return JobSnapshot(
             5000 + rank, "llama-7b", rank, rank, RANKS, "live", t * STEPS_PER_S,
-            rng.uniform(9.8, 10.2), rng.uniform(310, 330), rng.uniform(0.098, 0.102),
-            rng.uniform(0.11, 0.13), shares[0], 0.008, 0.009, 10.0, rng.uniform(0.8, 0.9),
-            tuple(PhaseShare(n, s, s / 10) for n, s in zip(PHASES, shares, strict=True)), (), 0,
-            rng.uniform(0, 0.1), recent.tick(rank),
+            reading(rng, 9.8, 10.2), reading(rng, 310, 330), reading(rng, 0.098, 0.102),
+            reading(rng, 0.11, 0.13), shares[0], 0.008, 0.009, 10.0, reading(rng, 0.8, 0.9),
+            phases, (), 0,
+            reading(rng, 0, 0.1), recent.tick(rank),
             70 * GIB, 72 * GIB, job_id="run:llama/8", started_at=1.75e9,
         )  # fmt: skip
 
@@ -133,19 +144,19 @@ def jobs(rng: random.Random, t: int, recent: Recent) -> tuple[JobSnapshot, ...]:
 
 
 def snapshot(t: int, cores: int, rng: random.Random, recent: Recent) -> Snapshot:
-    rate = rng.uniform
-    nics = tuple(NicSnapshot(f"ib{i}", True, 200_000, rate(1e9, 2e10), rate(1e9, 2e10),
-                             rng.uniform(1e5, 1e6), rng.uniform(1e5, 1e6), 0.0, 0.0,
-                             rng.uniform(5, 80)) for i in range(4))  # fmt: skip
-    disks = tuple(DiskSnapshot(f"nvme{i}n1", rng.uniform(0, 2e9), rng.uniform(0, 1e8),
-                               rng.uniform(0, 9000), rng.uniform(0, 500), rng.uniform(0, 60),
-                               rng.uniform(0.1, 2)) for i in range(4))  # fmt: skip
+    nics = tuple(NicSnapshot(f"ib{i}", True, 200_000, reading(rng, 1e9, 2e10),
+                             reading(rng, 1e9, 2e10), reading(rng, 1e5, 1e6),
+                             reading(rng, 1e5, 1e6), 0.0, 0.0,
+                             reading(rng, 5, 80)) for i in range(4))  # fmt: skip
+    disks = tuple(DiskSnapshot(f"nvme{i}n1", reading(rng, 0, 2e9), reading(rng, 0, 1e8),
+                               reading(rng, 0, 9000), reading(rng, 0, 500), reading(rng, 0, 60),
+                               reading(rng, 0.1, 2)) for i in range(4))  # fmt: skip
     memory = MemorySnapshot(2048 * GIB, 900 * GIB + rng.randint(0, GIB), 1100 * GIB,
                             300 * GIB, 8 * GIB, 0, 0.0, 0.0)  # fmt: skip
     return Snapshot(1.75e9 + t + rng.uniform(0, 0.002), 1000.0 + t, 1.0,
                     HostInfo("gpu-node-07", 86400.0 + t, cores), cpu(cores, rng), memory, disks,
                     nics, tuple(gpu(i, rng) for i in range(GPUS)),
-                    GpuStatus(True, None, "590.48.01", "13.1"), processes(rng),
+                    GpuStatus(True, None, "590.48.01", "13.1"), processes(rng, t),
                     jobs(rng, t, recent))  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import psutil
 
 from collectors import procfs
-from collectors.rates import counter_delta, rate
+from collectors.rates import counter_delta, measured, rate
 from collectors.snapshot import DiskSnapshot
 
 PROC_DISKSTATS = "/proc/diskstats"
@@ -176,7 +176,7 @@ def _disk_row(name: str, prev: Any, cur: Any, dt: float) -> DiskSnapshot:
 def _busy_pct(prev: Any, cur: Any, dt: float) -> float | None:
     """Share of the interval the device had I/O in flight (Linux ``busy_time``, ms)."""
     busy_ms_per_s = rate(getattr(prev, "busy_time", None), getattr(cur, "busy_time", None), dt)
-    return None if busy_ms_per_s is None else min(100.0, busy_ms_per_s / 10.0)
+    return None if busy_ms_per_s is None else min(100.0, measured(busy_ms_per_s / 10.0))
 
 
 def _await_ms(prev: Any, cur: Any) -> float | None:
@@ -185,4 +185,4 @@ def _await_ms(prev: Any, cur: Any) -> float | None:
     waited = counter_delta(prev.read_time + prev.write_time, cur.read_time + cur.write_time)
     if not ios or waited is None:
         return None
-    return waited / ios
+    return measured(waited / ios)

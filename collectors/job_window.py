@@ -20,6 +20,7 @@ from operator import add, attrgetter, sub, truediv
 from typing import NamedTuple
 
 from collectors.job_key import job_key
+from collectors.rates import measured
 from collectors.ring_header import SegmentHeader
 from collectors.ring_reader import PollResult
 from collectors.ring_records import RecordBlock
@@ -132,7 +133,7 @@ class JobWindow:
         """Seconds since the last step ended; since the writer started if it never stepped."""
         last = self.last_end_ns
         last = self._header.created_monotonic_ns if last is None else last
-        return max(0.0, now_s - last / _NS)
+        return measured(max(0.0, now_s - last / _NS))
 
     def snapshot(
         self,
@@ -184,19 +185,19 @@ class JobWindow:
         steps, samples, batches, gpu_ns, gpu_steps = self._totals
         gpu = gpu_ns / _NS / span if gpu_steps else None
         return {
-            "steps_per_s": steps / span,
+            "steps_per_s": measured(steps / span),
             # A loop that counts no samples (no DataLoader, no tensor input found) has no rate:
             # unknown ("—"), not 0, which would read as a dead loader in panels and evidence.
-            "samples_per_s": samples / span if samples else None,
-            "batches_per_s": batches / span,
-            "gpu_busy_share": None if gpu is None else min(1.0, gpu),
+            "samples_per_s": measured(samples / span) if samples else None,
+            "batches_per_s": measured(batches / span),
+            "gpu_busy_share": None if gpu is None else min(1.0, measured(gpu)),
         }
 
     def _times(self) -> dict:
         steps, data = self._percentile_lists() if self._chunks else ([], [])
         data_i = self._header.data_phase_index
         total = sum(self._phase_totals)
-        share = self._phase_totals[data_i] / total if data and total else None
+        share = measured(self._phase_totals[data_i] / total) if data and total else None
         return {
             "step_time_p50_s": _percentile(steps, 0.5),
             "step_time_p95_s": _percentile(steps, 0.95),
@@ -211,7 +212,7 @@ class JobWindow:
         if not steps or not total:
             return ()
         return tuple(
-            PhaseShare(name, ns / total, ns / steps / _NS)
+            PhaseShare(name, measured(ns / total), measured(ns / steps / _NS))
             for name, ns in zip(self._header.phases, self._phase_totals, strict=True)
         )
 
@@ -251,4 +252,4 @@ def _percentile(sorted_ns: list[int], q: float) -> float | None:
     """Nearest-rank percentile in seconds of an already sorted list of nanoseconds."""
     if not sorted_ns:
         return None
-    return sorted_ns[min(len(sorted_ns) - 1, int(q * len(sorted_ns)))] / _NS
+    return measured(sorted_ns[min(len(sorted_ns) - 1, int(q * len(sorted_ns)))] / _NS)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from collectors.job_window import JobWindow
+from collectors.rates import measured
 from collectors.ring_header import SegmentHeader
 from collectors.ring_reader import (
     HotBlock,
@@ -209,10 +210,10 @@ def live_phase(job: _Job, state: str, now_s: float) -> tuple[str | None, float |
     index, start_ns = hot.live_phase, hot.live_start_ns
     end_ns = job.window.last_end_ns
     if end_ns is not None and start_ns + LIVE_RESOLUTION_NS <= end_ns:
-        return "other", max(0.0, now_s - end_ns / 1e9)
+        return "other", measured(max(0.0, now_s - end_ns / 1e9))
     if index >= len(header.phases):
         return None, None
-    return header.phases[index], max(0.0, now_s - start_ns / 1e9)
+    return header.phases[index], measured(max(0.0, now_s - start_ns / 1e9))
 
 
 def _state(job: _Job, now: float) -> str:

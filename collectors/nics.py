@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import psutil
 
 from collectors import procfs
-from collectors.rates import rate
+from collectors.rates import measured, rate
 from collectors.snapshot import NicSnapshot
 
 PROC_NET_DEV = "/proc/net/dev"
@@ -184,4 +184,4 @@ def link_util_pct(rx: float | None, tx: float | None, speed_mbps: int | None) ->
     """Busier direction as a share of link speed: links are full duplex, each way has the speed."""
     if speed_mbps is None or rx is None or tx is None:
         return None
-    return min(100.0, 100.0 * max(rx, tx) * 8 / (speed_mbps * 1e6))
+    return min(100.0, measured(100.0 * max(rx, tx) * 8 / (speed_mbps * 1e6)))

@@ -40,7 +40,23 @@ def rate(prev: int | float | None, cur: int | float | None, dt: float) -> float 
     if prev is None or cur is None or dt <= 0:
         return None
     delta = counter_delta(prev, cur)
-    return None if delta is None else delta / dt
+    return None if delta is None else measured(delta / dt)
+
+
+MEASURED_DIGITS = 6
+"""Significant digits a derived reading keeps: finer than any source (a jiffy of 256 cores'
+second is 0.004 % of it, NVML counts whole percents and MHz) and than the 4 digits a panel draws,
+coarser than the float noise of dividing by an interval the clock read microseconds off."""
+
+
+def measured(value: float) -> float:
+    """``value`` to ``MEASURED_DIGITS`` significant digits, rounded where the reading is made.
+
+    A recording keeps every value exactly, so replay draws what the live panels drew (rounding
+    only when writing put 850.04999 MB/s, drawn "850.0" live, at 850.05, drawn "850.1"); the
+    noise digits dropped here are also the ones no compressor can shrink.
+    """
+    return float(f"{value:.{MEASURED_DIGITS}g}")
 
 
 def rates_by_key(
@@ -109,13 +125,7 @@ def cpu_util(prev: CpuTimes | None, cur: CpuTimes) -> CpuUtil | None:
 def _pct(part: float, total: float) -> float:
     """``part`` as a percentage of ``total``, clamped to 0-100 against rounding in the kernel.
 
-    Rounded to ``PCT_DECIMALS``: the times are whole jiffies turned into float seconds, and
-    their differences carry noise that put 3 jiffies of 200 at 1.4999999999999998 %, drawn as
-    "1%" live but as "2%" once a recording kept it to 6 digits (1.5).
+    ``measured``: the times are whole jiffies turned into float seconds, and their differences
+    carry noise that put 3 jiffies of 200 at 1.4999999999999998 %, drawn as "1%" where 1.5 is "2%".
     """
-    return round(min(100.0, max(0.0, 100.0 * part / total)), PCT_DECIMALS)
-
-
-PCT_DECIMALS = 4
-"""Far finer than a CPU share can be (one jiffy of 256 cores' second is 0.004 %) and far
-coarser than float noise in seconds summed over days of uptime (about 1e-6 %)."""
+    return measured(min(100.0, max(0.0, 100.0 * part / total)))

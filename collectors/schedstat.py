@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 from collectors import procfs
 from collectors.open_files import OpenFiles
+from collectors.rates import measured
 
 NS_PER_S = 1e9
 BUSY_SHARE = 0.5
@@ -187,7 +188,7 @@ def _grown_pct(prev: Reading | None, now: float, seen: Threads) -> float | None:
         return None
     before = prev[1]
     grown = sum(s.wait_ns - (before[t].wait_ns if t in before else 0) for t, s in seen.items())
-    return 100.0 * grown / NS_PER_S / (now - prev[0])
+    return measured(100.0 * grown / NS_PER_S / (now - prev[0]))
 
 
 def _detail(prev: Reading, now: float, seen: Threads, pid: int) -> ThreadDetail:
@@ -222,4 +223,5 @@ def _thread_pcts(
         return None, None
     dt_ns = (now - prev[0]) * NS_PER_S
     old, new = prev[1][tid], seen[tid]
-    return 100.0 * (new.run_ns - old.run_ns) / dt_ns, 100.0 * (new.wait_ns - old.wait_ns) / dt_ns
+    run, wait = new.run_ns - old.run_ns, new.wait_ns - old.wait_ns
+    return measured(100.0 * run / dt_ns), measured(100.0 * wait / dt_ns)

@@ -21,29 +21,22 @@ from diagnosis.model import Verdict
 
 Schema = dict[str, list[str]]
 ROOTS: tuple[type, ...] = (Snapshot, Verdict)
-# Measured values are kept to 6 significant digits: every source is coarser (CPU shares come from
-# 10 ms jiffies, NVML reports whole percents, milliwatts and MHz), panels show at most 4 digits
-# (with 5, a value like 850.2549 MB/s would be stored as 850.25 and drawn as 850.2 instead of
-# 850.3), and a float's last 10 digits are noise that no compressor can shrink (7 bytes each).
-SIGNIFICANT = 6
-# Points in time are kept exact: 6 digits of an epoch timestamp would be a 1000 s error.
-EXACT_FIELDS = frozenset({"timestamp", "monotonic", "started_at", "uptime_s"})
 
 
 def encode(obj: Any) -> Any:
-    """``obj`` as JSON-ready lists: dataclasses by field order, tuples as lists."""
-    if isinstance(obj, float):
-        return float(f"{obj:.{SIGNIFICANT}g}")
+    """``obj`` as JSON-ready lists: dataclasses by field order, tuples as lists.
+
+    Every value is kept exactly (JSON writes a float's shortest round-trip form): rounding here,
+    however fine, moves a value that sits next to a boundary a panel rounds at (850.04999 MB/s
+    kept as 850.05 draws "850.1", where live drew "850.0"), so replay would disagree with live.
+    Collectors round their derived readings where they make them (``collectors.rates.measured``),
+    which keeps the noise digits out of the file as well.
+    """
     if dataclasses.is_dataclass(obj):
-        return [_field(obj, name) for name in _names(type(obj))]
+        return [encode(getattr(obj, name)) for name in _names(type(obj))]
     if isinstance(obj, tuple | list):
         return [encode(item) for item in obj]
     return obj
-
-
-def _field(obj: Any, name: str) -> Any:
-    value = getattr(obj, name)
-    return value if name in EXACT_FIELDS else encode(value)
 
 
 @functools.cache

