@@ -175,8 +175,8 @@ def _disk_row(name: str, prev: Any, cur: Any, dt: float) -> DiskSnapshot:
 
 def _busy_pct(prev: Any, cur: Any, dt: float) -> float | None:
     """Share of the interval the device had I/O in flight (Linux ``busy_time``, ms)."""
-    busy_ms_per_s = rate(getattr(prev, "busy_time", None), getattr(cur, "busy_time", None), dt)
-    return None if busy_ms_per_s is None else min(100.0, measured(busy_ms_per_s / 10.0))
+    busy = rate(getattr(prev, "busy_time", None), getattr(cur, "busy_time", None), dt, scale=0.1)
+    return None if busy is None else min(100.0, busy)  # ms a second: 10 is 1 %
 
 
 def _await_ms(prev: Any, cur: Any) -> float | None:

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import psutil
 
 from collectors import procfs, schedstat
-from collectors.rates import measured, rate
+from collectors.rates import rate
 from collectors.snapshot import ProcessSnapshot, WorkerSnapshot
 
 Key = tuple[int, float]
@@ -217,8 +217,7 @@ class ProcessCollector:
             io = self._io(proc, key, now, idle=prev_cpu == cpu_s)
         except self._gone:
             return None
-        pct = rate(prev_cpu, cpu_s, dt)
-        cpu_pct = None if pct is None else measured(100.0 * pct)
+        cpu_pct = rate(prev_cpu, cpu_s, dt, scale=100.0)
         io_known = key in self._prev_io
         return _make_light(proc, key, ppid, cpu_s, cpu_pct, rss, threads, io, io_known)
 

@@ -35,12 +35,16 @@ def counter_delta(prev: int | float, cur: int | float) -> int | float | None:
     return None
 
 
-def rate(prev: int | float | None, cur: int | float | None, dt: float) -> float | None:
-    """Per-second rate of a counter; ``None`` on the first reading, ``dt <= 0`` or a reset."""
+def rate(
+    prev: int | float | None, cur: int | float | None, dt: float, scale: float = 1.0
+) -> float | None:
+    """Per-second rate of a counter, times ``scale`` (100: CPU seconds a second as a percent);
+    ``None`` on the first reading, ``dt <= 0`` or a reset.  Scaled before ``measured`` rounds,
+    so the reading is rounded once."""
     if prev is None or cur is None or dt <= 0:
         return None
     delta = counter_delta(prev, cur)
-    return None if delta is None else measured(delta / dt)
+    return None if delta is None else measured(scale * delta / dt)
 
 
 MEASURED_DIGITS = 6
