@@ -33,7 +33,6 @@ sys.path.insert(0, str(REPO))
 if os.environ.get("BENCH_TRAINTOP_FROM"):  # --baseline: an older traintop/ shadows the tree's
     sys.path.insert(0, os.environ["BENCH_TRAINTOP_FROM"])
 
-from collectors.ring_reader import discover  # noqa: E402
 from traintop.probe import Probe  # noqa: E402
 from traintop.ring import RingWriter  # noqa: E402
 
@@ -292,6 +291,10 @@ def main() -> None:
         bench_hooks(os.path.join(directory, "hooks"))
         macro_dir = os.path.join(directory, "macro")
         report_macro(bench_macro(args.pairs, macro_dir))
+        # Imported here: the reader follows this tree's format, and --baseline runs an older
+        # traintop/ through this file.
+        from collectors.ring_reader import discover
+
         segments = discover(macro_dir)
         print(f"  segments written by the traintop runs: {len(segments)} (expected {args.pairs})")
     if args.baseline:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from collectors.job_window import JobWindow
+from collectors.job_window import NEWEST, JobWindow
 from collectors.rates import measured
 from collectors.ring_header import SegmentHeader
 from collectors.ring_reader import (
@@ -54,25 +54,26 @@ class _Job:
         """Unlinked and no longer written: the cleaner (or the writer) removed it."""
         return self.liveness != "live"
 
-    def poll(self) -> None:
+    def poll(self, newest: int | None) -> None:
         """Read new records; an ended segment is read to its end once, then closed for good.
 
-        A segment gone bad keeps its last numbers and shows as crashed.
+        A segment gone bad keeps its last numbers and shows as crashed.  ``newest``: see
+        ``Segment.poll`` (None when every record is wanted, by a recorder).
         """
         if self.segment.closed:
             return
         try:
-            stepped = len(self._read().records) > 0
+            stepped = len(self._read(newest).records) > 0
             self.liveness = self.segment.liveness(stepped)
-            if self.liveness != "live":
-                self._read()  # what the writer published between the read and its exit
+            if self.liveness != "live":  # what the writer published up to its exit: all of it
+                self._read(None)
                 self.segment.close()
         except (SegmentError, OSError):
             self.segment.close()
             self.liveness = "crashed"
 
-    def _read(self) -> PollResult:
-        result = self.segment.poll()
+    def _read(self, newest: int | None) -> PollResult:
+        result = self.segment.poll(newest)
         self.window.add(result)
         self.fresh = result if self.fresh is None else _joined(self.fresh, result)
         self.window.steps_total = self.segment.next_index
@@ -112,8 +113,9 @@ class JobCollector:
         now = self._clock()
         self._collect_garbage(now)
         self._discover()
+        newest = None if self.on_records is not None else NEWEST
         for job in self._jobs.values():
-            job.poll()
+            job.poll(newest)
         self._hand_on_records()
         _mark_restarts(list(self._jobs.values()))
         jobs = sorted(self._jobs.values(), key=lambda j: (j.header.name, j.header.rank))

@@ -48,6 +48,7 @@ class SegmentHeader:
     created_realtime_ns: int
     run_id: str
     hostname: str
+    totals: bool = False  # the writer keeps running totals (format 1.1, collectors/ring_totals.py)
 
     def same_host_clock(self) -> bool:
         """CLOCK_MONOTONIC values are comparable only within one boot."""
@@ -162,4 +163,5 @@ def _build(path: Path, page: bytes, f: tuple) -> SegmentHeader:
         created_realtime_ns=f[17],
         run_id=_text(path, page, ring.RUN_ID_OFFSET, ring.TEXT_SIZE),
         hostname=_text(path, page, ring.HOSTNAME_OFFSET, ring.TEXT_SIZE),
+        totals=bool(f[8] & ring.FLAG_TOTALS) and not f[8] & ring.FLAG_CRC,
     )

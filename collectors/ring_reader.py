@@ -20,6 +20,16 @@ from typing import NamedTuple
 
 from collectors.ring_header import SegmentError, SegmentHeader, parse_header
 from collectors.ring_records import Record, RecordBlock, validated
+from collectors.ring_totals import (
+    Cumulative,
+    Span,
+    anchored,
+    last_slot,
+    minus,
+    parsed,
+    read_slot,
+    safe,
+)
 from traintop import ring_format as ring
 from traintop import ring_paths
 
@@ -30,6 +40,7 @@ __all__ = [
     "RecordBlock",
     "Segment",
     "SegmentError",
+    "Span",
     "discover",
     "open_segment",
     "remove_stale",
@@ -42,11 +53,16 @@ _MAX_HEAD_JUMP = 1 << 40  # a head this far ahead of our cursor is garbage, not 
 
 
 class PollResult(NamedTuple):
-    """New records since the last poll, plus what this reader missed (lost) or refused."""
+    """New records since the last poll, plus what this reader missed (lost) or refused.
+
+    With a ``span``, ``records`` are only the newest of the new steps and the span accounts for
+    all of them (``Segment.poll(newest=...)``).
+    """
 
     records: RecordBlock
     lost: int
     rejected: int
+    span: Span | None = None
 
 
 class HotBlock(NamedTuple):
@@ -80,6 +96,7 @@ class Segment:
         self._header_gen = 0
         self.last_hot = self.hot()  # as of the last poll: its head is where that poll stopped
         self.next_index = max(0, self.last_hot.head - header.capacity + 1)
+        self._cum: Cumulative | None = None  # the writer's totals at next_index, when known
 
     def hot(self) -> HotBlock:
         return _hot_block(self._hot_raw())
@@ -107,10 +124,14 @@ class Segment:
         self.header, self._header_gen = header, hot.header_gen
         return True
 
-    def poll(self) -> PollResult:
+    def poll(self, newest: int | None = None) -> PollResult:
         """Records published since the previous poll; raises SegmentError if the file went bad.
 
         Updates ``last_hot``.  Nothing new costs one read: the hot block that gave the head.
+        With ``newest``, a poll of more new records than that returns only the newest
+        ``newest`` with a ``span`` of them all, from the writer's totals (format 1.1), when the
+        totals at the cursor are known: the first poll, a 1.0 or crc segment, a slow writer
+        and any doubt about a copy read every record, as without ``newest``.
         """
         raw = self._hot_raw()
         h1, start = int.from_bytes(raw[:8], "little"), self.next_index
@@ -119,10 +140,43 @@ class Segment:
         if h1 == start:
             self.last_hot = _hot_block(raw)
             return PollResult(RecordBlock(b"", len(self.header.phases)), 0, 0)
+        if newest is not None and self._cum is not None and h1 - start > newest:
+            sparse = self._poll_newest(h1, newest)
+            if sparse is not None:
+                return sparse
         lo = max(start, h1 - self.header.capacity + 1)
-        block, overrun, rejected = self._snapshot(lo, h1)
+        # A writer this fast may need ``newest`` next time: learn its totals at h1 now.
+        anchor = newest is not None and self.header.totals and h1 - start > newest // 2
+        block, overrun, rejected, slot = self._snapshot(lo, h1, anchor)
         self.next_index = h1
+        self._cum = None
+        if anchor and not rejected:  # every record [h1 - len(block), h1) is at hand
+            self._cum = anchored(slot, block, h1, self.last_hot.head)
         return PollResult(block, lo - start + overrun, rejected)
+
+    def _poll_newest(self, h1: int, newest: int) -> PollResult | None:
+        """The steps up to the newest totals slot (at most h1): its newest records, the first
+        new step's start and the totals, all copied between two reads of the head; None if any
+        of it may be torn.  The few steps after the slot are left for the next poll."""
+        start, at, n_phases = self.next_index, last_slot(h1), len(self.header.phases)
+        if at - start <= newest or self._cum is None:
+            return None
+        raw = read_slot(self._fd, at)
+        first, buf = self._copy(start, start + 1), self._copy(at - newest, at)
+        self.last_hot = self.hot()
+        h2, slot = self.last_hot.head, parsed(raw, at, n_phases)
+        data, rejected = validated(buf, at - newest, False)
+        whole = first[:8] == first[120:] == (start + 1).to_bytes(8, "little")
+        if slot is None or not safe(slot, h2) or start < h2 - self.header.capacity + 1:
+            return None
+        if rejected or not whole:
+            return None
+        block = RecordBlock(data, n_phases)
+        first_start = int.from_bytes(first[16:24], "little")
+        totals = minus(slot.totals, self._cum.totals)
+        span = Span(at - start, first_start, totals, block.last_mem_bytes(slot.mem_bytes))
+        self._cum, self.next_index = Cumulative(at, slot.totals), at
+        return PollResult(block, 0, 0, span)
 
     def last(self, n: int) -> RecordBlock:
         """The newest ``n`` (at most capacity - 1) valid records, without moving the cursor."""
@@ -130,18 +184,23 @@ class Segment:
         lo = max(0, h1 - max(0, n), h1 - self.header.capacity + 1)
         return self._snapshot(lo, h1)[0]
 
-    def _snapshot(self, lo: int, h1: int) -> tuple[RecordBlock, int, int]:
+    def _snapshot(
+        self, lo: int, h1: int, anchor: bool = False
+    ) -> tuple[RecordBlock, int, int, bytes]:
         """Copy [lo, h1), re-read head, keep only indices the writer cannot have touched.
 
         The second head comes with the whole hot block (``last_hot``): one read, not two.
+        ``anchor`` also copies the slot of the totals at h1 in between (else it comes back
+        empty).
         """
         buf = self._copy(lo, h1)
+        slot = read_slot(self._fd, last_slot(h1)) if anchor else b""
         self.last_hot = self.hot()
         safe_lo = min(h1, max(lo, self.last_hot.head - self.header.capacity + 1))
         if safe_lo > lo:
             del buf[: (safe_lo - lo) * ring.RECORD_SIZE]
         data, rejected = validated(buf, safe_lo, self.header.crc)
-        return RecordBlock(data, len(self.header.phases)), safe_lo - lo, rejected
+        return RecordBlock(data, len(self.header.phases)), safe_lo - lo, rejected, slot
 
     def _copy(self, lo: int, hi: int) -> bytearray:
         """pread slots of indices [lo, hi) into a new buffer in index order (two reads if

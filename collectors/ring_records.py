@@ -51,6 +51,10 @@ class RecordBlock:
     def __len__(self) -> int:
         return len(self._data) // ring.RECORD_SIZE
 
+    @property
+    def n_phases(self) -> int:
+        return self._n_phases
+
     def raw(self) -> bytes:
         """The validated records as published (128 bytes each), for a lossless recording.
 

@@ -92,3 +92,27 @@ def make_segment(directory: Path | None, **kwargs) -> RingWriter:
     kwargs.setdefault("name", "job")
     kwargs.setdefault("phases", PHASES)
     return RingWriter.create(directory=None if directory is None else str(directory), **kwargs)
+
+
+def expected_sums(lo: int, hi: int) -> tuple[tuple[int, ...], int, int]:
+    """Phase sums, samples and batches of the records [lo, hi) that ``write`` writes."""
+    n = hi - lo
+    ramp = (hi - 1) * hi // 2 - (lo - 1) * lo // 2  # sum of i over [lo, hi)
+    samples = [i % 4096 for i in range(lo, hi)]
+    return (ramp + n, 2 * ramp + 3 * n, 3 * ramp + 5 * n), sum(samples), n - samples.count(0)
+
+
+def totals_reader_proc(path: str, seconds: float, queue) -> None:
+    """Poll for the newest 32 records only; check every span's totals against the closed form."""
+    seg = open_segment(path)
+    spans = wrong = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        start = seg.next_index
+        span = seg.poll(newest=32).span
+        if span is not None:
+            spans += 1
+            got = (span.totals.phase_ns, span.totals.samples, span.totals.batches)
+            first = fields(start)[1]
+            wrong += got != expected_sums(start, start + span.steps) or span.first_start_ns != first
+    queue.put((spans, wrong))

@@ -1,4 +1,4 @@
-"""Ring segment format v1: constants, struct layouts and the header writer.
+"""Ring segment format v1.1: constants, struct layouts and the header writer.
 
 Kept apart from the writer so the monitor side can share one definition of the layout
 (docs/ring-format.md documents it for other implementers).  Stdlib only.
@@ -15,7 +15,7 @@ import time
 import zlib
 
 MAGIC = b"TTRING\x00\x01"
-VERSION_MAJOR, VERSION_MINOR = 1, 0
+VERSION_MAJOR, VERSION_MINOR = 1, 1
 HEADER_SIZE = 4096
 RECORD_SIZE = 128
 ENDIAN_TAG = 0x01020304
@@ -49,6 +49,22 @@ RECORD_CRC_OFFSET = 116
 
 # Header flags.
 FLAG_CRC = 1 << 0  # every record carries a crc32 (weakly ordered CPUs)
+FLAG_TOTALS = 1 << 1  # the writer keeps running totals in the totals slots (format 1.1)
+
+# Totals (1.1): the sums of every record published so far, so a reader of a fast trainer needs
+# its newest records only.  Written every TOTALS_EVERY-th record, before that record's head,
+# into slot (seq // TOTALS_EVERY) % TOTALS_SLOTS: tag (= seq: the records [0, seq) summed),
+# samples, batches (records with samples > 0), gpu_ns and gpu_steps (records with GPU_VALID),
+# mem_seq and mem_bytes (the newest record with MEM_VALID; 0 = none), phase_ns[8], tag again.
+TOTALS_OFFSET, TOTALS_SLOTS, TOTALS_EVERY = 2048, 4, 8
+TOTALS = struct.Struct("<16Q")
+
+
+def totals_offset(at: int) -> int:
+    """Where the totals of the records [0, at) go (``at`` a multiple of TOTALS_EVERY)."""
+    return TOTALS_OFFSET + (at // TOTALS_EVERY % TOTALS_SLOTS) * TOTALS.size
+
+
 # Record flags.
 FLAG_GPU_VALID = 1 << 0  # gpu_ns holds a measured GPU time (of step - gpu_lag)
 FLAG_MEM_VALID = 1 << 1  # mem_bytes holds a reading of the header's mem_kind
@@ -133,7 +149,7 @@ def write_header(mm: mmap.mmap, h: dict) -> None:
     page = bytearray(CRC_AREA_END)
     HEADER.pack_into(
         page, 0, MAGIC, VERSION_MAJOR, VERSION_MINOR, HEADER_SIZE, RECORD_SIZE, h["capacity"],
-        HEADER_SIZE, segment_size(h["capacity"]), FLAG_CRC if h["crc"] else 0, ENDIAN_TAG,
+        HEADER_SIZE, segment_size(h["capacity"]), FLAG_CRC if h["crc"] else FLAG_TOTALS, ENDIAN_TAG,
         int.from_bytes(os.urandom(8), "little"), os.getpid(), proc_start_ticks(),
         stat_ino("/proc/self/ns/pid"), os.getuid(), CLOCK_MONOTONIC_ID, time.monotonic_ns(),
         time.time_ns(), h["rank"], h["local_rank"], h["world_size"], len(h["phases"]),

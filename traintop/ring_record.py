@@ -6,6 +6,11 @@ precompiled ``Struct.pack_into`` (the x86 ``record`` is compiled per phase count
 ``*args`` tuple is built), and publication is one aligned 8-byte store of ``head`` (never a
 ``pack_into``, which memsets before it packs: readers would see zeros).
 
+Without crc the writer also keeps running totals of what it published (format 1.1): a few
+integer additions per record and, every ``TOTALS_EVERY``-th record, one pack of them into a
+totals slot before the head moves.  With them a monitor reads a fast trainer's newest records
+only, however many steps a second it takes (``collectors/ring_totals.py``).
+
 Nothing here raises into training code.  Values the fast pack refuses take a slow path that
 clamps what is numeric (setting FLAG_CLAMPED) and drops the rest.  Once the segment is released
 (close, fork) the mapping is closed, so a stale reference to ``record`` can only fail into the
@@ -24,6 +29,8 @@ from typing import NamedTuple
 from traintop.ring_format import (
     DROPPED_WORD,
     FLAG_CLAMPED,
+    FLAG_GPU_VALID,
+    FLAG_MEM_VALID,
     HEAD_WORD,
     HEADER_SIZE,
     HEARTBEAT_WORD,
@@ -33,7 +40,9 @@ from traintop.ring_format import (
     RECORD,
     RECORD_CRC_OFFSET,
     RECORD_SIZE,
+    TOTALS_EVERY,
     record_crc,
+    totals_offset,
 )
 
 _U16, _U32, _U64 = (0, 0xFFFF), (0, 0xFFFFFFFF), (0, (1 << 64) - 1)
@@ -61,6 +70,7 @@ def make_recorder(
     pack, mask = RECORD.pack_into, capacity - 1
     scratch = bytearray(RECORD_SIZE)
     cursor = [0]  # records written; shared with the generated x86 ``record``
+    add_totals: Callable[..., None] | None = None  # the generated ``add``, for the slow path
     dropped = 0
 
     def record_crc_(step: int, t_start_ns: int, phase_ns: Sequence[int], samples: int,
@@ -85,6 +95,10 @@ def make_recorder(
         else:
             pack(mm, offset, seq, *values, 0, seq)
         cursor[0] = seq
+        if add_totals is not None:
+            add_totals(
+                seq, values[10], values[11], values[13], values[14], *values[2 : 2 + n_phases]
+            )
         q[HEAD_WORD] = seq
         q[HEARTBEAT_WORD] = values[1]
         q[LIVE_STEP_WORD] = (values[0] + 1) & 0xFFFF_FFFF_FFFF_FFFF
@@ -112,43 +126,86 @@ def make_recorder(
         record: RecordFn = record_crc_
     else:
         scope = {"mm": mm, "q": q, "cursor": cursor, "mask": mask, "slow": slow,
-                 "pack_short": _short_record(n_phases).pack_into}  # fmt: skip
-        record = _fast_record(n_phases, scope)
+                 "pack_short": _short_record(n_phases).pack_into,
+                 "pack_totals": _totals_struct(n_phases).pack_into,
+                 "totals_offset": totals_offset}  # fmt: skip
+        record, add_totals = _fast_record(n_phases, scope)
     return Recorder(record, set_live, lambda: dropped)
 
 
 # The x86 hot path, compiled per phase count so the phases are unpacked into names: a
 # ``*phase_ns`` call costs ~90 ns more than the whole pack.  One pack_into (unused phase slots
-# are zeroed pad bytes), then head (the publication), heartbeat and the step in progress.
+# are zeroed pad bytes), the totals, then head (the publication), heartbeat and the step in
+# progress.  The totals are cells of ``make`` (a cell costs half a list item's update), shared
+# with ``add``, which the slow path calls for a record it clamped.  The flags are tested as
+# constants, and the pack comes every TOTALS_EVERY records.
 _FAST_RECORD = """
-def record(step, t_start_ns, phase_ns, samples, gpu_ns=0, gpu_lag=0, mem_bytes=0, flags=0,
-           tokens=0):
-    n = cursor[0]
-    seq = n + 1
-    try:
-        {phases}, = phase_ns
-        pack_short(mm, HEADER_SIZE + (n & mask) * RECORD_SIZE, seq, step, t_start_ns, {phases},
-                   samples, flags, gpu_lag, gpu_ns, mem_bytes, tokens, 0, seq)
-    except Exception:
-        slow(step, t_start_ns, phase_ns, samples, flags, gpu_lag, gpu_ns, mem_bytes, tokens)
-        return
-    cursor[0] = seq
-    q[HEAD_WORD] = seq
-    q[HEARTBEAT_WORD] = t_start_ns
-    try:
-        q[LIVE_STEP_WORD] = step + 1
-    except ValueError:  # a negative step (memoryview refuses it): its u64 two's complement
-        q[LIVE_STEP_WORD] = (step + 1) & 0xFFFF_FFFF_FFFF_FFFF
+def make():
+    sam = bat = gns = gst = mseq = mlast = {zeros}0
+
+    def add(seq, samples, flags, gpu_ns, mem_bytes, {phases}):
+        nonlocal sam, bat, gns, gst, mseq, mlast, {sums}
+{totals}
+
+    def record(step, t_start_ns, phase_ns, samples, gpu_ns=0, gpu_lag=0, mem_bytes=0, flags=0,
+               tokens=0):
+        nonlocal sam, bat, gns, gst, mseq, mlast, {sums}
+        n = cursor[0]
+        seq = n + 1
+        try:
+            {phases}, = phase_ns
+            pack_short(mm, HEADER_SIZE + (n & mask) * RECORD_SIZE, seq, step, t_start_ns,
+                       {phases}, samples, flags, gpu_lag, gpu_ns, mem_bytes, tokens, 0, seq)
+        except Exception:
+            slow(step, t_start_ns, phase_ns, samples, flags, gpu_lag, gpu_ns, mem_bytes, tokens)
+            return
+        cursor[0] = seq
+{totals}
+        q[HEAD_WORD] = seq
+        q[HEARTBEAT_WORD] = t_start_ns
+        try:
+            q[LIVE_STEP_WORD] = step + 1
+        except ValueError:  # a negative step (memoryview refuses it): its u64 two's complement
+            q[LIVE_STEP_WORD] = (step + 1) & 0xFFFF_FFFF_FFFF_FFFF
+
+    return record, add
+"""
+_TOTALS = """
+        sam += samples
+        if samples:
+            bat += 1
+        if flags & {either}:
+            if flags & {gpu}:
+                gns += gpu_ns
+                gst += 1
+            if flags & {mem}:
+                mseq = seq
+                mlast = mem_bytes
+{adds}
+        if not seq & {every_mask}:
+            pack_totals(mm, totals_offset(seq), seq, sam, bat, gns, gst, mseq, mlast, {sums}, seq)
 """
 
 
-def _fast_record(n_phases: int, scope: dict) -> RecordFn:
-    """``_FAST_RECORD`` for ``n_phases``, its free names bound from ``scope``."""
+def _fast_record(n_phases: int, scope: dict) -> tuple[RecordFn, Callable[..., None]]:
+    """``_FAST_RECORD`` for ``n_phases`` (its ``record`` and ``add``), free names from ``scope``."""
     names = ", ".join(f"p{i}" for i in range(n_phases))
+    sums = ", ".join(f"s{i}" for i in range(n_phases))
+    adds = "\n".join(f"        s{i} += p{i}" for i in range(n_phases))
+    totals = _TOTALS.format(adds=adds, sums=sums, every_mask=TOTALS_EVERY - 1, gpu=FLAG_GPU_VALID,
+                            mem=FLAG_MEM_VALID, either=FLAG_GPU_VALID | FLAG_MEM_VALID)  # fmt: skip
     scope |= {"HEADER_SIZE": HEADER_SIZE, "RECORD_SIZE": RECORD_SIZE, "HEAD_WORD": HEAD_WORD,
               "HEARTBEAT_WORD": HEARTBEAT_WORD, "LIVE_STEP_WORD": LIVE_STEP_WORD}  # fmt: skip
-    exec(_FAST_RECORD.format(phases=names), scope)  # a fixed source: only the count varies
-    return scope["record"]
+    zeros = "".join(f"s{i} = " for i in range(n_phases))
+    source = _FAST_RECORD.format(phases=names, sums=sums, totals=totals, zeros=zeros)
+    exec(source, scope)  # a fixed source: only the count varies
+    return scope["make"]()
+
+
+def _totals_struct(n_phases: int) -> struct.Struct:
+    """TOTALS with the unused phase sums as pad bytes, like ``_short_record``."""
+    pad = f"{8 * (MAX_PHASES - n_phases)}x" if n_phases < MAX_PHASES else ""
+    return struct.Struct(f"<{7 + n_phases}Q{pad}Q")
 
 
 def _short_record(n_phases: int) -> struct.Struct:
