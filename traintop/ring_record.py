@@ -40,9 +40,11 @@ from traintop.ring_format import (
     RECORD,
     RECORD_CRC_OFFSET,
     RECORD_SIZE,
+    TOTALS,
     TOTALS_EVERY,
+    TOTALS_OFFSET,
+    TOTALS_SLOTS,
     record_crc,
-    totals_offset,
 )
 
 _U16, _U32, _U64 = (0, 0xFFFF), (0, 0xFFFFFFFF), (0, (1 << 64) - 1)
@@ -127,8 +129,7 @@ def make_recorder(
     else:
         scope = {"mm": mm, "q": q, "cursor": cursor, "mask": mask, "slow": slow,
                  "pack_short": _short_record(n_phases).pack_into,
-                 "pack_totals": _totals_struct(n_phases).pack_into,
-                 "totals_offset": totals_offset}  # fmt: skip
+                 "pack_totals": _totals_struct(n_phases).pack_into}  # fmt: skip
         record, add_totals = _fast_record(n_phases, scope)
     return Recorder(record, set_live, lambda: dropped)
 
@@ -182,8 +183,9 @@ _TOTALS = """
                 mseq = seq
                 mlast = mem_bytes
 {adds}
-        if not seq & {every_mask}:
-            pack_totals(mm, totals_offset(seq), seq, sam, bat, gns, gst, mseq, mlast, {sums}, seq)
+        if not seq & {every_mask}:  # offset: ring_format.totals_offset(seq), inlined
+            pack_totals(mm, {offset} + (seq >> {shift} & {slot_mask}) * {size}, seq, sam, bat, gns,
+                        gst, mseq, mlast, {sums}, seq)
 """
 
 
@@ -192,8 +194,11 @@ def _fast_record(n_phases: int, scope: dict) -> tuple[RecordFn, Callable[..., No
     names = ", ".join(f"p{i}" for i in range(n_phases))
     sums = ", ".join(f"s{i}" for i in range(n_phases))
     adds = "\n".join(f"        s{i} += p{i}" for i in range(n_phases))
-    totals = _TOTALS.format(adds=adds, sums=sums, every_mask=TOTALS_EVERY - 1, gpu=FLAG_GPU_VALID,
-                            mem=FLAG_MEM_VALID, either=FLAG_GPU_VALID | FLAG_MEM_VALID)  # fmt: skip
+    totals = _TOTALS.format(
+        adds=adds, sums=sums, every_mask=TOTALS_EVERY - 1, gpu=FLAG_GPU_VALID, mem=FLAG_MEM_VALID,
+        either=FLAG_GPU_VALID | FLAG_MEM_VALID, offset=TOTALS_OFFSET,
+        shift=TOTALS_EVERY.bit_length() - 1, slot_mask=TOTALS_SLOTS - 1, size=TOTALS.size,
+    )  # fmt: skip
     scope |= {"HEADER_SIZE": HEADER_SIZE, "RECORD_SIZE": RECORD_SIZE, "HEAD_WORD": HEAD_WORD,
               "HEARTBEAT_WORD": HEARTBEAT_WORD, "LIVE_STEP_WORD": LIVE_STEP_WORD}  # fmt: skip
     zeros = "".join(f"s{i} = " for i in range(n_phases))
