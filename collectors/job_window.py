@@ -85,6 +85,10 @@ class JobWindow:
             return
         if span is None:  # every new record is at hand (else only the newest: see Span)
             block = self._within_window(block)
+        # Steps not read one by one start where the last poll's last step ended: the probe's
+        # steps are back to back (and a gap between polls is time in the window either way).
+        skipped = span is not None and self.last_end_ns is not None
+        start = self.last_end_ns if skipped else block.t_start_ns_at(0)
         newest = block.tail(min(len(block), NEWEST))
         phases = [newest.phase_ns(i) for i in range(len(self._phase_totals))]
         step_ns = _row_sums(phases)
@@ -92,7 +96,7 @@ class JobWindow:
         data_i = self._header.data_phase_index
         data = phases[data_i][-SAMPLE_PER_POLL:] if data_i is not None else []
         sample = sorted(step_ns[-SAMPLE_PER_POLL:])
-        self._push(_chunk(block, span, self.last_end_ns, sample, sorted(data)))
+        self._push(_chunk(block, span, start, self.last_end_ns, sample, sorted(data)))
         self._recent.extend(map(truediv, step_ns[-RECENT_STEPS:], repeat(_NS)))
         mem = block.last_mem_bytes(None) if span is None else span.mem_bytes
         self._mem = self._mem if mem is None else mem
@@ -234,14 +238,13 @@ class JobWindow:
         }
 
 
-def _chunk(
-    block: RecordBlock, span: Span | None, t_end_ns: int, steps: list[int], data: list[int]
-) -> _Chunk:
+def _chunk(block: RecordBlock, span: Span | None, t_start_ns: int, t_end_ns: int,
+           steps: list[int], data: list[int]) -> _Chunk:  # fmt: skip
     """One poll's column totals (``span``'s, when the block holds only the newest steps), with
     the newest steps' times sorted for the percentiles."""
     totals = block.totals() if span is None else span.totals
     return _Chunk(
-        t_start_ns=block.t_start_ns_at(0) if span is None else span.first_start_ns,
+        t_start_ns=t_start_ns,
         t_end_ns=t_end_ns,
         steps=len(block) if span is None else span.steps,
         samples=totals.samples,

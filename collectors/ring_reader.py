@@ -155,26 +155,21 @@ class Segment:
         return PollResult(block, lo - start + overrun, rejected)
 
     def _poll_newest(self, h1: int, newest: int) -> PollResult | None:
-        """The steps up to the newest totals slot (at most h1): its newest records, the first
-        new step's start and the totals, all copied between two reads of the head; None if any
-        of it may be torn.  The few steps after the slot are left for the next poll."""
+        """The steps up to the newest totals slot (at most h1): its newest records and the
+        totals, copied between two reads of the head; None if either may be torn.  The few
+        steps after the slot are left for the next poll."""
         start, at, n_phases = self.next_index, last_slot(h1), len(self.header.phases)
         if at - start <= newest or self._cum is None:
             return None
-        raw = read_slot(self._fd, at)
-        first, buf = self._copy(start, start + 1), self._copy(at - newest, at)
+        raw, buf = read_slot(self._fd, at), self._copy(at - newest, at)
         self.last_hot = self.hot()
-        h2, slot = self.last_hot.head, parsed(raw, at, n_phases)
+        slot = parsed(raw, at, n_phases)
         data, rejected = validated(buf, at - newest, False)
-        whole = first[:8] == first[120:] == (start + 1).to_bytes(8, "little")
-        if slot is None or not safe(slot, h2) or start < h2 - self.header.capacity + 1:
-            return None
-        if rejected or not whole:
+        if slot is None or not safe(slot, self.last_hot.head) or rejected:
             return None
         block = RecordBlock(data, n_phases)
-        first_start = int.from_bytes(first[16:24], "little")
         totals = minus(slot.totals, self._cum.totals)
-        span = Span(at - start, first_start, totals, block.last_mem_bytes(slot.mem_bytes))
+        span = Span(at - start, totals, block.last_mem_bytes(slot.mem_bytes))
         self._cum, self.next_index = Cumulative(at, slot.totals), at
         return PollResult(block, 0, 0, span)
 

@@ -34,7 +34,6 @@ class Span(NamedTuple):
     """What one poll accounts for when it returns only the newest records: every new step."""
 
     steps: int
-    first_start_ns: int  # t_start_ns of the first new step
     totals: Totals
     mem_bytes: int | None  # the newest memory reading among the new steps, if any
 
