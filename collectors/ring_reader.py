@@ -169,6 +169,8 @@ class Segment:
             return None
         block = RecordBlock(data, n_phases)
         totals = minus(slot.totals, self._cum.totals)
+        if min(*totals.phase_ns, *totals[1:]) < 0:  # sums that went down: not our writer's
+            return None
         span = Span(at - start, totals, block.last_mem_bytes(slot.mem_bytes))
         self._cum, self.next_index = Cumulative(at, slot.totals), at
         return PollResult(block, 0, 0, span)

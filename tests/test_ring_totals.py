@@ -52,6 +52,19 @@ def test_every_slot_holds_the_sums_of_the_records_before_it(tmp_path, phases):
     assert earlier.at == 40 and earlier.totals == first_40.totals()
 
 
+def test_sums_past_u64_never_raise_into_training_and_readers_read_every_record(tmp_path):
+    w = make_segment(tmp_path / "ring")
+    seg = open_segment(w.path)
+    for i in range(200):  # each value fits its field, their sum does not fit a slot
+        w.record(i, 1000 * i, (1, 2, 3), 1, 2**63, 0, 0, FLAG_GPU_VALID, 0)
+    assert w.dropped == 0
+    assert len(seg.poll(newest=32).records) == 200
+    for i in range(200, 400):
+        w.record(i, 1000 * i, (1, 2, 3), 1, 2**63, 0, 0, FLAG_GPU_VALID, 0)
+    result = seg.poll(newest=32)
+    assert result.span is None and len(result.records) == 200 and seg.next_index == 400
+
+
 def test_a_crc_writer_keeps_no_totals_and_is_read_record_by_record(tmp_path):
     w = make_segment(tmp_path / "ring", crc=True)
     seg = open_segment(w.path)
@@ -119,6 +132,21 @@ def test_a_slot_rewritten_during_the_copy_makes_the_poll_read_every_record(tmp_p
     assert result.span is None  # fell back to the full read, from the same cursor
     assert [r.seq for r in result.records] == list(range(401, 801))
     assert (result.lost, result.rejected, seg.next_index) == (0, 0, 800)
+
+
+def test_totals_that_went_down_are_not_trusted(tmp_path):
+    w = make_segment(tmp_path / "ring", capacity=1024)
+    seg = open_segment(w.path)
+    for i in range(400):
+        write(w, i)
+    seg.poll(newest=32)
+    for i in range(400, 800):
+        write(w, i)
+    with open(w.path, "r+b") as f:  # slot 800 says fewer samples than slot 400 did
+        f.seek(fmt.totals_offset(800) + 8)
+        f.write((1).to_bytes(8, "little"))
+    result = seg.poll(newest=32)
+    assert result.span is None and len(result.records) == 400
 
 
 def test_the_job_window_from_newest_records_equals_the_one_from_every_record(tmp_path, monkeypatch):
