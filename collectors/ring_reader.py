@@ -140,7 +140,8 @@ class Segment:
         if h1 == start:
             self.last_hot = _hot_block(raw)
             return PollResult(RecordBlock(b"", len(self.header.phases)), 0, 0)
-        if newest is not None and self._cum is not None and h1 - start > newest:
+        known = self._cum is not None and self._cum.at == start
+        if newest is not None and known and h1 - start > newest:
             sparse = self._poll_newest(h1, newest)
             if sparse is not None:
                 return sparse

@@ -35,7 +35,7 @@ class Span(NamedTuple):
 
     steps: int
     totals: Totals
-    mem_bytes: int | None  # the newest memory reading among the new steps, if any
+    mem_bytes: int | None  # the newest memory reading up to the last of them, if any
 
 
 class Slot(NamedTuple):
