@@ -98,6 +98,20 @@ def test_a_poll_for_the_newest_records_accounts_for_every_step(tmp_path):
     assert rest.span is None and [r.seq for r in rest.records] == [1201, 1202, 1203]
 
 
+def test_a_reader_a_whole_ring_behind_loses_no_step_from_its_sums(tmp_path):
+    w = make_segment(tmp_path / "ring", capacity=1024)
+    seg = open_segment(w.path)
+    for i in range(400):
+        write(w, i)
+    seg.poll(newest=32)
+    for i in range(400, 5400):  # nearly five laps while the reader was away
+        write(w, i)
+    result = seg.poll(newest=32)
+    assert result.span is not None and (result.lost, result.span.steps) == (0, 5000)
+    got = (result.span.totals.phase_ns, result.span.totals.samples, result.span.totals.batches)
+    assert got == expected_sums(400, 5400)
+
+
 def test_a_slot_is_trusted_only_whole_and_before_the_writer_can_reuse_it():
     def slot(at, end=None):
         return fmt.TOTALS.pack(at, 1, 1, 0, 0, 0, 0, 5, *(0,) * 7, at if end is None else end)
