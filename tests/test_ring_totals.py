@@ -31,6 +31,19 @@ def _slot(path, at: int, n_phases: int):
         os.close(fd)
 
 
+def _anchored_then(tmp_path, capacity: int, then: int):
+    """A segment the reader has polled once at 400 records (learning its totals there), then
+    written on to record ``then``: the state every sparse poll starts from."""
+    w = make_segment(tmp_path / "ring", capacity=capacity)
+    seg = open_segment(w.path)
+    for i in range(400):
+        write(w, i)
+    seg.poll(newest=32)
+    for i in range(400, then):
+        write(w, i)
+    return w, seg
+
+
 @pytest.mark.parametrize("phases", [("step",), ("data", "fwd", "bwd"), tuple("abcdefgh")])
 def test_every_slot_holds_the_sums_of_the_records_before_it(tmp_path, phases):
     w = RingWriter.create(name="t", phases=phases, directory=str(tmp_path / "ring"))
@@ -99,13 +112,7 @@ def test_a_poll_for_the_newest_records_accounts_for_every_step(tmp_path):
 
 
 def test_a_reader_a_whole_ring_behind_loses_no_step_from_its_sums(tmp_path):
-    w = make_segment(tmp_path / "ring", capacity=1024)
-    seg = open_segment(w.path)
-    for i in range(400):
-        write(w, i)
-    seg.poll(newest=32)
-    for i in range(400, 5400):  # nearly five laps while the reader was away
-        write(w, i)
+    _, seg = _anchored_then(tmp_path, 1024, 5400)  # nearly five laps while the reader was away
     result = seg.poll(newest=32)
     assert result.span is not None and (result.lost, result.span.steps) == (0, 5000)
     got = (result.span.totals.phase_ns, result.span.totals.samples, result.span.totals.batches)
@@ -126,13 +133,7 @@ def test_a_slot_is_trusted_only_whole_and_before_the_writer_can_reuse_it():
 
 
 def test_a_slot_rewritten_during_the_copy_makes_the_poll_read_every_record(tmp_path):
-    w = make_segment(tmp_path / "ring", capacity=4096)
-    seg = open_segment(w.path)
-    for i in range(400):
-        write(w, i)
-    seg.poll(newest=32)
-    for i in range(400, 800):
-        write(w, i)
+    w, seg = _anchored_then(tmp_path, 4096, 800)
     copy, laps = seg._copy, iter(range(800, 840))
 
     def copy_while_writing(lo, hi):
@@ -149,13 +150,7 @@ def test_a_slot_rewritten_during_the_copy_makes_the_poll_read_every_record(tmp_p
 
 
 def test_totals_that_went_down_are_not_trusted(tmp_path):
-    w = make_segment(tmp_path / "ring", capacity=1024)
-    seg = open_segment(w.path)
-    for i in range(400):
-        write(w, i)
-    seg.poll(newest=32)
-    for i in range(400, 800):
-        write(w, i)
+    w, seg = _anchored_then(tmp_path, 1024, 800)
     with open(w.path, "r+b") as f:  # slot 800 says fewer samples than slot 400 did
         f.seek(fmt.totals_offset(800) + 8)
         f.write((1).to_bytes(8, "little"))
