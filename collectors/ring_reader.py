@@ -140,9 +140,9 @@ class Segment:
         if h1 == start:
             self.last_hot = _hot_block(raw)
             return PollResult(RecordBlock(b"", len(self.header.phases)), 0, 0)
-        known = self._cum is not None and self._cum.at == start
-        if newest is not None and known and h1 - start > newest:
-            sparse = self._poll_newest(h1, newest)
+        cum = self._cum if self._cum is not None and self._cum.at == start else None
+        if newest is not None and cum is not None and h1 - start > newest:
+            sparse = self._poll_newest(h1, newest, cum)
             if sparse is not None:
                 return sparse
         lo = max(start, h1 - self.header.capacity + 1)
@@ -155,12 +155,12 @@ class Segment:
             self._cum = anchored(slot, block, h1, self.last_hot.head)
         return PollResult(block, lo - start + overrun, rejected)
 
-    def _poll_newest(self, h1: int, newest: int) -> PollResult | None:
+    def _poll_newest(self, h1: int, newest: int, cum: Cumulative) -> PollResult | None:
         """The steps up to the newest totals slot (at most h1): its newest records and the
-        totals, copied between two reads of the head; None if either may be torn.  The few
-        steps after the slot are left for the next poll."""
+        totals, copied between two reads of the head; None if either may be torn.  ``cum``:
+        the totals at the cursor.  The few steps after the slot are left for the next poll."""
         start, at, n_phases = self.next_index, last_slot(h1), len(self.header.phases)
-        if at - start <= newest or self._cum is None:
+        if at - start <= newest:
             return None
         raw, buf = read_slot(self._fd, at), self._copy(at - newest, at)
         self.last_hot = self.hot()
@@ -169,7 +169,7 @@ class Segment:
         if slot is None or not safe(slot, self.last_hot.head) or rejected:
             return None
         block = RecordBlock(data, n_phases)
-        totals = minus(slot.totals, self._cum.totals)
+        totals = minus(slot.totals, cum.totals)
         if min(*totals.phase_ns, *totals[1:]) < 0:  # sums that went down: not our writer's
             return None
         span = Span(at - start, totals, block.last_mem_bytes(slot.mem_bytes))
