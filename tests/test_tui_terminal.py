@@ -9,11 +9,13 @@ style for style; and a tick that changes nothing on screen must write nothing.
 from __future__ import annotations
 
 import asyncio
+import gc
 from dataclasses import replace
 
 import pytest
 from textual._compositor import ChopsUpdate, Compositor, LayoutUpdate
 from textual._styles_cache import StylesCache
+from textual.strip import Strip
 
 from tests.snapshot_fixtures import EPOCH, ScriptedSource, ddp_job, machine, sweep
 from tests.test_sgr import Cells, replay
@@ -107,6 +109,34 @@ async def _unchanged_tick() -> None:
         cells = replay("".join(written))
         assert len({y for y, _ in cells}) == 1  # one GPU's row, and of it a few cells
         assert 0 < len(cells) <= 3
+
+
+def test_ticks_leave_no_strips_to_the_cycle_collector():
+    """Rows are dropped by reference counting as they are replaced: a strip caught in a
+    reference cycle waits for the cyclic collector, and a tick changes dozens of rows."""
+    garbage = asyncio.run(_cyclic_garbage_of_ticks())
+    assert [o for o in garbage if isinstance(o, Strip)] == []
+
+
+async def _cyclic_garbage_of_ticks() -> list:
+    now = [EPOCH]
+    source = ScriptedSource([])
+    app = build_app(source, clock=lambda: now[0], hostname="gpu-node-07")
+    async with app.run_test(size=(200, 50)) as pilot:
+        source.push(machine(8, jobs=_jobs_at(0)))
+        await pilot.pause()
+        gc.collect()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            for tick in range(1, 4):
+                now[0] = EPOCH + tick
+                source.push(machine(8, tick=tick, jobs=_jobs_at(tick)))
+                await pilot.pause()
+            gc.collect()
+            return list(gc.garbage)
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
 
 
 def test_panels_draw_what_textual_draws_in_every_theme_and_style():

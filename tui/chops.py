@@ -186,8 +186,13 @@ def _render_into(
 
 
 def _fill(chop: dict[int, Strip | None], cuts: list[int], strip: Strip, x: int) -> None:
-    """``strip`` (drawn from cell ``x``) cut at ``cuts``, into the pieces still free."""
-    pieces = strip.divide([cut - x for cut in cuts[1:]])
+    """``strip`` (drawn from cell ``x``) cut at ``cuts``, into the pieces still free.
+
+    A strip that is one piece is used as it is: ``Strip.divide`` would cache ``[strip]`` in
+    the strip itself, a reference cycle that only the cyclic garbage collector frees (most
+    rows of a tick are one piece, and those cycles were most of the monitor's GC work)."""
+    ends = [cut - x for cut in cuts[1:]]
+    pieces = [strip] if ends == [strip.cell_length] else strip.divide(ends)
     for cut, piece in zip(cuts, pieces, strict=False):
         if chop.get(cut) is None:
             chop[cut] = piece
