@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
@@ -67,23 +68,31 @@ def test_partial_updates_leave_the_screen_a_full_repaint_draws():
     asyncio.run(_partial_updates_match())
 
 
-async def _partial_updates_match() -> None:
+async def _ticks(count: int) -> AsyncIterator[TraintopApp]:
+    """The app at 200x50 after each of ``count`` ticks (jobs that come, change and end)."""
     now = [EPOCH]
     source = ScriptedSource([])
     app = build_app(source, clock=lambda: now[0], hostname="gpu-node-07")
     async with app.run_test(size=(200, 50)) as pilot:
-        source.push(machine(8, jobs=_jobs_at(0)))
-        await pilot.pause()
-        screen = _full_repaint(app)
-        written = _writes(app)
-        for tick in range(1, 12):
+        for tick in range(count):
             now[0] = EPOCH + tick
             source.push(machine(8, tick=tick, jobs=_jobs_at(tick)))
             await pilot.pause()
-            for data in written:
-                screen = replay(data, screen)
-            written.clear()
-            assert screen == _full_repaint(app), f"tick {tick}"
+            yield app
+
+
+async def _partial_updates_match() -> None:
+    ticks = _ticks(12)
+    app = await anext(ticks)
+    screen = _full_repaint(app)
+    written = _writes(app)
+    tick = 0
+    async for app in ticks:
+        tick += 1
+        for data in written:
+            screen = replay(data, screen)
+        written.clear()
+        assert screen == _full_repaint(app), f"tick {tick}"
 
 
 def test_a_tick_that_changes_nothing_writes_nothing():
@@ -119,24 +128,18 @@ def test_ticks_leave_no_strips_to_the_cycle_collector():
 
 
 async def _cyclic_garbage_of_ticks() -> list:
-    now = [EPOCH]
-    source = ScriptedSource([])
-    app = build_app(source, clock=lambda: now[0], hostname="gpu-node-07")
-    async with app.run_test(size=(200, 50)) as pilot:
-        source.push(machine(8, jobs=_jobs_at(0)))
-        await pilot.pause()
+    ticks = _ticks(4)
+    await anext(ticks)  # start-up and the first layout are not what a tick leaves
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        async for _ in ticks:
+            pass
         gc.collect()
-        gc.set_debug(gc.DEBUG_SAVEALL)
-        try:
-            for tick in range(1, 4):
-                now[0] = EPOCH + tick
-                source.push(machine(8, tick=tick, jobs=_jobs_at(tick)))
-                await pilot.pause()
-            gc.collect()
-            return list(gc.garbage)
-        finally:
-            gc.set_debug(0)
-            gc.garbage.clear()
+        return list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
 
 
 def test_panels_draw_what_textual_draws_in_every_theme_and_style():
