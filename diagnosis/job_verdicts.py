@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
-from functools import cache
 
 from collectors.snapshot import JobSnapshot, Snapshot
 from diagnosis.context import Box, Context, box_of, context_for, span_trust
@@ -91,34 +90,35 @@ def judge_ended(
     if not groups:
         return ()
     pids = frozenset(pid for g in groups for pid in g.pids)
-    last = _ring_only(window[-1], pids)
-    ring = [replace(last, monotonic=window[0].monotonic), last]
-    box = cache(lambda: box_of(Memo().window(ring), last.jobs))  # only if one is not kept
-    now = last.timestamp
+    ended = tuple(j for j in window[-1].jobs if j.pid in pids)
+    now = window[-1].timestamp
+    boxes: list[Box] = []  # the ring-only box, built only if a verdict is not kept
 
     def fresh(i: int) -> JobVerdict:
-        return _in_past(judge(box(), groups[i], rules), groups[i], now)
+        if not boxes:
+            boxes.append(_ring_box(window, ended))
+        return _in_past(judge(boxes[0], groups[i], rules), groups[i], now)
 
-    keys = _ended_keys(ring, groups, now)
+    keys = _ended_keys(window, ended, groups, now)
     kept = memo.verdicts(keys, fresh)
     return tuple(map(_ended_as_of, kept, groups))
 
 
 def _ended_keys(
-    ring: Sequence[Snapshot], groups: Sequence[JobGroup], now: float
-) -> list[tuple[Hashable, object] | None]:
+    window: Sequence[Snapshot], ended: Sequence[JobSnapshot], groups: Sequence[JobGroup],
+    now: float,
+) -> list[tuple[Hashable, object] | None]:  # fmt: skip
     """Each ended job's slot (its id and first pid) and what its verdict is made of: its
     ranks' final numbers, what the ring-only box knows besides (the CPUs, how many ranks are on
     it, the window's length as far as it reaches a confidence) and its end time as written.
     Ranks whose pid another ended rank repeats read each other's samples (the box finds them
     by pid): those are judged afresh (``None``)."""
-    last = ring[-1]
-    span = last.monotonic - ring[0].monotonic
-    facts = (max(1, last.host.logical_cpus), max(1, len(last.jobs)), span_trust(span))
-    shared = _shared_pids(last.jobs)
+    span = window[-1].monotonic - window[0].monotonic
+    facts = (max(1, window[-1].host.logical_cpus), max(1, len(ended)), span_trust(span))
+    shared = _shared_pids(ended)
     return [
         None
-        if shared & g.pids
+        if shared and shared & g.pids
         else ((g.job_id, g.ranks[0].pid), (settled(g.ranks), facts, clock(g.ended_at, now)))
         for g in groups
     ]
@@ -147,9 +147,14 @@ def _in_past(verdict: JobVerdict, group: JobGroup, now: float) -> JobVerdict:
     )
 
 
-def _ring_only(snap: Snapshot, pids: frozenset[int]) -> Snapshot:
-    jobs = tuple(j for j in snap.jobs if j.pid in pids)
-    return replace(snap, jobs=jobs, processes=(), gpus=(), disks=(), nics=(), cpu=None, memory=None)
+def _ring_box(window: Sequence[Snapshot], ended: tuple[JobSnapshot, ...]) -> Box:
+    """The box of the ended jobs: two samples spanning ``window``, of their ring numbers alone
+    (the host's CPU count kept)."""
+    last = replace(
+        window[-1], jobs=ended, processes=(), gpus=(), disks=(), nics=(), cpu=None, memory=None
+    )
+    ring = [replace(last, monotonic=window[0].monotonic), last]
+    return box_of(Memo().window(ring), ended)
 
 
 def ranked_rules(rule_table) -> Rules:
