@@ -68,8 +68,8 @@ def test_partial_updates_leave_the_screen_a_full_repaint_draws():
     asyncio.run(_partial_updates_match())
 
 
-async def _ticks(count: int) -> AsyncIterator[TraintopApp]:
-    """The app at 200x50 after each of ``count`` ticks (jobs that come, change and end)."""
+async def _ticks(count: int) -> AsyncIterator[tuple[int, TraintopApp]]:
+    """Each tick of ``count`` (jobs that come, change and end) and the app at 200x50 after it."""
     now = [EPOCH]
     source = ScriptedSource([])
     app = build_app(source, clock=lambda: now[0], hostname="gpu-node-07")
@@ -78,17 +78,15 @@ async def _ticks(count: int) -> AsyncIterator[TraintopApp]:
             now[0] = EPOCH + tick
             source.push(machine(8, tick=tick, jobs=_jobs_at(tick)))
             await pilot.pause()
-            yield app
+            yield tick, app
 
 
 async def _partial_updates_match() -> None:
     ticks = _ticks(12)
-    app = await anext(ticks)
+    _, app = await anext(ticks)
     screen = _full_repaint(app)
     written = _writes(app)
-    tick = 0
-    async for app in ticks:
-        tick += 1
+    async for tick, app in ticks:
         for data in written:
             screen = replay(data, screen)
         written.clear()
