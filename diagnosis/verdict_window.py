@@ -9,16 +9,25 @@ that delivers snapshots calls :meth:`VerdictWindow.update`, so the stateful
 
 from __future__ import annotations
 
+import math
 from collections import deque
+from dataclasses import replace
 
 from collectors.snapshot import Snapshot
-from diagnosis.model import Finding, Verdict
+from diagnosis.model import LIVE_STATES, Finding, Verdict
 from diagnosis.stabilizer import VerdictStabilizer
 
 WINDOW_S = 30.0
 # At the fastest interval (0.25 s) 30 s would be 120 snapshots; 40 still span 10 s, the
 # engine's full-confidence window, at a third of the cost.
 MAX_SNAPSHOTS = 40
+RANKS_PER_TICK = 16
+"""Live ranks judged on every tick.  The window gains one snapshot in thirty a tick and a shown
+verdict moves no faster than the stabilizer's hold, while judging costs per rank (a context and
+every rule each): 64 ranks made the diagnosis a fifth of the monitor's CPU.  So beyond 16 ranks
+the window is judged every ``ceil(ranks / 16)`` ticks, keeping a tick's share near the 16-rank
+cost; between judgments the last verdict stands, its "for N s" still counting.  A job that
+starts, ends or stalls is judged at once."""
 
 
 def failed_verdict(error: Exception, window_s: float) -> Verdict:
@@ -43,10 +52,36 @@ class VerdictWindow:
         self._window_s = window_s
         self._stabilizer = stabilizer or VerdictStabilizer()
         self._window: deque[Snapshot] = deque(maxlen=MAX_SNAPSHOTS)
+        self._last: tuple[Verdict, float, tuple] | None = None  # verdict, when, jobs judged
+        self._skipped = 0
 
     def update(self, snapshot: Snapshot) -> Verdict:
-        """Add ``snapshot`` to the window and diagnose it; engine errors become the verdict."""
+        """Add ``snapshot`` to the window and diagnose it when due (see ``RANKS_PER_TICK``);
+        engine errors become the verdict."""
         self._remember(snapshot)
+        jobs = tuple((j.pid, j.job_id, j.state) for j in snapshot.jobs)
+        if not self._due(jobs):
+            self._skipped += 1
+            return self._carried(snapshot.monotonic)
+        verdict = self._judge()
+        self._last, self._skipped = (verdict, snapshot.monotonic, jobs), 0
+        return verdict
+
+    def _due(self, jobs: tuple) -> bool:
+        """Whether this tick is judged: the jobs changed, or their ranks' turn came."""
+        if self._last is None or jobs != self._last[2]:
+            return True
+        live = sum(state in LIVE_STATES for *_, state in jobs)
+        return self._skipped + 1 >= math.ceil(live / RANKS_PER_TICK)
+
+    def _carried(self, now: float) -> Verdict:
+        """The last verdict, held for as much longer as has passed since it was judged."""
+        verdict, judged_at, _ = self._last
+        if verdict.since_s is None:
+            return verdict
+        return replace(verdict, since_s=verdict.since_s + now - judged_at)
+
+    def _judge(self) -> Verdict:
         window = tuple(self._window)
         try:
             return self._stabilizer.update(window, job_pid=self._job_pid)
@@ -59,6 +94,7 @@ class VerdictWindow:
         window = self._window
         if window and snapshot.monotonic < window[-1].monotonic:
             window.clear()
+            self._last = None
         window.append(snapshot)
         while snapshot.monotonic - window[0].monotonic > self._window_s:
             window.popleft()
