@@ -270,6 +270,9 @@ def main() -> int:
     parser.add_argument("--tree", default=None, help="run traintop from this source tree")
     args = parser.parse_args()
     states = [s.strip() for s in args.states.split(",") if s.strip()]
+    unknown = [s for s in states if s not in STATES]
+    if unknown:
+        parser.error(f"unknown state {unknown[0]!r}; choose from: {', '.join(STATES)}")
     print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     full_us, gpu_us = sample_cost_us()
     print(f"one full sample (8 fake GPUs + host): {full_us:7.0f} µs; GPU collector {gpu_us:.0f} µs")
