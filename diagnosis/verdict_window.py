@@ -28,6 +28,10 @@ every rule each): 64 ranks made the diagnosis a fifth of the monitor's CPU.  So 
 the window is judged every ``ceil(ranks / 16)`` ticks, keeping a tick's share near the 16-rank
 cost; between judgments the last verdict stands, its "for N s" still counting.  A job that
 starts, ends or stalls is judged at once."""
+MAX_HOLD_S = 4.0
+"""The longest a verdict is carried, in seconds of snapshots: at a slow interval (the exporter
+samples every 5 s) waiting ``ceil(ranks / 16)`` ticks would leave it 20 s old with 64 ranks,
+while a tick every few seconds costs little whatever it judges."""
 
 
 def failed_verdict(error: Exception, window_s: float) -> Verdict:
@@ -60,16 +64,17 @@ class VerdictWindow:
         engine errors become the verdict."""
         self._remember(snapshot)
         jobs = tuple((j.pid, j.job_id, j.state) for j in snapshot.jobs)
-        if not self._due(jobs):
+        if not self._due(jobs, snapshot.monotonic):
             self._skipped += 1
             return self._carried(snapshot.monotonic)
         verdict = self._judge()
         self._last, self._skipped = (verdict, snapshot.monotonic, jobs), 0
         return verdict
 
-    def _due(self, jobs: tuple) -> bool:
-        """Whether this tick is judged: the jobs changed, or their ranks' turn came."""
-        if self._last is None or jobs != self._last[2]:
+    def _due(self, jobs: tuple, now: float) -> bool:
+        """Whether this tick is judged: the jobs changed, their ranks' turn came, or the last
+        verdict has been held ``MAX_HOLD_S``."""
+        if self._last is None or jobs != self._last[2] or now - self._last[1] >= MAX_HOLD_S:
             return True
         live = sum(state in LIVE_STATES for *_, state in jobs)
         return self._skipped + 1 >= math.ceil(live / RANKS_PER_TICK)

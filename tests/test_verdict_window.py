@@ -1,5 +1,6 @@
 """How often VerdictWindow judges: every tick up to 16 live ranks, every ``ceil(ranks / 16)``
-ticks beyond, and at once when a job starts, ends or stalls."""
+ticks beyond (never holding a verdict 4 s or more), and at once when a job starts, ends or
+stalls."""
 
 from __future__ import annotations
 
@@ -38,6 +39,14 @@ def test_48_live_ranks_are_judged_every_third_tick():
     judged, verdicts = _judged(DATA_CPU.but(extra_jobs=47).window(n=9))
     assert judged == [0, 3, 6]
     assert verdicts[4].primary == verdicts[3].primary  # a skipped tick shows the last verdict
+
+
+def test_no_verdict_is_held_four_seconds_however_many_ranks():
+    """128 ranks would wait 8 ticks of 1 s; the exporter's 5 s ticks with 64 ranks, 4 ticks."""
+    judged, _ = _judged(DATA_CPU.but(extra_jobs=127).window(n=9))
+    assert judged == [0, 4, 8]
+    judged, _ = _judged(DATA_CPU.but(extra_jobs=63).window(n=3, dt=5.0))
+    assert judged == [0, 5, 10]
 
 
 def test_a_change_of_state_is_judged_at_once():
