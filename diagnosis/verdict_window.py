@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import replace
 
 from collectors.snapshot import Snapshot
-from diagnosis.model import LIVE_STATES, Finding, Verdict
+from diagnosis.model import LIVE_STATES, Finding, JobVerdict, Verdict
 from diagnosis.stabilizer import VerdictStabilizer
 
 WINDOW_S = 30.0
@@ -32,6 +32,13 @@ MAX_HOLD_S = 4.0
 """The longest a verdict is carried, in seconds of snapshots: at a slow interval (the exporter
 samples every 5 s) waiting ``ceil(ranks / 16)`` ticks would leave it 20 s old with 64 ranks,
 while a tick every few seconds costs little whatever it judges."""
+
+
+def _held_longer(verdict: Verdict | JobVerdict, seconds: float) -> Verdict | JobVerdict:
+    """``verdict`` with its primary held ``seconds`` longer (unchanged when nothing is held)."""
+    if verdict.since_s is None:
+        return verdict
+    return replace(verdict, since_s=verdict.since_s + seconds)
 
 
 def failed_verdict(error: Exception, window_s: float) -> Verdict:
@@ -80,11 +87,11 @@ class VerdictWindow:
         return self._skipped + 1 >= math.ceil(live / RANKS_PER_TICK)
 
     def _carried(self, now: float) -> Verdict:
-        """The last verdict, held for as much longer as has passed since it was judged."""
+        """The last verdict, it and each job's held for as much longer as has passed since it
+        was judged (the exporter publishes every job's ``since_s``)."""
         verdict, judged_at, _ = self._last
-        if verdict.since_s is None:
-            return verdict
-        return replace(verdict, since_s=verdict.since_s + now - judged_at)
+        per_job = tuple(_held_longer(job, now - judged_at) for job in verdict.per_job)
+        return _held_longer(replace(verdict, per_job=per_job), now - judged_at)
 
     def _judge(self) -> Verdict:
         window = tuple(self._window)

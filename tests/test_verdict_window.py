@@ -63,6 +63,11 @@ def test_a_carried_verdict_keeps_counting_how_long_it_has_held():
     assert judged.since_s is not None
     assert carried.since_s == judged.since_s + 1.0
     assert carried.primary == judged.primary
+    held = [(job.job_id, job.since_s) for job in judged.per_job if job.since_s is not None]
+    assert held, "the scene's jobs are live: each has held its primary for some time"
+    assert [(job.job_id, job.since_s) for job in carried.per_job if job.since_s is not None] == [
+        (job_id, since + 1.0) for job_id, since in held
+    ]
 
 
 def test_a_clock_that_went_back_is_judged_at_once():
