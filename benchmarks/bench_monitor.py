@@ -14,7 +14,8 @@ absolute numbers on a noisy 2-core VM mean little.  Usage::
         [--states "no job,one 8-rank job,8 jobs x 8 ranks,24 finished"] [--glances PATH]
 
 ``--repeat`` runs everything that many times, interleaved, and reports medians (and each run).
-htop and glances run in the one-8-rank-job state, the one the targets compare against.
+htop and glances run in the one-8-rank-job state, the one the targets compare against; one
+that cannot be found is named before the run starts, and a target it would check says so.
 
 Targets (issue 10): <= 1.5 % of one core and <= glances with one 8-rank job; <= 2.0 % with 64
 live ranks; 24 finished segments add <= 0.1 points to the no-job figure; peak RSS <= 80 MB
@@ -208,6 +209,20 @@ def tools_for(state: str, args: argparse.Namespace) -> dict[str, tuple[list[str]
     return tools
 
 
+def missing_baselines(glances: str | None) -> list[str]:
+    """A line for each baseline this run will leave out, said before it starts (a fresh VM often
+    has neither): the table would otherwise just lack the row, and the target the check."""
+    missing = []
+    if not shutil.which("htop"):
+        missing.append("htop not found on PATH (apt-get install htop): no htop row")
+    if not glances:
+        missing.append(
+            "glances not found (pip install glances, or --glances PATH): no glances row, "
+            "and 'one 8-rank job <= glances' is not checked"
+        )
+    return missing
+
+
 def run_state(state: str, args: argparse.Namespace, env: dict[str, str]) -> dict[str, dict]:
     """Every tool once in ``state``, each with a fresh ring directory in that state."""
     results = {}
@@ -248,6 +263,8 @@ def check_targets(rows: dict[tuple[str, str], dict]) -> list[str]:
     if one:
         check("CPU %, one 8-rank job", one["cpu_pct"], 1.5)
         check("CPU %, one 8-rank job vs glances", one["cpu_pct"], glances and glances["cpu_pct"])
+        if glances is None:
+            lines.append("CPU %, one 8-rank job vs glances: not checked (glances did not run)")
         check("first frame KiB", one["first_kib"], 60)
         check("KiB/s after the first frame", one["kib_per_s"], 4)
     if "8 jobs x 8 ranks" in mine:
@@ -273,6 +290,10 @@ def main() -> int:
     unknown = [s for s in states if s not in STATES]
     if unknown:
         parser.error(f"unknown state {unknown[0]!r}; choose from: {', '.join(STATES)}")
+    if args.glances and not shutil.which(args.glances):
+        parser.error(f"--glances {args.glances}: no such executable")
+    if not args.skip_baselines and BASELINE_STATE in states:
+        print("\n".join(missing_baselines(args.glances)) or "baselines: htop and glances")
     print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     full_us, gpu_us = sample_cost_us()
     print(f"one full sample (8 fake GPUs + host): {full_us:7.0f} µs; GPU collector {gpu_us:.0f} µs")
