@@ -290,9 +290,10 @@ def main() -> int:
     unknown = [s for s in states if s not in STATES]
     if unknown:
         parser.error(f"unknown state {unknown[0]!r}; choose from: {', '.join(STATES)}")
-    if args.glances and not shutil.which(args.glances):
+    baselines = not args.skip_baselines and BASELINE_STATE in states
+    if baselines and args.glances and not shutil.which(args.glances):
         parser.error(f"--glances {args.glances}: no such executable")
-    if not args.skip_baselines and BASELINE_STATE in states:
+    if baselines:
         print("\n".join(missing_baselines(args.glances)) or "baselines: htop and glances")
     print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     full_us, gpu_us = sample_cost_us()
