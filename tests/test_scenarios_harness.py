@@ -52,14 +52,23 @@ def test_kill_tree_reaps_grandchildren(tmp_path: Path) -> None:
     assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
+def _listed(pid: int) -> bool:
+    return any(line.startswith(f"{pid} ") for line in workload_processes())
+
+
 def test_workload_processes_finds_survivors(tmp_path: Path) -> None:
     argv = [sys.executable, "-c", "import time; time.sleep(60)", str(WORKLOADS / "fake.py")]
     workload = start_workload(argv, {}, tmp_path / "survivor.log")
     try:
-        assert any(line.startswith(f"{workload.pid} ") for line in workload_processes())
+        # Popen returns once exec closed its pipe, before the kernel has set the new argv up:
+        # on a busy machine /proc/PID/cmdline can still read empty for a moment.
+        deadline = time.monotonic() + 5.0
+        while not _listed(workload.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _listed(workload.pid)
     finally:
         workload.stop()
-    assert not any(line.startswith(f"{workload.pid} ") for line in workload_processes())
+    assert not _listed(workload.pid)
 
 
 def test_segment_pids_reads_published_names_only(tmp_path: Path) -> None:
