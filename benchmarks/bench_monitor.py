@@ -209,18 +209,19 @@ def tools_for(state: str, args: argparse.Namespace) -> dict[str, tuple[list[str]
     return tools
 
 
-def missing_baselines(glances: str | None) -> list[str]:
-    """A line for each baseline this run will leave out, said before it starts (a fresh VM often
-    has neither): the table would otherwise just lack the row, and the target the check."""
-    missing = []
-    if not shutil.which("htop"):
-        missing.append("htop not found on PATH (apt-get install htop): no htop row")
-    if not glances:
-        missing.append(
-            "glances not found (pip install glances, or --glances PATH): no glances row, "
-            "and 'one 8-rank job <= glances' is not checked"
-        )
-    return missing
+_WITHOUT = {
+    "htop": "htop not found on PATH (apt-get install htop): no htop row",
+    "glances": "glances not found (pip install glances, or --glances PATH): no glances row, "
+    "and 'one 8-rank job <= glances' is not checked",
+}
+
+
+def missing_baselines(args: argparse.Namespace) -> list[str]:
+    """A line for each baseline ``tools_for`` will leave out, said before the run starts (a
+    fresh VM often has neither): the table would otherwise just lack the row, and the target
+    the check."""
+    present = tools_for(BASELINE_STATE, args)
+    return [line for tool, line in _WITHOUT.items() if tool not in present]
 
 
 def run_state(state: str, args: argparse.Namespace, env: dict[str, str]) -> dict[str, dict]:
@@ -294,7 +295,7 @@ def main() -> int:
     if baselines and args.glances and not shutil.which(args.glances):
         parser.error(f"--glances {args.glances}: no such executable")
     if baselines:
-        print("\n".join(missing_baselines(args.glances)) or "baselines: htop and glances")
+        print("\n".join(missing_baselines(args)) or "baselines: htop and glances")
     print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     full_us, gpu_us = sample_cost_us()
     print(f"one full sample (8 fake GPUs + host): {full_us:7.0f} µs; GPU collector {gpu_us:.0f} µs")

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -33,12 +34,19 @@ SPAWNS_GRANDCHILD = (
 )
 
 
-def _wait_for_output(path: Path, text: str) -> None:
-    for _ in range(100):
-        if text in path.read_text():
-            return
+def _eventually(check: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    """Whether ``check`` comes true within ``timeout_s`` (asked every 50 ms)."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.05)
-    raise AssertionError(f"{text!r} never appeared in {path}")
+    return True
+
+
+def _wait_for_output(path: Path, text: str) -> None:
+    if not _eventually(lambda: text in path.read_text()):
+        raise AssertionError(f"{text!r} never appeared in {path}")
 
 
 def test_kill_tree_reaps_grandchildren(tmp_path: Path) -> None:
@@ -62,10 +70,7 @@ def test_workload_processes_finds_survivors(tmp_path: Path) -> None:
     try:
         # Popen returns once exec closed its pipe, before the kernel has set the new argv up:
         # on a busy machine /proc/PID/cmdline can still read empty for a moment.
-        deadline = time.monotonic() + 5.0
-        while not _listed(workload.pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert _listed(workload.pid)
+        assert _eventually(lambda: _listed(workload.pid))
     finally:
         workload.stop()
     assert not _listed(workload.pid)
