@@ -13,10 +13,12 @@ import pytest
 from collectors.jobs import JobCollector
 from collectors.ring_reader import discover, open_segment
 from tests.isolation import private_dir
+from tests.scenarios.harness import kill_tree
 from traintop import dist_identity, job_names
 from traintop.dist_identity import Identity, rendezvous
 from traintop.ring import RingWriter
 
+RUN_LIMIT_S = 240.0  # a whole `traintop run` of a test workload, as in test_loop_styles
 LAUNCH_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
               "MASTER_PORT", "TORCHELASTIC_RUN_ID")  # fmt: skip
 
@@ -120,11 +122,18 @@ def test_process_group_after_the_first_steps_rewrites_both_ranks(tmp_path: Path)
                str(script), "29551", "--group-late"]  # fmt: skip
     collector = JobCollector(directory=str(ring))
     seen: dict[int, set] = {}
-    with subprocess.Popen(command, env=env, cwd=tmp_path, stderr=subprocess.PIPE) as proc:
-        while proc.poll() is None:
-            for job in collector.collect():
-                seen.setdefault(job.pid, set()).add((job.rank, job.world_size, job.job_id))
-            time.sleep(0.1)
+    with subprocess.Popen(command, env=env, cwd=tmp_path, stderr=subprocess.PIPE,
+                          start_new_session=True) as proc:  # fmt: skip
+        # Bounded: torch's gloo can deadlock a rank in the process group's destructor (its
+        # worker thread waits for the GIL the joining thread holds), and a hang must fail.
+        deadline = time.monotonic() + RUN_LIMIT_S
+        try:
+            while proc.poll() is None and time.monotonic() < deadline:
+                for job in collector.collect():
+                    seen.setdefault(job.pid, set()).add((job.rank, job.world_size, job.job_id))
+                time.sleep(0.1)
+        finally:
+            kill_tree(proc)
         assert proc.returncode == 0, proc.stderr.read()[-2000:]
     collector.close()
     finals = sorted(max(states, key=lambda s: s[1]) for states in seen.values())
