@@ -70,12 +70,12 @@ class JobWindow:
         self.steps_total = 0
         self.last_end_ns: int | None = None  # end of the newest step ever read (kept past trims)
         self._mem: int | None = None
-        self._job_id = job_key(header)
+        self.job_id = job_key(header)
 
     def follow_header(self, header: SegmentHeader) -> None:
         """The writer rewrote its identity (rank, world size, run id); geometry is unchanged."""
         self._header = header
-        self._job_id = job_key(header)
+        self.job_id = job_key(header)
 
     def add(self, result: PollResult) -> None:
         """Account one poll; lost and rejected records both count as lost."""
@@ -167,7 +167,7 @@ class JobWindow:
             rank=self._header.rank,
             local_rank=self._header.local_rank,
             world_size=self._header.world_size,
-            job_id=self._job_id,
+            job_id=self.job_id,
             started_at=self._header.created_realtime_ns / _NS,
             state=state,
             steps_total=self.steps_total,

@@ -1,7 +1,9 @@
 """JobCollector: turns the training processes' ring segments into JobSnapshots.
 
-Each tick polls every live segment incrementally (no record is read twice) into a window of
-column sums per job (collectors/job_window.py), and derives rates and shares from that window.
+Each tick polls live segments incrementally (no record is read twice) into a window of column
+sums per job (collectors/job_window.py), and derives rates and shares from that window; beyond
+16 live ranks each rank is read and summarised in turns (collectors/turns.py), the job on
+screen (``focus``) on every tick.
 A segment found finished or crashed is read to its end once, closed, and kept as its summary:
 ended jobs cost no reads, no liveness checks and no worker sampling, however many there are.
 DataLoader workers come from the tick's one process scan (``ProcessCollector.readings``): a
@@ -31,6 +33,7 @@ from collectors.ring_reader import (
     segment_paths,
 )
 from collectors.snapshot import JobSnapshot, WorkerSnapshot
+from collectors.turns import in_turn
 
 STALL_MIN_S = 5.0
 STALL_STEP_FACTOR = 5.0
@@ -49,6 +52,9 @@ class _Job:
         self.hot: HotBlock | None = None
         self.summary: JobSnapshot | None = None  # an ended job's last snapshot, kept
         self.fresh: PollResult | None = None  # this tick's records, for JobCollector.on_records
+        self.due = True  # summarised this tick (else its last snapshot, ``shown``, is kept)
+        self.shown: JobSnapshot | None = None  # a live job's last summary, and when it was made
+        self.shown_at: float | None = None
 
     def gone(self) -> bool:
         """Unlinked and no longer written: the cleaner (or the writer) removed it."""
@@ -71,6 +77,18 @@ class _Job:
         except (SegmentError, OSError):
             self.segment.close()
             self.liveness = "crashed"
+
+    def carries(self, now: float) -> bool:
+        """Whether this rank, not in turn, may keep its shown snapshot: its writer still holds
+        the segment (the flock alone: two system calls) and its state reads as shown, so an
+        end, a crash or a stall is summarised at once."""
+        if self.shown is None or self.segment.closed:
+            return False
+        try:
+            live = self.segment.liveness(stepped=True) == "live"
+        except (SegmentError, OSError):  # the poll that follows finds out what it is
+            return False
+        return live and _state(self, now) == self.shown.state
 
     def _read(self, newest: int | None) -> PollResult:
         result = self.segment.poll(newest)
@@ -104,6 +122,10 @@ class JobCollector:
         self._gc_every_s, self._gc_max_age_s = gc_every_s, gc_max_age_s
         self._next_gc = clock()
         self.errors: tuple[str, ...] = ()
+        self._last_at: float | None = None  # when the previous collect ran
+        # The job id (``JobSnapshot.job_id``) the user looks at, set from the UI thread: its
+        # ranks are summarised on every tick, the others in turns beyond 16 live ranks.
+        self.focus: str | None = None
         # Called on the sampler thread with each segment's newly read records (a recorder keeps
         # every step); it must only hand them on, never block.
         self.on_records: Callable[[SegmentHeader, PollResult], None] | None = None
@@ -113,14 +135,31 @@ class JobCollector:
         now = self._clock()
         self._collect_garbage(now)
         self._discover()
-        newest = None if self.on_records is not None else NEWEST
-        for job in self._jobs.values():
-            job.poll(newest)
-        self._hand_on_records()
-        _mark_restarts(list(self._jobs.values()))
         jobs = sorted(self._jobs.values(), key=lambda j: (j.header.name, j.header.rank))
-        workers = self._workers([job for job in jobs if job.liveness == "live"])
+        self._plan_turns(jobs, now)
+        newest = None if self.on_records is not None else NEWEST
+        for job in jobs:
+            job.due = job.due or not job.carries(now)
+            if job.due or newest is None:  # a recorder needs every record, on every tick
+                job.poll(newest)
+        self._hand_on_records()
+        _mark_restarts(jobs)
+        workers = self._workers([job for job in jobs if job.liveness == "live" and job.due])
         return tuple(self._snapshot(job, now, workers) for job in jobs)
+
+    def _plan_turns(self, jobs: list[_Job], now: float) -> None:
+        """Mark the live ranks whose turn it is (``_Job.due``); see ``collectors.turns``.
+
+        Ranks are taken job by job (sweep runs often share a name), so a job's ranks keep
+        their turns together and its row is summarised as of one tick.
+        """
+        live = sorted((j for j in jobs if not j.segment.closed), key=_turn_order)
+        interval = None if self._last_at is None else now - self._last_at
+        self._last_at, focus = now, self.focus
+        pinned = [job.window.job_id == focus for job in live]
+        turns = in_turn([job.shown_at for job in live], pinned, now, interval)
+        for job, due in zip(live, turns, strict=True):
+            job.due = due
 
     def share_process_scan(self, processes: ProcessTable) -> None:
         """Take DataLoader workers from ``processes``' scan, which runs just before each collect."""
@@ -166,11 +205,18 @@ class JobCollector:
         state = _state(job, now)
         if job.summary is not None and job.summary.state == state:
             return _aged(job.summary, job.window.last_step_age_s(now))
+        if not job.due:  # a live rank waiting for its turn (``carries``)
+            return job.shown
         live = live_phase(job, state, now)  # (None, None) for an ended job: none to keep
         snapshot = job.window.snapshot(now, state, workers.get(job.header.pid, ()), live)
         if job.segment.closed:  # ended: this snapshot is all there will ever be
             job.summary = snapshot
+        job.shown, job.shown_at = snapshot, now
         return snapshot
+
+
+def _turn_order(job: _Job) -> tuple[str, int]:
+    return job.window.job_id, job.header.rank
 
 
 def _joined(first: PollResult, then: PollResult) -> PollResult:

@@ -9,11 +9,11 @@ that delivers snapshots calls :meth:`VerdictWindow.update`, so the stateful
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import replace
 
 from collectors.snapshot import Snapshot
+from collectors.turns import MAX_HOLD_S, rounds
 from diagnosis.model import LIVE_STATES, Finding, JobVerdict, Verdict
 from diagnosis.stabilizer import VerdictStabilizer
 
@@ -21,17 +21,13 @@ WINDOW_S = 30.0
 # At the fastest interval (0.25 s) 30 s would be 120 snapshots; 40 still span 10 s, the
 # engine's full-confidence window, at a third of the cost.
 MAX_SNAPSHOTS = 40
-RANKS_PER_TICK = 16
-"""Live ranks judged on every tick.  The window gains one snapshot in thirty a tick and a shown
-verdict moves no faster than the stabilizer's hold, while judging costs per rank (a context and
-every rule each): 64 ranks made the diagnosis a fifth of the monitor's CPU.  So beyond 16 ranks
-the window is judged every ``ceil(ranks / 16)`` ticks, keeping a tick's share near the 16-rank
-cost; between judgments the last verdict stands, its "for N s" still counting.  A job that
-starts, ends or stalls is judged at once."""
-MAX_HOLD_S = 4.0
-"""The longest a verdict is carried, in seconds of snapshots: at a slow interval (the exporter
-samples every 5 s) waiting ``ceil(ranks / 16)`` ticks would leave it 20 s old with 64 ranks,
-while a tick every few seconds costs little whatever it judges."""
+# Judging costs per rank (a context and every rule each): 64 ranks made the diagnosis a fifth of
+# the monitor's CPU.  Yet the window gains one snapshot in thirty a tick, a shown verdict moves
+# no faster than the stabilizer's hold, and beyond 16 ranks most ranks' snapshots are carried
+# from an earlier tick anyway (collectors/turns.py).  So the window is judged on the ranks'
+# cadence, ``rounds(ranks)`` ticks apart and never more than MAX_HOLD_S; between judgments the
+# last verdict stands, its "for N s" still counting.  A job that starts, ends or stalls is
+# judged at once.
 
 
 def _held_longer(verdict: Verdict | JobVerdict, seconds: float) -> Verdict | JobVerdict:
@@ -67,7 +63,7 @@ class VerdictWindow:
         self._skipped = 0
 
     def update(self, snapshot: Snapshot) -> Verdict:
-        """Add ``snapshot`` to the window and diagnose it when due (see ``RANKS_PER_TICK``);
+        """Add ``snapshot`` to the window and diagnose it when due (see the cadence above);
         engine errors become the verdict."""
         self._remember(snapshot)
         jobs = tuple((j.pid, j.job_id, j.state) for j in snapshot.jobs)
@@ -84,7 +80,7 @@ class VerdictWindow:
         if self._last is None or jobs != self._last[2] or now - self._last[1] >= MAX_HOLD_S:
             return True
         live = sum(state in LIVE_STATES for *_, state in jobs)
-        return self._skipped + 1 >= math.ceil(live / RANKS_PER_TICK)
+        return self._skipped + 1 >= rounds(live)
 
     def _carried(self, now: float) -> Verdict:
         """The last verdict, it and each job's held for as much longer as has passed since it

@@ -3,6 +3,8 @@ jobs, scroll 64 ranks at 80x24; attach mode opens on the attached job."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from tests import snapshot_fixtures as sf
 from tests.test_tui_app import async_test, make
 from tui.screens.help import HelpScreen
@@ -142,3 +144,20 @@ async def test_hiding_the_training_panel_gives_the_row_to_the_dataloader():
         assert not training(app).display and loader.outer_size.width == 200
         await pilot.press("7")
         assert training(app).display and loader.outer_size.width < 100
+
+
+@async_test
+async def test_the_job_under_the_cursor_is_the_one_the_collector_summarises_every_tick():
+    """Beyond 16 live ranks the job collector summarises ranks in turns, but the focused job
+    on every tick: the app tells it which job that is, as the cursor moves."""
+    window = ticks(both)
+    collector = SimpleNamespace(focus=None)
+    source, app = make(window, job_collector=collector)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await sf.feed(pilot, source, window)
+        panel = training(app)
+        assert collector.focus == panel.focused.ranks[0].job_id
+        assert panel.focused.name == "llama-7b"
+        await pilot.press("j", "down", "down")
+        await pilot.pause()
+        assert panel.focused.name == "sweep20" and collector.focus == panel.focused.ranks[0].job_id

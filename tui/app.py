@@ -12,7 +12,7 @@ import gc
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -40,6 +40,9 @@ from tui.widgets.status import StatusLine
 from tui.widgets.table import help_bindings
 from tui.widgets.training import TrainingPanel
 from tui.widgets.verdict import VerdictBanner
+
+if TYPE_CHECKING:
+    from collectors.jobs import JobCollector
 
 _STYLES = Path(__file__).parent / "styles"
 MIN_SIZE = (60, 16)
@@ -143,11 +146,12 @@ class TraintopApp(App[None]):
         hostname: str | None = None,
         focus_job: int | None = None,
         first: Snapshot | None = None,
-        record_jobs: object | None = None,
+        job_collector: JobCollector | None = None,
     ) -> None:
         super().__init__(driver_class=QuietLinuxDriver if QuietLinuxDriver.suits() else None)
-        # The job collector whose step records a recording started with `R` keeps.
-        self._record_jobs = record_jobs
+        # The live job collector: `R` records its step records, and it is told which job is on
+        # screen (summarised every tick; see collectors/turns.py).
+        self._job_collector = job_collector
         self.recording = None  # a tui.record_cmd.RecordingTap while `R` records
         self.source = source
         # Asked once: an isinstance check against a runtime Protocol walks its members, 0.15 ms
@@ -242,10 +246,14 @@ class TraintopApp(App[None]):
         self.query_one(StatusLine).show(snapshot)
 
     def on_training_panel_job_focused(self) -> None:
-        """The jobs cursor moved: the DataLoader panel shows the job under it."""
+        """The jobs cursor moved: the DataLoader panel shows the job under it, and the job
+        collector summarises that job on every tick from now on."""
         snapshot = self.snapshot
         processes = snapshot.processes if snapshot is not None else ()
         training = self.query_one(TrainingPanel)
+        if self._job_collector is not None:
+            group = training.focused
+            self._job_collector.focus = group.ranks[0].job_id if group is not None else None
         loader = self.query_one(DataLoaderPanel)
         loader.show_group(training.focused, processes, training.selected_rank)
 
@@ -284,7 +292,7 @@ class TraintopApp(App[None]):
             tap, self.recording = self.recording, None
             self.run_worker(lambda: stop_tap(self, tap), thread=True, exit_on_error=False)
         else:
-            self.recording, self._rec_failure = start_tap(self, self._record_jobs)
+            self.recording, self._rec_failure = start_tap(self, self._job_collector)
         self._show_header()
 
     def action_toggle_pause(self) -> None:
@@ -326,10 +334,10 @@ def build_app(
     hostname: str | None = None,
     focus_job: int | None = None,
     first: Snapshot | None = None,
-    record_jobs: object | None = None,
+    job_collector: JobCollector | None = None,
 ) -> TraintopApp:
     """The one factory the CLI, the tests and the screenshot script all use; ``first`` is a
-    snapshot the source took just before, shown in the very first frame; ``record_jobs`` is
-    the job collector whose step records `R` records."""
+    snapshot the source took just before, shown in the very first frame; ``job_collector`` is
+    the live one, whose step records `R` records and which learns the job on screen."""
     return TraintopApp(source, clock=clock, hostname=hostname, focus_job=focus_job, first=first,
-                       record_jobs=record_jobs)  # fmt: skip
+                       job_collector=job_collector)  # fmt: skip

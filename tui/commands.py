@@ -61,7 +61,7 @@ def _run_monitor(interval_s: float, focus_job: int | None = None, on_exit=None) 
     collectors = monitor_collectors()
     sampler = Sampler(collectors, interval_s=interval_s)
     app = build_app(
-        sampler, focus_job=focus_job, first=sampler.sample_once(), record_jobs=collectors.jobs
+        sampler, focus_job=focus_job, first=sampler.sample_once(), job_collector=collectors.jobs
     )
     try:
         with _sigterm_as_interrupt():

@@ -127,12 +127,16 @@ class TrainingPanel(FittedLines, can_focus=True):
         self._groups = groups
 
     def _remember(self, groups: dict[str, JobGroup]) -> None:
-        """Append the step-time p50 of each running job that changed; forget ended keys."""
+        """Append the step-time p50 of each running job; forget ended keys.
+
+        A job whose ranks were carried from an earlier tick (beyond 16 live ranks they are
+        summarised in turns: collectors/turns.py) gets its carried p50 again, so every job's
+        history keeps one point per tick and reads on the same time scale when focused.
+        """
         self._history = {key: h for key, h in self._history.items() if key in groups}
         for key, group in groups.items():
             history = self._history.setdefault(key, deque(maxlen=HISTORY_LEN))
-            changed = self._groups.get(key) != group
-            if changed and group.running and group.step_time_p50_s is not None:
+            if group.running and group.step_time_p50_s is not None:
                 history.append(group.step_time_p50_s)
 
     def _place_rows(self) -> None:

@@ -1,0 +1,111 @@
+"""JobCollector beyond 16 live ranks: ranks summarised in turns, the focused job every tick,
+and an end, a crash-like loss of the writer or a stall summarised at once (real segments,
+scripted records, a fake clock)."""
+
+from __future__ import annotations
+
+import pytest
+
+from collectors.jobs import JobCollector
+from tests.ring_helpers import make_segment
+from tests.test_jobs_collector import Clock, _steps
+
+JOBS, RANKS = 3, 8  # 24 live ranks: each has its turn every other tick
+STEP_NS = 10_000_000
+
+
+@pytest.fixture
+def box(tmp_path):
+    """Three 8-rank jobs that have stepped for 2 s, and a collector that has seen them once."""
+    ring = tmp_path / "ring"
+    writers = {
+        (job, rank): make_segment(
+            ring, name=f"job{job}", rank=rank, world_size=RANKS, run_id=f"rdzv{job}"
+        )
+        for job in range(JOBS)
+        for rank in range(RANKS)
+    }
+    clock = Clock(0.0)
+    col = JobCollector(str(ring), clock=clock)
+    box = Box(writers, clock, col)
+    box.tick()
+    return box
+
+
+class Box:
+    def __init__(self, writers, clock, col):
+        self.writers, self.clock, self.col = writers, clock, col
+        self.t_ns = 1000 * 10**9
+        self.steps = 0
+        self.last: dict[tuple[str, int], object] = {}
+
+    def tick(self, stepping=None):
+        """One second more of steps (100 by each rank in ``stepping``, default all), then a
+        collect; returns the (job, rank) keys whose snapshot is a new one."""
+        for key, w in self.writers.items():
+            if stepping is None or key in stepping:
+                _steps(w, self.steps, self.t_ns, 100)
+        self.steps += 100
+        self.t_ns += 100 * STEP_NS
+        self.clock.t = self.t_ns / 1e9
+        snaps = {(s.name, s.rank): s for s in self.col.collect()}
+        fresh = {k for k, s in snaps.items() if self.last.get(k) is not s}
+        self.last = snaps
+        return {(int(name[3:]), rank) for name, rank in fresh}
+
+    def job_id(self, job: int) -> str:
+        return self.last[(f"job{job}", 0)].job_id
+
+
+def ranks_of(*jobs: int) -> set[tuple[int, int]]:
+    return {(job, rank) for job in jobs for rank in range(RANKS)}
+
+
+def test_ranks_take_turns_job_by_job_and_carried_ones_are_unchanged(box):
+    first, second, third = box.tick(), box.tick(), box.tick()
+    assert len(first) == 12 and first | second == ranks_of(0, 1, 2) and third == first
+    assert all(len({job for job, _ in turn}) <= 2 for turn in (first, second))
+    job, rank = next(key for key in ranks_of(0, 1, 2) if key not in third)
+    carried = box.last[(f"job{job}", rank)]  # as summarised a tick ago, 100 steps behind
+    assert carried.state == "live" and carried.steps_total <= box.steps - 100
+    assert box.last[("job0", 0) if job else ("job2", 0)].steps_total > box.steps - 100
+
+
+def test_the_focused_job_is_summarised_every_tick(box):
+    box.col.focus = box.job_id(1)
+    for _ in range(4):
+        fresh = box.tick()
+        assert ranks_of(1) <= fresh and len(fresh) == 8 + 8  # and half of the 16 others
+
+
+def test_a_job_that_ends_between_turns_is_summarised_at_once(box):
+    fresh = box.tick()
+    waiting = next(key for key in ranks_of(0, 1, 2) if key not in box.tick())
+    assert waiting in fresh  # its turn was the tick before: not this one
+    box.writers[waiting].close()
+    assert waiting in box.tick() and box.last[(f"job{waiting[0]}", waiting[1])].state == (
+        "finished"
+    )
+
+
+def test_a_rank_that_stops_stepping_is_stalled_at_once(box):
+    box.tick()
+    box.tick()
+    stuck = next(key for key in ranks_of(0, 1, 2) if key not in box.tick())  # turn 2 ticks on
+    others = ranks_of(0, 1, 2) - {stuck}
+    states = []
+    for _ in range(6):
+        fresh = box.tick(stepping=others)
+        states.append(box.last[(f"job{stuck[0]}", stuck[1])].state)
+        if states[-1] == "stalled":
+            assert stuck in fresh
+    assert states[:4] == ["live"] * 4 and states[5] == "stalled"  # past 5 s on its own tick
+
+
+def test_a_recorder_gets_every_ranks_records_on_every_tick(box):
+    seen: list[int] = []
+    box.col.on_records = lambda header, result: seen.append(len(result.records))
+    for _ in range(3):
+        seen.clear()
+        fresh = box.tick()
+        assert len(seen) == JOBS * RANKS and len(fresh) == 12

@@ -1,0 +1,60 @@
+"""collectors.turns: which live ranks are summarised on a tick, simulated over many ticks."""
+
+from __future__ import annotations
+
+from collectors.turns import MAX_HOLD_S, RANKS_PER_TICK, in_turn, rounds
+
+
+def simulate(ranks: int, ticks: int, interval_s: float, pinned: frozenset[int] = frozenset()):
+    """Each tick's due ranks, and the oldest snapshot shown on any tick, from the first."""
+    last: list[float | None] = [None] * ranks
+    dues, oldest = [], 0.0
+    for tick in range(ticks):
+        now = 1000.0 + tick * interval_s
+        due = in_turn(last, [i in pinned for i in range(ranks)], now, interval_s if tick else None)
+        last = [now if d else t for d, t in zip(due, last, strict=True)]
+        oldest = max(oldest, max(now - t for t in last))
+        dues.append({i for i, d in enumerate(due) if d})
+    return dues, oldest
+
+
+def test_up_to_16_ranks_every_rank_every_tick():
+    dues, oldest = simulate(RANKS_PER_TICK, 6, 1.0)
+    assert all(due == set(range(RANKS_PER_TICK)) for due in dues) and oldest == 0.0
+
+
+def test_64_ranks_take_turns_of_16_job_by_job():
+    dues, oldest = simulate(64, 13, 1.0)
+    assert dues[0] == set(range(64))  # all new: the first frame is whole
+    assert dues[1:5] == [set(range(k * 16, k * 16 + 16)) for k in range(4)]
+    assert dues[5:9] == dues[1:5] and dues[9:13] == dues[1:5]
+    assert oldest == 3.0  # at 1 s ticks a rank waits at most 3 ticks
+
+
+def test_the_pinned_job_every_tick_and_the_others_share_the_rest():
+    pinned = frozenset(range(8, 16))
+    dues, oldest = simulate(64, 13, 1.0, pinned)
+    assert all(pinned <= due for due in dues)
+    counts = {i: sum(i in due for due in dues[1:]) for i in range(64) if i not in pinned}
+    assert set(counts.values()) == {3}  # 56 others, 14 a tick, each once in 4 ticks
+    assert all(len(due) == 8 + 14 for due in dues[1:]) and oldest == 3.0
+
+
+def test_no_snapshot_is_held_the_hold_limit_at_slow_intervals():
+    for interval in (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0):
+        _, oldest = simulate(128, 40, interval)
+        assert oldest < MAX_HOLD_S, interval
+    assert rounds(64, 5.0) == 1 and rounds(64, 2.0) == 2 and rounds(64, 0.25) == 4
+
+
+def test_a_new_rank_is_summarised_at_once_and_joins_the_turns():
+    last: list[float | None] = [10.0] * 47 + [None]
+    due = in_turn(last, [False] * 48, 11.0, 1.0)
+    assert due[47] and sum(due) == 16  # the new one, and 15 of those waiting longest
+    assert rounds(48) == 3 and rounds(49) == 4 and rounds(0) == 1
+
+
+def test_a_late_tick_summarises_what_waited_too_long():
+    last: list[float | None] = [100.0] * 32 + [103.5] * 32
+    due = in_turn(last, [False] * 64, 104.0, 1.0)
+    assert all(due[:32]) and not any(due[32:])  # held 4 s: due, even beyond an even share
