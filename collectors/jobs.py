@@ -150,14 +150,14 @@ class JobCollector:
     def _plan_turns(self, jobs: list[_Job], now: float) -> None:
         """Mark the live ranks whose turn it is (``_Job.due``); see ``collectors.turns``.
 
-        Ranks are taken job by job (sweep runs often share a name), so a job's ranks keep
-        their turns together and its row is summarised as of one tick.
+        Ranks are ordered by job, not by name (sweep runs often share one), so a job's ranks
+        keep their turns together.
         """
         live = sorted((j for j in jobs if not j.segment.closed), key=_turn_order)
         interval = None if self._last_at is None else now - self._last_at
-        self._last_at, focus = now, self.focus
-        pinned = [job.window.job_id == focus for job in live]
-        turns = in_turn([job.shown_at for job in live], pinned, now, interval)
+        self._last_at = now
+        jobs_of = [job.window.job_id for job in live]
+        turns = in_turn([job.shown_at for job in live], jobs_of, self.focus, now, interval)
         for job, due in zip(live, turns, strict=True):
             job.due = due
 

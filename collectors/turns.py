@@ -6,10 +6,11 @@ validation) and a summary of its window (percentiles, phase shares, one ``JobSna
 monitor together.  Yet a rank's figures are means and percentiles over a 10 s window, which a
 second's more steps barely moves, and a person reads one job at a time.  So beyond
 ``RANKS_PER_TICK`` live ranks each rank has its turn every ``rounds()`` ticks and keeps its last
-snapshot in between, the job the user looks at (the *pinned* one) on every tick; the verdict is
-judged on the same cadence (``diagnosis/verdict_window.py``).  Between turns only the writer's
-lock is looked at (two system calls), so a job that ends, crashes or stalls takes its turn at
-once; and no snapshot is carried ``MAX_HOLD_S`` or more, whatever the interval.
+snapshot in between, the job the user looks at (``focus``) on every tick; the verdict is
+judged on the same cadence (``diagnosis/verdict_window.py``).  A job of up to 16 ranks has its
+turn whole, so its row compares ranks as of one tick.  Between turns only the writer's lock is
+looked at (two system calls), so a job that ends, crashes or stalls takes its turn at once;
+and no snapshot is carried ``MAX_HOLD_S`` or more, whatever the interval.
 """
 
 from __future__ import annotations
@@ -34,22 +35,40 @@ def rounds(live: int, interval_s: float | None = None) -> int:
 
 
 def in_turn(
-    last: Sequence[float | None], pinned: Sequence[bool], now: float, interval_s: float | None
+    last: Sequence[float | None],
+    jobs: Sequence[str],
+    focus: str | None,
+    now: float,
+    interval_s: float | None,
 ) -> list[bool]:
     """For each live rank, whether it is read and summarised on this tick.
 
-    ``last``: when each was last summarised (None: never, so now); ``pinned``: the ranks of the
-    job on screen, summarised every tick.  The others share the turns: those held
-    ``MAX_HOLD_S`` go first, then the longest waiting (ties in the given order, so a job's
-    ranks keep their turns together) up to an even share of them per tick.
+    ``last``: when each was last summarised (None: never, so now); ``jobs``: each one's job,
+    the ranks of a job next to each other; ``focus``: the job on screen, summarised every tick.
+    The others share the turns: those held ``MAX_HOLD_S`` go first, then the longest waiting,
+    up to an even share of them per tick, rounded up to whole jobs of up to 16 ranks.
     """
     ticks = rounds(len(last), interval_s)
     if ticks == 1:
         return [True] * len(last)
-    due = [p or t is None or now - t >= MAX_HOLD_S for t, p in zip(last, pinned, strict=True)]
-    others = [i for i, p in enumerate(pinned) if not p]
+    due = [
+        job == focus or t is None or now - t >= MAX_HOLD_S
+        for t, job in zip(last, jobs, strict=True)
+    ]
+    others = [i for i, job in enumerate(jobs) if job != focus]
     room = math.ceil(len(others) / ticks) - sum(due[i] for i in others)
     waiting = sorted((i for i in others if not due[i]), key=lambda i: last[i])
-    for i in waiting[: max(0, room)]:
+    for i in _whole_jobs(waiting, max(0, room), jobs):
         due[i] = True
     return due
+
+
+def _whole_jobs(waiting: list[int], room: int, jobs: Sequence[str]) -> list[int]:
+    """The first ``room`` of ``waiting``, and the rest of the job the last of them is in when
+    that job has at most ``RANKS_PER_TICK`` ranks (a bigger one takes its turns in parts)."""
+    taken = waiting[:room]
+    if not taken or jobs.count(jobs[taken[-1]]) > RANKS_PER_TICK:
+        return taken
+    job = jobs[taken[-1]]
+    rest = [i for i in waiting[room:] if jobs[i] == job]
+    return taken + rest
