@@ -4,10 +4,19 @@ a rank that ends or stalls between its turns summarised at once, a recorder fed 
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
 import pytest
 
 from collectors.jobs import JobCollector
 from tests.ring_helpers import make_segment
+from tests.scenarios.harness import kill_tree
 from tests.test_jobs_collector import Clock, _steps
 
 JOBS, RANKS = 3, 8  # 24 live ranks: each has its turn every other tick
@@ -112,3 +121,74 @@ def test_a_recorder_gets_every_ranks_records_on_every_tick(box):
         seen.clear()
         fresh = box.tick()
         assert len(seen) == JOBS * RANKS and len(fresh) == 16
+
+
+LOAD = Path(__file__).resolve().parents[1] / "benchmarks" / "ring_load.py"
+
+
+@pytest.fixture
+def three_real_jobs(tmp_path):
+    """Three 8-rank jobs of real writer processes (benchmarks/ring_load.py), 50 steps/s each."""
+    ring = str(tmp_path / "ring")
+    launchers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(LOAD),
+                "--dir",
+                ring,
+                "--ranks",
+                "8",
+                "--rate",
+                "50",
+                "--seconds",
+                "120",
+                "--name",
+                f"job{j}",
+            ],
+            start_new_session=True,
+        )
+        for j in range(3)
+    ]
+    yield JobCollector(ring)
+    for launcher in launchers:
+        kill_tree(launcher)
+
+
+def _collect_until(col: JobCollector, ready, timeout_s: float = 60.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        snaps = col.collect()
+        if ready(snaps):
+            return snaps
+        time.sleep(0.25)
+    raise AssertionError(f"not ready in {timeout_s} s: {[(s.name, s.state) for s in snaps]}")
+
+
+def _wait_dead(pid: int) -> None:
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.01)
+
+
+def test_a_real_rank_killed_between_turns_reads_crashed_on_the_next_tick(three_real_jobs):
+    col = three_real_jobs
+    snaps = _collect_until(
+        col, lambda s: sum(j.state == "live" and j.steps_total > 0 for j in s) == 24
+    )
+    col.focus = next(s.job_id for s in snaps if s.name == "job0")
+    before = {(s.name, s.rank): s for s in _collect_until(col, lambda s: True)}
+    time.sleep(0.25)
+    after = {(s.name, s.rank): s for s in col.collect()}
+    turned = next(name for name in ("job1", "job2") if after[(name, 0)] is not before[(name, 0)])
+    victim = after[(turned, 3)].pid  # its job just had its turn: the next tick is the other's
+    os.kill(victim, signal.SIGKILL)
+    _wait_dead(victim)  # a zombie until its launcher reaps it, but its flock is gone
+    final = {(s.name, s.rank): s for s in col.collect()}
+    assert final[(turned, 3)].state == "crashed"
+    assert final[(turned, 4)] is after[(turned, 4)]  # the rest of its job: still carried
