@@ -124,8 +124,10 @@ class JobCollector:
         self.errors: tuple[str, ...] = ()
         self._last_at: float | None = None  # when the previous collect ran
         # The job id (``JobSnapshot.job_id``) the user looks at, set from the UI thread: its
-        # ranks are summarised on every tick, the others in turns beyond 16 live ranks.
+        # ranks are summarised on every tick, the others in turns beyond 16 live ranks.  Else
+        # the job of ``focus_pid``'s rank (`diagnose --job PID`, `record --job PID`).
         self.focus: str | None = None
+        self.focus_pid: int | None = None
         # Called on the sampler thread with each segment's newly read records (a recorder keeps
         # every step); it must only hand them on, never block.
         self.on_records: Callable[[SegmentHeader, PollResult], None] | None = None
@@ -157,7 +159,8 @@ class JobCollector:
         interval = None if self._last_at is None else now - self._last_at
         self._last_at = now
         jobs_of = [job.window.job_id for job in live]
-        turns = in_turn([job.shown_at for job in live], jobs_of, self.focus, now, interval)
+        focus = self.focus if self.focus is not None else _job_of(live, self.focus_pid)
+        turns = in_turn([job.shown_at for job in live], jobs_of, focus, now, interval)
         for job, due in zip(live, turns, strict=True):
             job.due = due
 
@@ -217,6 +220,11 @@ class JobCollector:
 
 def _turn_order(job: _Job) -> tuple[str, int]:
     return job.window.job_id, job.header.rank
+
+
+def _job_of(jobs: list[_Job], pid: int | None) -> str | None:
+    """The job id of the rank whose writer is ``pid`` (None: no such rank, or no pid)."""
+    return next((job.window.job_id for job in jobs if job.header.pid == pid), None)
 
 
 def _joined(first: PollResult, then: PollResult) -> PollResult:

@@ -16,6 +16,7 @@ and no snapshot is carried ``MAX_HOLD_S`` or more, whatever the interval.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 
 RANKS_PER_TICK = 16
@@ -58,17 +59,17 @@ def in_turn(
     others = [i for i, job in enumerate(jobs) if job != focus]
     room = math.ceil(len(others) / ticks) - sum(due[i] for i in others)
     waiting = sorted((i for i in others if not due[i]), key=lambda i: last[i])
-    for i in _whole_jobs(waiting, max(0, room), jobs):
+    for i in _whole_jobs(waiting, max(0, room), jobs, due):
         due[i] = True
     return due
 
 
-def _whole_jobs(waiting: list[int], room: int, jobs: Sequence[str]) -> list[int]:
-    """The first ``room`` of ``waiting``, and the rest of the job the last of them is in when
-    that job has at most ``RANKS_PER_TICK`` ranks (a bigger one takes its turns in parts)."""
+def _whole_jobs(waiting: list[int], room: int, jobs: Sequence[str], due: list[bool]) -> list[int]:
+    """The first ``room`` of ``waiting``, and the rest of each job of at most
+    ``RANKS_PER_TICK`` ranks that has a rank due (a bigger one takes its turns in parts).  The
+    ranks of a job found on different ticks, or held too long apart, so come to share turns."""
     taken = waiting[:room]
-    if not taken or jobs.count(jobs[taken[-1]]) > RANKS_PER_TICK:
-        return taken
-    job = jobs[taken[-1]]
-    rest = [i for i in waiting[room:] if jobs[i] == job]
-    return taken + rest
+    sizes = Counter(jobs)
+    started = [i for i, d in enumerate(due) if d] + taken
+    touched = {jobs[i] for i in started if sizes[jobs[i]] <= RANKS_PER_TICK}
+    return taken + [i for i in waiting[room:] if jobs[i] in touched]

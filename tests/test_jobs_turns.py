@@ -176,13 +176,19 @@ def _wait_dead(pid: int) -> None:
         time.sleep(0.01)
 
 
+def _all_stepping(snaps) -> bool:
+    return sum(s.state == "live" and s.steps_total > 0 for s in snaps) == 24
+
+
 def test_a_real_rank_killed_between_turns_reads_crashed_on_the_next_tick(three_real_jobs):
     col = three_real_jobs
     snaps = _collect_until(
         col, lambda s: sum(j.state == "live" and j.steps_total > 0 for j in s) == 24
     )
     col.focus = next(s.job_id for s in snaps if s.name == "job0")
-    before = {(s.name, s.rank): s for s in _collect_until(col, lambda s: True)}
+    for _ in range(4):  # ranks found on different ticks come to share their job's turns
+        time.sleep(0.25)
+        before = {(s.name, s.rank): s for s in col.collect()}
     time.sleep(0.25)
     after = {(s.name, s.rank): s for s in col.collect()}
     turned = next(name for name in ("job1", "job2") if after[(name, 0)] is not before[(name, 0)])
@@ -192,3 +198,18 @@ def test_a_real_rank_killed_between_turns_reads_crashed_on_the_next_tick(three_r
     final = {(s.name, s.rank): s for s in col.collect()}
     assert final[(turned, 3)].state == "crashed"
     assert final[(turned, 4)] is after[(turned, 4)]  # the rest of its job: still carried
+
+
+def test_the_job_of_a_pid_is_summarised_every_tick_until_a_job_is_focused(three_real_jobs):
+    """`diagnose --job PID`, `record --job PID` and attach mode name one rank's pid."""
+    col = three_real_jobs
+    snaps = _collect_until(col, _all_stepping)
+    col.focus_pid = next(s.pid for s in snaps if (s.name, s.rank) == ("job2", 5))
+    job0 = next(s.job_id for s in snaps if s.name == "job0")
+    last = {(s.name, s.rank): s for s in col.collect()}
+    for focused in ("job2",) * 3 + ("job0",) * 3:
+        col.focus = job0 if focused == "job0" else None
+        time.sleep(0.25)
+        now = {(s.name, s.rank): s for s in col.collect()}
+        assert all(now[(focused, r)] is not last[(focused, r)] for r in range(8)), focused
+        last = now

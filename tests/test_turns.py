@@ -70,3 +70,14 @@ def test_a_late_tick_summarises_what_waited_too_long():
     last: list[float | None] = [100.0] * 32 + [103.5] * 32
     due = in_turn(last, [f"j{i // 8}" for i in range(64)], None, 104.0, 1.0)
     assert all(due[:32]) and not any(due[32:])  # held 4 s: due, even beyond an even share
+
+
+def test_ranks_of_a_job_found_on_different_ticks_come_to_share_their_turns():
+    jobs = [f"j{i // 8}" for i in range(64)]
+    last: list[float | None] = [100.0 + (i % 8 >= 5) + (i // 8) % 3 for i in range(64)]
+    dues = []
+    for tick in range(1, 9):
+        due = in_turn(last, jobs, "j7", 103.0 + tick, 1.0)
+        last = [103.0 + tick if d else t for d, t in zip(due, last, strict=True)]
+        dues.append({i for i, d in enumerate(due) if d})
+    assert all(whole_jobs(due) for due in dues[1:])

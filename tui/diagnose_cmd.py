@@ -16,8 +16,9 @@ EXIT_NO_VERDICT = 1
 EXIT_NO_LIVE_JOB = 3
 
 
-def _observe(for_s: float, interval_s: float) -> list:
-    """Run the real sampler for `for_s` seconds and return every snapshot it produced."""
+def _observe(for_s: float, interval_s: float, job_pid: int | None) -> list:
+    """Run the real sampler for `for_s` seconds and return every snapshot it produced; the
+    job of ``job_pid`` is summarised on every tick, however many ranks run beside it."""
     from collectors.sampler import Sampler
     from tui.commands import monitor_collectors
 
@@ -28,7 +29,9 @@ def _observe(for_s: float, interval_s: float) -> list:
         with lock:
             window.append(snap)
 
-    sampler = Sampler(monitor_collectors(), interval_s=interval_s)
+    collectors = monitor_collectors()
+    collectors.jobs.focus_pid = job_pid
+    sampler = Sampler(collectors, interval_s=interval_s)
     sampler.start(keep)
     try:
         threading.Event().wait(for_s)
@@ -118,7 +121,7 @@ def _print(verdict, timeline: list, job_pid: int | None, as_json: bool) -> None:
 
 def run_diagnose(*, for_s: float, job_pid: int | None, as_json: bool, interval_s: float) -> int:
     """Observe, diagnose, print; the exit status says whether a live job got a verdict."""
-    window = _observe(for_s, interval_s)
+    window = _observe(for_s, interval_s, job_pid)
     if job_pid is not None and not any(j.pid == job_pid for s in window for j in s.jobs):
         print(
             f"traintop: no training job with pid {job_pid} (see `traintop jobs`)", file=sys.stderr

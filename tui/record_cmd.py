@@ -98,6 +98,7 @@ def run_record(path: Path, *, interval_s: float, for_s: float | None,
         print(f"traintop: {exc}", file=sys.stderr)
         return EXIT_FAILED
     collectors = monitor_collectors()
+    collectors.jobs.focus_pid = focus_pid  # the verdict's job: summarised on every tick
     tap = RecordingTap(recorder, collectors.jobs, match)
     runner = VerdictRunner(job_pid=focus_pid)
     sampler = Sampler(collectors, interval_s=interval_s)
