@@ -1,6 +1,6 @@
 """JobCollector beyond 16 live ranks: ranks summarised in turns, the focused job every tick,
-a rank that ends or stalls between its turns summarised at once, a recorder fed every record
-(real segments, scripted records, a fake clock)."""
+a rank that ends, stalls or is killed between its turns summarised at once, a recorder fed
+every record (real segments with scripted records and a fake clock; then real writers)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ STEP_NS = 10_000_000
 
 @pytest.fixture
 def box(tmp_path):
-    """Three 8-rank jobs that have stepped for 2 s, and a collector that has seen them once."""
+    """Three 8-rank jobs that have stepped for 1 s, and a collector that has read them once."""
     ring = tmp_path / "ring"
     writers = {
         (job, rank): make_segment(
@@ -42,6 +42,8 @@ def box(tmp_path):
 
 
 class Box:
+    """The writers of the ``box`` fixture, the fake clock, the collector and its last tick."""
+
     def __init__(self, writers, clock, col):
         self.writers, self.clock, self.col = writers, clock, col
         self.t_ns = 1000 * 10**9
