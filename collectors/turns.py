@@ -3,8 +3,8 @@
 Following a rank costs the same whatever it did: a poll of its segment (system calls, parsing,
 validation) and a summary of its window (percentiles, phase shares, one ``JobSnapshot``), about
 0.13-0.19 ms a tick on a 2-core VM.  With 8 jobs of 8 ranks that was about a third of the
-monitor's CPU (10-12 ms a tick).  Yet a rank's figures are means and percentiles over a 10 s window, which a
-second's more steps barely moves, and a person reads one job at a time.  So beyond
+monitor's CPU (10-12 ms a tick).  Yet a rank's figures are means and percentiles over a 10 s
+window, which a second's more steps barely moves, and a person reads one job at a time.  So beyond
 ``RANKS_PER_TICK`` live ranks each rank has its turn every ``rounds()`` ticks and keeps its last
 snapshot in between, the job the user looks at (``focus``) on every tick; the verdict is
 judged on the same cadence (``diagnosis/verdict_window.py``).  A job of up to 16 ranks has its
