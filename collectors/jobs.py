@@ -205,11 +205,11 @@ class JobCollector:
     def _snapshot(
         self, job: _Job, now: float, workers: dict[int, tuple[WorkerSnapshot, ...]]
     ) -> JobSnapshot:
+        if not job.due:  # a live rank waiting for its turn: ``carries`` saw its state unchanged
+            return job.shown
         state = _state(job, now)
         if job.summary is not None and job.summary.state == state:
             return _aged(job.summary, job.window.last_step_age_s(now))
-        if not job.due:  # a live rank waiting for its turn (``carries``)
-            return job.shown
         live = live_phase(job, state, now)  # (None, None) for an ended job: none to keep
         snapshot = job.window.snapshot(now, state, workers.get(job.header.pid, ()), live)
         if job.segment.closed:  # ended: this snapshot is all there will ever be

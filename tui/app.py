@@ -251,11 +251,11 @@ class TraintopApp(App[None]):
         snapshot = self.snapshot
         processes = snapshot.processes if snapshot is not None else ()
         training = self.query_one(TrainingPanel)
+        group = training.focused
         if self._job_collector is not None:
-            group = training.focused
             self._job_collector.focus = group.ranks[0].job_id if group is not None else None
         loader = self.query_one(DataLoaderPanel)
-        loader.show_group(training.focused, processes, training.selected_rank)
+        loader.show_group(group, processes, training.selected_rank)
 
     def watch_paused(self, paused: bool) -> None:
         with self.batch_update():
