@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from collectors.jobs import JobCollector
+from tests.polling import eventually
 from tests.ring_helpers import make_segment
 from tests.scenarios.harness import kill_tree
 from tests.test_jobs_collector import Clock, _steps
@@ -167,15 +168,12 @@ def _collect_until(col: JobCollector, ready, timeout_s: float = 60.0):
     raise AssertionError(f"not ready in {timeout_s} s: {[(s.name, s.state) for s in snaps]}")
 
 
-def _wait_dead(pid: int) -> None:
-    deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return
-        except psutil.NoSuchProcess:
-            return
-        time.sleep(0.01)
+def _dead(pid: int) -> bool:
+    """Exited: a zombie until its launcher reaps it, but its flock is already gone."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def _all_stepping(snaps) -> bool:
@@ -196,7 +194,7 @@ def test_a_real_rank_killed_between_turns_reads_crashed_on_the_next_tick(three_r
     turned = next(name for name in ("job1", "job2") if after[(name, 0)] is not before[(name, 0)])
     victim = after[(turned, 3)].pid  # its job just had its turn: the next tick is the other's
     os.kill(victim, signal.SIGKILL)
-    _wait_dead(victim)  # a zombie until its launcher reaps it, but its flock is gone
+    assert eventually(lambda: _dead(victim), every_s=0.01)
     final = {(s.name, s.rank): s for s in col.collect()}
     assert final[(turned, 3)].state == "crashed"
     assert final[(turned, 4)] is after[(turned, 4)]  # the rest of its job: still carried

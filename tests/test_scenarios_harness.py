@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 
+from tests.polling import eventually
 from tests.scenarios import report
 from tests.scenarios.harness import (
     WORKLOADS,
@@ -34,18 +33,8 @@ SPAWNS_GRANDCHILD = (
 )
 
 
-def _eventually(check: Callable[[], bool], timeout_s: float = 5.0) -> bool:
-    """Whether ``check`` comes true within ``timeout_s`` (asked every 50 ms)."""
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def _wait_for_output(path: Path, text: str) -> None:
-    if not _eventually(lambda: text in path.read_text()):
+    if not eventually(lambda: text in path.read_text()):
         raise AssertionError(f"{text!r} never appeared in {path}")
 
 
@@ -70,7 +59,7 @@ def test_workload_processes_finds_survivors(tmp_path: Path) -> None:
     try:
         # Popen returns once exec closed its pipe, before the kernel has set the new argv up:
         # on a busy machine /proc/PID/cmdline can still read empty for a moment.
-        assert _eventually(lambda: _listed(workload.pid))
+        assert eventually(lambda: _listed(workload.pid))
     finally:
         workload.stop()
     assert not _listed(workload.pid)
