@@ -21,13 +21,23 @@ WINDOW_S = 30.0
 # At the fastest interval (0.25 s) 30 s would be 120 snapshots; 40 still span 10 s, the
 # engine's full-confidence window, at a third of the cost.
 MAX_SNAPSHOTS = 40
-# Judging costs per rank (a context and every rule each): 64 ranks made the diagnosis a fifth of
-# the monitor's CPU.  Yet the window gains one snapshot in thirty a tick, a shown verdict moves
-# no faster than the stabilizer's hold, and beyond 16 ranks most ranks' snapshots are carried
-# from an earlier tick anyway (collectors/turns.py).  So the window is judged on the ranks'
-# cadence, ``rounds(ranks)`` ticks apart and never more than MAX_HOLD_S; between judgments the
-# last verdict stands, its "for N s" still counting.  A job that starts, ends or stalls is
-# judged at once.
+JUDGE_EVERY_S = 2.0
+"""The most often a window is judged while nothing starts, ends or stalls."""
+# Judged every tick, one 8-rank job's diagnosis took 2.3 ms of the sampler's 7.5 ms a tick, and
+# 64 ranks' (a context and every rule per rank) a fifth of the monitor's CPU.  Yet the window
+# gains one snapshot in thirty a tick, and a shown verdict moves no faster than the stabilizer's
+# 3 s hold.  So the window is judged every JUDGE_EVERY_S (every other tick at 1 s, every 8th at
+# 0.25 s, every tick from 2 s up) and, beyond 16 ranks, on the ranks' cadence (``rounds(ranks)``
+# ticks apart, collectors/turns.py: most of their snapshots are carried from an earlier tick
+# anyway), never more than MAX_HOLD_S apart; between judgments the last verdict stands, its
+# "for N s" still counting.  A job that starts, ends or stalls is judged at once, and so is every
+# tick while the window is too short for a verdict.
+
+
+def cadence(live: int, interval_s: float) -> int:
+    """Ticks from one judgment to the next with ``live`` ranks at ``interval_s``."""
+    every = max(1, round(JUDGE_EVERY_S / interval_s)) if interval_s > 0 else 1
+    return max(every, rounds(live, interval_s))
 
 
 def _held_longer(verdict: Verdict | JobVerdict, seconds: float) -> Verdict | JobVerdict:
@@ -67,20 +77,24 @@ class VerdictWindow:
         engine errors become the verdict."""
         self._remember(snapshot)
         jobs = tuple((j.pid, j.job_id, j.state) for j in snapshot.jobs)
-        if not self._due(jobs, snapshot.monotonic):
+        if not self._due(jobs, snapshot.monotonic, snapshot.interval_s):
             self._skipped += 1
             return self._carried(snapshot.monotonic)
         verdict = self._judge()
         self._last, self._skipped = (verdict, snapshot.monotonic, jobs), 0
         return verdict
 
-    def _due(self, jobs: tuple, now: float) -> bool:
-        """Whether this tick is judged: the jobs changed, their ranks' turn came, or the last
-        verdict has been held ``MAX_HOLD_S``."""
-        if self._last is None or jobs != self._last[2] or now - self._last[1] >= MAX_HOLD_S:
+    def _due(self, jobs: tuple, now: float, interval_s: float) -> bool:
+        """Whether this tick is judged: the last judgment was still collecting data (its "N of
+        3 s" counts every tick, and the first verdict comes as soon as it can), the jobs
+        changed, the cadence's turn came, or the last verdict has been held ``MAX_HOLD_S``."""
+        last = self._last
+        if last is None or last[0].window_s < self._stabilizer.min_window_s:
+            return True
+        if jobs != last[2] or now - last[1] >= MAX_HOLD_S:
             return True
         live = sum(state in LIVE_STATES for *_, state in jobs)
-        return self._skipped + 1 >= rounds(live)
+        return self._skipped + 1 >= cadence(live, interval_s)
 
     def _carried(self, now: float) -> Verdict:
         """The last verdict, it and each job's held for as much longer as has passed since it

@@ -64,7 +64,7 @@ async def settle(pilot, source, window) -> None:
 
 @async_test
 async def test_unknown_while_collecting_then_data_cpu_with_numbers():
-    window = DATA_CPU.window()
+    window = DATA_CPU.window(n=12)  # judged every other tick after the first verdict (tick 3)
     source, app = make(window[0])
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, source, window[:2])
@@ -74,7 +74,7 @@ async def test_unknown_while_collecting_then_data_cpu_with_numbers():
         text = banner_text(app)
         assert text.startswith("◆ DATA LOADING (CPU) — data wait 62 % of step")
         assert "4/4 workers at 98 % CPU" in text and "conf 90 %" in text
-        assert "for 7 s" in text and text.endswith("d: details")
+        assert "for 8 s" in text and text.endswith("d: details")
         assert banner(app).has_class("-warning") and not banner(app).has_class("-unknown")
 
 
@@ -129,7 +129,7 @@ async def test_wide_banner_has_a_second_line_with_summary_and_remedy():
 
 @async_test
 async def test_d_opens_details_with_evidence_remedies_history_and_escape_closes():
-    window = DATA_CPU.window()
+    window = DATA_CPU.window(n=12)  # the last tick is judged (every other one from tick 3)
     source, app = make(window[0])
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, source, window)
@@ -144,7 +144,7 @@ async def test_d_opens_details_with_evidence_remedies_history_and_escape_closes(
         finding = screen.query_one("#details-finding").render().plain
         assert "confidence 90 %" in finding and "attach mode" in finding
         history = screen.query_one("#details-history").render().plain
-        assert "DATA LOADING (CPU) 7 s ← NO VERDICT YET 3 s" in history
+        assert "DATA LOADING (CPU) 8 s ← NO VERDICT YET 3 s" in history
         assert "data wait" in history and "62 %" in history
         await pilot.press("escape")
         assert not isinstance(app.screen, DetailsScreen)
@@ -181,6 +181,8 @@ async def test_pause_freezes_the_banner_and_resume_catches_up():
 
 
 class _Broken:
+    min_window_s = 3.0
+
     def update(self, window, *, job_pid=None):
         raise ValueError("bad window")
 
