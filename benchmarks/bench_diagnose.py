@@ -1,15 +1,16 @@
 """What one diagnosis costs per tick as jobs grow: one rank, an 8-rank job (with and without
 DataLoader workers), 64 ranks, and the ended runs a sweep leaves behind.
 
-The monitor diagnoses on every tick: :class:`diagnosis.verdict_window.VerdictWindow` adds the
-new snapshot to its 30 s window and judges the whole window again.  This benchmark feeds each
-case a stream of fresh snapshots at 1 s ticks, shaped like benchmarks/bench_monitor.py's states
-(ranks writing 20 steps/s in five phases, 8 GPUs of which one throttles on heat and one on
-power, ~500 other processes, one-rank sweep runs that finished), every rank's numbers moving
-each tick and ended runs ageing, and times ``update`` once the window is full: ``tick``.
-``diagnose`` is the stateless call on one full window, for comparison.  Figures are the median
-of ``--repeat`` batches in thread CPU time (other work on the box does not inflate it), cases
-interleaved so a noisy moment hits all of them.
+On every tick :class:`diagnosis.verdict_window.VerdictWindow` adds the new snapshot to its 30 s
+window, and on its cadence (every 2 s; beyond 16 ranks every ``ceil(ranks / 16)`` ticks if that
+is longer) judges the whole window again.  This benchmark feeds each case a stream of fresh
+snapshots at 1 s ticks, shaped like benchmarks/bench_monitor.py's states (ranks writing 20
+steps/s in five phases, 8 GPUs of which one throttles on heat and one on power, ~500 other
+processes, one-rank sweep runs that finished), every rank's numbers moving each tick and ended
+runs ageing, and times ``update`` once the window is full: ``tick``, the mean over judged and
+carried ticks alike.  ``diagnose`` is the stateless call on one full window, for comparison.
+Figures are the median of ``--repeat`` batches in thread CPU time (other work on the box does
+not inflate it), cases interleaved so a noisy moment hits all of them.
 
 ``--tree DIR`` measures the code in DIR (e.g. ``git archive HEAD | tar -x -C /tmp/old``) in
 the same run, one batch of each tree in turn, and prints both side by side.
