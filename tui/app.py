@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -59,17 +58,6 @@ PANEL_KEYS = {
     "7": ("training", "Training"),
     "8": ("dataloader", "DataLoader"),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class _Widgets:
-    """The widgets every tick updates beside the panels."""
-
-    header: HeaderBar
-    training: TrainingPanel
-    loader: DataLoaderPanel
-    processes: ProcessTable
-    status: StatusLine
 
 
 class SnapshotReady(Message):
@@ -176,7 +164,6 @@ class TraintopApp(App[None]):
         self._latest: Snapshot | None = None
         self._rec_failure: tuple[str, bool] | None = None
         self._panels: list[Panel] = []
-        self._w: _Widgets | None = None  # looked up at mount
         self.verdicts = VerdictView(self, job_pid=focus_job)
 
     def compose(self) -> ComposeResult:
@@ -202,15 +189,8 @@ class TraintopApp(App[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        # Looked up once: a DOM query walks every widget (90 µs), and a tick made seven.
+        # Looked up once: two DOM queries per tick cost as much as drawing a panel.
         self._panels = list(self.query(Panel))
-        self._w = _Widgets(
-            self.query_one(HeaderBar),
-            self.query_one(TrainingPanel),
-            self.query_one(DataLoaderPanel),
-            self.query_one(ProcessTable),
-            self.query_one(StatusLine),
-        )
         # Attach mode came for the job: its table takes the keys; otherwise the processes.
         focus = TrainingPanel if self._focus_job is not None else ProcessTable
         self.query_one(focus).focus(scroll_visible=False)
@@ -252,28 +232,30 @@ class TraintopApp(App[None]):
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
         if snapshot is None:
             return
-        w = self._w
         for panel in self._panels:
             panel.show(snapshot)
-        w.processes.show_processes(snapshot.processes)
+        self.query_one(ProcessTable).show_processes(snapshot.processes)
         self.screen.set_class(bool(snapshot.jobs), "-jobs")
         if snapshot.jobs:
-            w.training.update_jobs(snapshot)
-            w.loader.show_group(w.training.focused, snapshot.processes, w.training.selected_rank)
+            training = self.query_one(TrainingPanel)
+            training.update_jobs(snapshot)
+            loader = self.query_one(DataLoaderPanel)
+            loader.show_group(training.focused, snapshot.processes, training.selected_rank)
         elif isinstance(self.focused, (TrainingPanel, DataLoaderPanel)):
-            w.processes.focus(scroll_visible=False)  # their row is hidden now
-        w.status.show(snapshot)
+            self.query_one(ProcessTable).focus(scroll_visible=False)  # their row is hidden now
+        self.query_one(StatusLine).show(snapshot)
 
     def on_training_panel_job_focused(self) -> None:
         """The jobs cursor moved: the DataLoader panel shows the job under it, and the job
         collector summarises that job on every tick from now on."""
         snapshot = self.snapshot
         processes = snapshot.processes if snapshot is not None else ()
-        training = self._w.training
+        training = self.query_one(TrainingPanel)
         group = training.focused
         if self._job_collector is not None:
             self._job_collector.focus = group.ranks[0].job_id if group is not None else None
-        self._w.loader.show_group(group, processes, training.selected_rank)
+        loader = self.query_one(DataLoaderPanel)
+        loader.show_group(group, processes, training.selected_rank)
 
     def watch_paused(self, paused: bool) -> None:
         with self.batch_update():
@@ -284,7 +266,8 @@ class TraintopApp(App[None]):
             self._show_header()
 
     def _show_header(self) -> None:
-        self._w.header.show(
+        header = self.query_one(HeaderBar)
+        header.show(
             self.snapshot or self._latest, self.source.interval_s, self.paused, self._rec_state()
         )
 
@@ -329,9 +312,9 @@ class TraintopApp(App[None]):
 
     def action_focus_jobs(self) -> None:
         """Give the keys to the jobs table (arrows, Enter, e), or back to the processes."""
-        training = self._w.training
+        training = self.query_one(TrainingPanel)
         if training.has_focus or not self.screen.has_class("-jobs"):
-            self._w.processes.focus()
+            self.query_one(ProcessTable).focus()
         else:
             training.focus()
 
