@@ -50,10 +50,11 @@ class _Job:
         self.liveness = "live"
         self.restarted = False
         self.hot: HotBlock | None = None
-        self.summary: JobSnapshot | None = None  # an ended job's last snapshot, kept
         self.fresh: PollResult | None = None  # this tick's records, for JobCollector.on_records
         self.due = True  # summarised this tick (else its last snapshot, ``shown``, is kept)
-        self.shown: JobSnapshot | None = None  # a live job's last summary, and when it was made
+        # The last summary and when it was made: a live rank's until its next turn, an ended
+        # one's for good (made once it was read to its end: only a closed segment is ended).
+        self.shown: JobSnapshot | None = None
         self.shown_at: float | None = None
 
     def gone(self) -> bool:
@@ -208,12 +209,11 @@ class JobCollector:
         if not job.due:  # a live rank waiting for its turn: ``carries`` saw its state unchanged
             return job.shown
         state = _state(job, now)
-        if job.summary is not None and job.summary.state == state:
-            return _aged(job.summary, job.window.last_step_age_s(now))
+        kept = job.shown
+        if job.segment.closed and kept is not None and kept.state == state:
+            return _aged(kept, job.window.last_step_age_s(now))
         live = live_phase(job, state, now)  # (None, None) for an ended job: none to keep
         snapshot = job.window.snapshot(now, state, workers.get(job.header.pid, ()), live)
-        if job.segment.closed:  # ended: this snapshot is all there will ever be
-            job.summary = snapshot
         job.shown, job.shown_at = snapshot, now
         return snapshot
 
