@@ -41,6 +41,7 @@ def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
         "disks": [asdict(disk) for disk in snapshot.disks],
         "nics": [asdict(nic) for nic in snapshot.nics],
         "processes": [asdict(proc) for proc in snapshot.processes],
+        "process_total": snapshot.process_total,  # every process scanned, not only those listed
         "jobs": [asdict(job) for job in snapshot.jobs],
         "errors": [asdict(error) for error in snapshot.errors],
     }

@@ -161,6 +161,7 @@ class ProcessCollector:
         self._light_table: list[_Light] = []
         self._last: dict[int, _Light] = {}
         self._rows: dict[Key, _Shown] = {}
+        self.total: int | None = None  # processes the last scan found (None: it failed)
 
     def _sched_reader(self) -> schedstat.SchedReader | None:
         """Scheduler statistics from the same /proc, where the kernel keeps them."""
@@ -173,7 +174,9 @@ class ProcessCollector:
         gpu_mem = gpu_mem or {}
         now = self._clock()
         dt = 0.0 if self._prev_t is None else now - self._prev_t
+        self.total = None
         light = self._scan(dt, now)
+        self.total = len(light)
         self._prev_t, self._now = now, now
         chosen, groups = self._choose(light, gpu_mem)
         detail = _detailed(chosen, groups, gpu_mem)

@@ -23,6 +23,7 @@ from collectors.snapshot import (
     GpuStatus,
     HostInfo,
     JobSnapshot,
+    ProcessSnapshot,
     Snapshot,
 )
 
@@ -38,6 +39,14 @@ class GpuSource(Protocol):
     def collect(self) -> tuple[tuple[GpuSnapshot, ...], GpuStatus]: ...
 
     def close(self) -> None: ...
+
+
+class ProcessSource(Protocol):
+    """What the sampler needs from ``collectors.processes.ProcessCollector``."""
+
+    total: int | None  # processes the last collect's scan found; None if it failed
+
+    def collect(self, gpu_mem: dict[int, int] | None = None) -> tuple[ProcessSnapshot, ...]: ...
 
 
 class JobSource(Protocol):
@@ -57,7 +66,7 @@ class Collectors:
     memory: Any
     disks: Any
     nics: Any
-    processes: Any
+    processes: ProcessSource
     host: Any
     jobs: JobSource | None = None
     job_nics: Any = None  # collectors.job_nics: NICs of the jobs' own network namespaces
@@ -220,6 +229,7 @@ class Sampler:
             processes=processes,
             jobs=jobs,
             errors=tuple(errors),
+            process_total=c.processes.total,
         )
 
     def _nics(self, jobs: tuple[JobSnapshot, ...], errors: list[CollectorError]) -> tuple:

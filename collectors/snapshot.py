@@ -251,6 +251,9 @@ class Snapshot:
     nics: tuple[NicSnapshot, ...]
     gpus: tuple[GpuSnapshot, ...]
     gpu_status: GpuStatus
-    processes: tuple[ProcessSnapshot, ...]
+    processes: tuple[ProcessSnapshot, ...]  # the rows kept (busiest, GPU holders, workers)
     jobs: tuple[JobSnapshot, ...] = ()
     errors: tuple[CollectorError, ...] = field(default=())
+    # Processes on the machine at this tick, all of those scanned, not only the rows kept; None
+    # where unknown (the scan failed, or a recording made before this field).
+    process_total: int | None = None

@@ -293,6 +293,7 @@ def machine(
         if nvml
         else GpuStatus(False, "NVML library not found")
     )
+    procs = processes(gpus if nvml else 0, tick)
     return Snapshot(
         timestamp=EPOCH + tick,
         monotonic=1000.0 + tick,
@@ -304,9 +305,10 @@ def machine(
         nics=nics(tick),
         gpus=gpu_list,
         gpu_status=status,
-        processes=processes(gpus if nvml else 0, tick),
+        processes=procs,
         jobs=tuple(jobs if job_source is None else job_source(tick)),
         errors=tuple(errors),
+        process_total=len(procs),  # this scripted box runs only the processes it shows
     )
 
 

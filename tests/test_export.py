@@ -2,6 +2,8 @@
 
 import json
 
+import psutil
+
 from collectors.export import snapshot_to_dict, take_snapshot
 from collectors.factory import build_collectors
 from collectors.snapshot import (
@@ -16,7 +18,7 @@ from collectors.snapshot import (
 
 KEYS = {
     "timestamp", "host", "gpu_status", "gpus", "cpu", "memory",
-    "disks", "nics", "processes", "jobs", "errors",
+    "disks", "nics", "processes", "process_total", "jobs", "errors",
 }  # fmt: skip
 
 
@@ -67,5 +69,7 @@ def test_take_snapshot_has_rates_from_real_collectors():
     data = json.loads(json.dumps(snapshot_to_dict(snap), allow_nan=False))
     assert set(data) == KEYS
     assert data["cpu"]["total"]["busy_pct"] is not None
+    # A real scan of this machine: every process, give or take those that came or went since.
+    assert abs(data["process_total"] - len(psutil.pids())) <= 5
     assert all(nic["rx_bytes_per_s"] is not None for nic in data["nics"])
     assert data["gpus"][0]["name"] == "H100"

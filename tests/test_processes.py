@@ -129,6 +129,22 @@ def test_top_n_by_memory_and_io_are_kept_too():
     assert sorted(r.pid for r in rows) == [10, 20, 21]
 
 
+def test_total_counts_every_process_scanned_not_only_the_rows_kept():
+    """The status line's "N processes" is the box's count (htop's Tasks), not the table's rows;
+    a vanished process is not counted, and a scan that fails leaves no stale count."""
+    procs = [FakeProc(pid, 1) for pid in range(10, 50)]
+    run = _two_ticks(procs, {11: 0.5, 12: 0.25}, top_n=2)
+    assert len(run.rows) <= 6 and run.collector.total == 40  # top 2 by CPU, RSS and I/O
+    procs[0].fail_in = "cpu_times"
+    run.clock.now = 2.0
+    run.collector.collect()
+    assert run.collector.total == 39
+    run.ps.process_iter = lambda: (_ for _ in ()).throw(OSError("/proc unreadable"))
+    with pytest.raises(OSError):
+        run.collector.collect()
+    assert run.collector.total is None
+
+
 def test_top_n_none_returns_every_process():
     procs = [FakeProc(pid, 1) for pid in range(10, 50)]
     assert len(_two_ticks(procs, {}, top_n=None).rows) == 40

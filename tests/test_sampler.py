@@ -22,6 +22,8 @@ GPU = GpuSnapshot(index=0, processes=(GpuProcess(7, 3 << 30), GpuProcess(8, None
 class Fixed:
     """A collector returning the same value; records what the process collector was given."""
 
+    total = None  # as a process collector: how many processes its scan found
+
     def __init__(self, value):
         self.value, self.calls, self.seen_gpu_mem = value, 0, None
 
@@ -69,6 +71,14 @@ def _run(sampler, count, timeout_s=5.0):
         return [got.get(timeout=timeout_s) for _ in range(count)]
     finally:
         sampler.stop()
+
+
+def test_the_process_scans_total_reaches_the_snapshot():
+    """The box's process count, beside the rows kept; None when the scan found none."""
+    processes = Fixed(())
+    processes.total = 412
+    assert Sampler(_collectors(processes=processes)).sample_once().process_total == 412
+    assert Sampler(_collectors()).sample_once().process_total is None
 
 
 def test_callback_receives_snapshots_with_gpu_memory_passed_to_processes():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 
 from collectors.snapshot import CollectorError, ProcessSnapshot
@@ -255,6 +256,21 @@ async def test_no_gpu_is_one_line():
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         assert text(app, GpuPanel) == "no NVIDIA GPU found (driver 590.48.01)"
+
+
+@async_test
+async def test_status_line_counts_the_boxs_processes_not_the_rows_kept():
+    """412 processes on the box, 20-odd rows kept: htop's Tasks says 412, and so does this.
+    A recording made before the count was kept says nothing rather than the rows."""
+    counted = dataclasses.replace(machine(gpus=1), process_total=412)
+    source, app = make([counted])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert "1 GPU · 412 processes" in text(app, StatusLine)
+        assert len(app.snapshot.processes) < 412
+        source.push(dataclasses.replace(machine(gpus=1, tick=1), process_total=None))
+        await pilot.pause()
+        assert text(app, StatusLine).endswith("1 GPU")
 
 
 @async_test

@@ -39,5 +39,6 @@ def status_text(snapshot: Snapshot) -> Content:
     if status.cuda_driver_version:
         facts.append(f"CUDA {status.cuda_driver_version}")
     facts.append(f"{len(snapshot.gpus)} GPU" + ("" if len(snapshot.gpus) == 1 else "s"))
-    facts.append(f"{len(snapshot.processes)} processes")
+    if snapshot.process_total is not None:  # every process on the box, not the rows kept
+        facts.append(f"{snapshot.process_total} processes")
     return Content.styled(" · ".join(facts), "dim")
