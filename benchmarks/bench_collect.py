@@ -71,8 +71,8 @@ def serve(tree: str, directory: str, profile: bool) -> None:
     """The child: one collector of ``tree``; each stdin line is a tick, answered on stdout with
     collect()'s and the process scan's thread-CPU ms and the live ranks it saw."""
     sys.path.insert(0, tree)
-    from collectors.jobs import JobCollector
-    from collectors.processes import ProcessCollector
+    from traintop.collectors.jobs import JobCollector
+    from traintop.collectors.processes import ProcessCollector
 
     procs, jobs = ProcessCollector(), JobCollector(directory)
     if hasattr(jobs, "share_process_scan"):  # a tree from before the shared scan (--tree)

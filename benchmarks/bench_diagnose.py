@@ -1,16 +1,16 @@
 """What one diagnosis costs per tick as jobs grow: one rank, an 8-rank job (with and without
 DataLoader workers), 64 ranks, and the ended runs a sweep leaves behind.
 
-On every tick :class:`diagnosis.verdict_window.VerdictWindow` adds the new snapshot to its 30 s
-window, and on its cadence (every 2 s; beyond 16 ranks every ``ceil(ranks / 16)`` ticks if that
+On every tick :class:`traintop.diagnosis.verdict_window.VerdictWindow` adds the new snapshot to its
+30 s window, and on its cadence (every 2 s; beyond 16 ranks every ``ceil(ranks / 16)`` ticks if that
 is longer) judges the whole window again.  This benchmark feeds each case a stream of fresh
-snapshots at 1 s ticks, shaped like benchmarks/bench_monitor.py's states (ranks writing 20
-steps/s in five phases, 8 GPUs of which one throttles on heat and one on power, ~500 other
-processes, one-rank sweep runs that finished), every rank's numbers moving each tick and ended
-runs ageing, and times ``update`` once the window is full: ``tick``, the mean over judged and
-carried ticks alike.  ``diagnose`` is the stateless call on one full window, for comparison.
-Figures are the median of ``--repeat`` batches in thread CPU time (other work on the box does
-not inflate it), cases interleaved so a noisy moment hits all of them.
+snapshots at 1 s ticks, shaped like benchmarks/bench_monitor.py's states (ranks writing 20 steps/s
+in five phases, 8 GPUs of which one throttles on heat and one on power, ~500 other processes,
+one-rank sweep runs that finished), every rank's numbers moving each tick and ended runs ageing, and
+times ``update`` once the window is full: ``tick``, the mean over judged and carried ticks alike.
+``diagnose`` is the stateless call on one full window, for comparison. Figures are the median of
+``--repeat`` batches in thread CPU time (other work on the box does not inflate it), cases
+interleaved so a noisy moment hits all of them.
 
 ``--tree DIR`` measures the code in DIR (e.g. ``git archive HEAD | tar -x -C /tmp/old``) in
 the same run, one batch of each tree in turn, and prints both side by side.
@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CODE = Path(os.environ.get("BENCH_DIAGNOSE_CODE", ROOT))  # which tree's packages to import
 sys.path.insert(0, str(CODE))
 
-from collectors.snapshot import (  # noqa: E402
+from tests.diagnosis_factories import GIB, Scene  # noqa: E402
+from traintop.collectors.snapshot import (  # noqa: E402
     GpuProcess,
     JobSnapshot,
     PhaseShare,
@@ -43,15 +44,14 @@ from collectors.snapshot import (  # noqa: E402
     Snapshot,
     WorkerSnapshot,
 )
-from diagnosis.engine import diagnose  # noqa: E402
-from diagnosis.verdict_window import VerdictWindow  # noqa: E402
-from tests.diagnosis_factories import GIB, Scene  # noqa: E402
+from traintop.diagnosis.engine import diagnose  # noqa: E402
+from traintop.diagnosis.verdict_window import VerdictWindow  # noqa: E402
 
 SCENE = Scene(gpu_count=8, workers=0)
 OTHERS = 480  # unrelated processes on the host
 WINDOW = 31  # snapshots the monitor holds at 1 s ticks (30 s window)
 RATE = 20  # steps per second and rank, as benchmarks/ring_load.py writes them
-RECENT = 120  # step times a summary keeps (collectors.job_window.RECENT_STEPS)
+RECENT = 120  # step times a summary keeps (traintop.collectors.job_window.RECENT_STEPS)
 PHASES = ("data", "forward", "backward", "optimizer", "other")
 THROTTLED = {3: dict(clocks_event_reasons=0x28, temp_c=84.0, sm_clock_mhz=1410),
              5: dict(clocks_event_reasons=0x4, power_w=699.0, sm_clock_mhz=1755)}  # fmt: skip
@@ -122,7 +122,7 @@ FINALS = [_final(i) for i in range(64)]
 
 def _ended(i: int, tick: int) -> JobSnapshot:
     """An ended run as the collector reports it on every tick: its kept summary, aged
-    (``collectors.jobs._aged``)."""
+    (``traintop.collectors.jobs._aged``)."""
     return replace(FINALS[i], last_step_age_s=120.0 + i + tick)
 
 

@@ -21,12 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from collectors.snapshot import Snapshot
 from tests.snapshot_fixtures import EPOCH, ScriptedSource, ddp_job, machine, sweep
-from tui.app import build_app
-from tui.widgets.dataloader import DataLoaderPanel
-from tui.widgets.gpu import GpuPanel
-from tui.widgets.training import TrainingPanel
+from traintop.collectors.snapshot import Snapshot
+from traintop.tui.app import build_app
+from traintop.tui.widgets.dataloader import DataLoaderPanel
+from traintop.tui.widgets.gpu import GpuPanel
+from traintop.tui.widgets.training import TrainingPanel
 
 STATES: dict[str, Callable[[int], Sequence]] = {
     "1 rank": lambda tick: ddp_job(1, tick),

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from bench_collect import finished_sweep, start_jobs, wait_for_segments  # noqa: E402
 
 from tests.fakenvml.build import build_fake_nvml  # noqa: E402
-from tui.widgets.job_groups import ENDED_COLLAPSE_S  # noqa: E402
+from traintop.views.job_groups import ENDED_COLLAPSE_S  # noqa: E402
 
 SCENARIO = ROOT / "tests" / "fakenvml" / "scenarios" / "h100x8_throttle.txt"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -63,8 +63,8 @@ def sample_cost_us(rounds: int = 200, gap_s: float = 0.0) -> tuple[float, float]
     """
     code = (
         "import time, statistics\n"
-        "from collectors.factory import build_collectors\n"
-        "from collectors.sampler import Sampler\n"
+        "from traintop.collectors.factory import build_collectors\n"
+        "from traintop.collectors.sampler import Sampler\n"
         "c = build_collectors()\n"
         "s = Sampler(c, interval_s=1.0)\n"
         "s.sample_once(); c.gpu.collect()\n"
@@ -196,9 +196,11 @@ def leave_state(procs: list[subprocess.Popen]) -> None:
 
 
 def tools_for(state: str, args: argparse.Namespace) -> dict[str, tuple[list[str], str]]:
-    traintop = shutil.which("traintop") or f"{sys.executable} -m tui.cli"
+    traintop = shutil.which("traintop") or f"{sys.executable} -m traintop.cli.main"
     if args.tree:  # another source tree (an older commit, `git archive`d): a before/after
-        traintop = f"env -C {args.tree} PYTHONPATH={args.tree} {sys.executable} -m tui.cli"
+        traintop = (
+            f"env -C {args.tree} PYTHONPATH={args.tree} {sys.executable} -m traintop.cli.main"
+        )
     tools = {"traintop": ([traintop, "--interval", "1"], "H100")}
     if args.skip_baselines or state != BASELINE_STATE:
         return tools

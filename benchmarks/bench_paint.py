@@ -95,8 +95,8 @@ def terminal_writer(meter: Meter) -> Callable[[str], None]:
     """The tree's driver ``write`` (colour compaction and all), its terminal a byte counter."""
     from textual.drivers.linux_driver import LinuxDriver
 
-    from tui import chops
-    from tui.driver import QuietLinuxDriver
+    from traintop.tui import chops
+    from traintop.tui.driver import QuietLinuxDriver
 
     def count(self, data: str) -> None:
         meter.bytes += len(data.encode())
@@ -134,7 +134,7 @@ async def measure_state(state: str, ticks: int, profile: bool) -> dict:
     from textual.screen import Screen
 
     from tests.snapshot_fixtures import EPOCH, ScriptedSource, machine
-    from tui.app import TraintopApp, build_app
+    from traintop.tui.app import TraintopApp, build_app
 
     meter, now = Meter(), [EPOCH]
     meter.wrap(TraintopApp, "on_snapshot_ready", "update_s")

@@ -293,7 +293,7 @@ def main() -> None:
         report_macro(bench_macro(args.pairs, macro_dir))
         # Imported here: the reader follows this tree's format, and --baseline runs an older
         # traintop/ through this file.
-        from collectors.ring_reader import discover
+        from traintop.collectors.ring_reader import discover
 
         segments = discover(macro_dir)
         print(f"  segments written by the traintop runs: {len(segments)} (expected {args.pairs})")

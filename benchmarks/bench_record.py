@@ -24,12 +24,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from collectors.export import snapshot_to_dict
-from collectors.rates import measured
-from collectors.ring_header import SegmentHeader
-from collectors.ring_reader import PollResult
-from collectors.ring_records import RecordBlock
-from collectors.snapshot import (
+from traintop import ring_format as ring
+from traintop.collectors.export import snapshot_to_dict
+from traintop.collectors.rates import measured
+from traintop.collectors.ring_header import SegmentHeader
+from traintop.collectors.ring_reader import PollResult
+from traintop.collectors.ring_records import RecordBlock
+from traintop.collectors.snapshot import (
     CpuCore,
     CpuSnapshot,
     DiskSnapshot,
@@ -44,9 +45,8 @@ from collectors.snapshot import (
     ProcessSnapshot,
     Snapshot,
 )  # fmt: skip
-from diagnosis.model import Evidence, Finding, Verdict
-from store.writer import Recorder
-from traintop import ring_format as ring
+from traintop.diagnosis.model import Evidence, Finding, Verdict
+from traintop.store.writer import Recorder
 
 GIB, MIB = 2**30, 2**20
 RANKS, STEPS_PER_S, GPUS = 8, 10, 8

@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from collectors.jobs import JobCollector
-from collectors.ring_reader import open_segment
+from traintop.collectors.jobs import JobCollector
+from traintop.collectors.ring_reader import open_segment
 from traintop.ring import RingWriter
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def bench_reader(w: RingWriter) -> None:
 
 
 _POLLER = """import sys
-from collectors.ring_reader import open_segment
+from traintop.collectors.ring_reader import open_segment
 segment = open_segment(sys.argv[1])
 print("ok", flush=True)
 while True:

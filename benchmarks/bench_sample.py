@@ -35,8 +35,8 @@ COLLECTORS = ("gpu", "processes", "cpu", "memory", "disks", "nics", "host")
 
 WORKER = """
 import dataclasses, json, sys, time
-from collectors.factory import build_collectors
-from collectors.sampler import Sampler
+from traintop.collectors.factory import build_collectors
+from traintop.collectors.sampler import Sampler
 
 class Timed:
     def __init__(self, name, inner, spent):

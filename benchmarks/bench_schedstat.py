@@ -1,4 +1,5 @@
-"""What CPU demand (run-queue waits and busy threads, ``collectors.schedstat``) adds to a tick.
+"""What CPU demand (run-queue waits and busy threads, ``traintop.collectors.schedstat``) adds to a
+tick.
 
 ``python benchmarks/bench_schedstat.py [--trainers 3] [--threads 24] [--ticks 15]`` starts
 ``--trainers`` processes of ``--threads`` threads each (two of their threads spinning, the rest
@@ -25,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from collectors.factory import build_collectors  # noqa: E402
-from collectors.processes import ProcessCollector  # noqa: E402
-from collectors.sampler import Sampler  # noqa: E402
+from traintop.collectors.factory import build_collectors  # noqa: E402
+from traintop.collectors.processes import ProcessCollector  # noqa: E402
+from traintop.collectors.sampler import Sampler  # noqa: E402
 
 TRAINER = """
 import threading, time, sys

@@ -17,9 +17,9 @@ from typing import Any
 
 import psutil
 
-from collectors import procfs
-from collectors.rates import CpuUtil, cpu_util
-from collectors.snapshot import CpuCore, CpuSnapshot
+from traintop.collectors import procfs
+from traintop.collectors.rates import CpuUtil, cpu_util
+from traintop.collectors.snapshot import CpuCore, CpuSnapshot
 
 PROC_STAT = "/proc/stat"
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest",

@@ -18,9 +18,9 @@ from typing import Any, NamedTuple
 
 import psutil
 
-from collectors import procfs
-from collectors.rates import counter_delta, measured, rate
-from collectors.snapshot import DiskSnapshot
+from traintop.collectors import procfs
+from traintop.collectors.rates import counter_delta, measured, rate
+from traintop.collectors.snapshot import DiskSnapshot
 
 PROC_DISKSTATS = "/proc/diskstats"
 SECTOR = 512
@@ -125,8 +125,8 @@ class DiskStats:
     """``psutil.disk_io_counters(perdisk=True)`` from one read of ``/proc/diskstats``.
 
     The counters are the kernel's own, where psutil by default adds back what a counter lost
-    when it wrapped: ``collectors.rates`` takes wraps into account itself.  A line of no known
-    layout is skipped (psutil raises).
+    when it wrapped: ``traintop.collectors.rates`` takes wraps into account itself.  A line of no
+    known layout is skipped (psutil raises).
     """
 
     def __init__(self, path: str = PROC_DISKSTATS) -> None:

@@ -10,9 +10,9 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from collectors.gpu_reasons import decode_reasons
-from collectors.sampler import Collectors, Sampler
-from collectors.snapshot import GpuSnapshot, Snapshot
+from traintop.collectors.gpu_reasons import decode_reasons
+from traintop.collectors.sampler import Collectors, Sampler
+from traintop.collectors.snapshot import GpuSnapshot, Snapshot
 
 DEFAULT_SETTLE_S = 0.25
 

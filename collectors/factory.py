@@ -9,15 +9,15 @@ from typing import Any
 
 import psutil
 
-from collectors.cpu import CpuCollector
-from collectors.disks import DiskCollector
-from collectors.host import HostCollector
-from collectors.job_nics import JobNicCollector
-from collectors.jobs import JobCollector
-from collectors.memory import MemoryCollector
-from collectors.nics import NicCollector
-from collectors.processes import ProcessCollector
-from collectors.sampler import Collectors, GpuSource, JobSource
+from traintop.collectors.cpu import CpuCollector
+from traintop.collectors.disks import DiskCollector
+from traintop.collectors.host import HostCollector
+from traintop.collectors.job_nics import JobNicCollector
+from traintop.collectors.jobs import JobCollector
+from traintop.collectors.memory import MemoryCollector
+from traintop.collectors.nics import NicCollector
+from traintop.collectors.processes import ProcessCollector
+from traintop.collectors.sampler import Collectors, GpuSource, JobSource
 
 
 def build_collectors(
@@ -57,6 +57,13 @@ def build_collectors(
 
 def _nvml_gpu(nvml: Any, clock: Callable[[], float]) -> GpuSource:
     """The NVML collector, imported here so an injected ``gpu`` never loads pynvml."""
-    from collectors.gpu import GpuCollector
+    from traintop.collectors.gpu import GpuCollector
 
     return GpuCollector(nvml=nvml, clock=clock)
+
+
+def monitor_collectors() -> Collectors:
+    """Every collector the monitor, `snapshot`, `diagnose` and `record` sample, jobs included."""
+    from traintop.collectors.jobs import JobCollector
+
+    return build_collectors(jobs=JobCollector())

@@ -17,8 +17,8 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
-from collectors.rates import rate
-from collectors.snapshot import GpuProcess, GpuSnapshot, GpuStatus
+from traintop.collectors.rates import rate
+from traintop.collectors.snapshot import GpuProcess, GpuSnapshot, GpuStatus
 
 INIT_RETRY_S = 10.0  # a driver may be loaded after traintop starts; do not hammer it
 PCIE_TX_FIELD, PCIE_RX_FIELD = 197, 198  # NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES, cumulative

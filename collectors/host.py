@@ -10,7 +10,7 @@ from typing import Any
 
 import psutil
 
-from collectors.snapshot import HostInfo
+from traintop.collectors.snapshot import HostInfo
 
 
 class HostCollector:

@@ -22,9 +22,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from collectors.nics import LINK_FACTS_TTL_S, VIRTUAL_PREFIXES, link_util_pct, parse_net_dev
-from collectors.rates import rate
-from collectors.snapshot import JobSnapshot, NicSnapshot
+from traintop.collectors.nics import (
+    LINK_FACTS_TTL_S,
+    VIRTUAL_PREFIXES,
+    link_util_pct,
+    parse_net_dev,
+)
+from traintop.collectors.rates import rate
+from traintop.collectors.snapshot import JobSnapshot, NicSnapshot
 
 RUNNING_STATES = ("live", "stalled")
 """Jobs whose processes exist: a finished or crashed job's pid is gone, or worse, reused."""

@@ -23,13 +23,13 @@ from itertools import chain, repeat
 from operator import add, attrgetter, sub, truediv
 from typing import NamedTuple
 
-from collectors.job_key import job_key
-from collectors.rates import measured
-from collectors.ring_header import SegmentHeader
-from collectors.ring_reader import PollResult, Span
-from collectors.ring_records import RecordBlock
-from collectors.snapshot import JobSnapshot, PhaseShare, WorkerSnapshot
 from traintop import ring_format
+from traintop.collectors.job_key import job_key
+from traintop.collectors.rates import measured
+from traintop.collectors.ring_header import SegmentHeader
+from traintop.collectors.ring_reader import PollResult, Span
+from traintop.collectors.ring_records import RecordBlock
+from traintop.collectors.snapshot import JobSnapshot, PhaseShare, WorkerSnapshot
 
 RECENT_STEPS = 120
 SAMPLE_PER_POLL = 64

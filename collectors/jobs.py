@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from collectors.job_window import NEWEST, JobWindow
-from collectors.rates import measured
-from collectors.ring_header import SegmentHeader
-from collectors.ring_reader import (
+from traintop.collectors.job_window import NEWEST, JobWindow
+from traintop.collectors.rates import measured
+from traintop.collectors.ring_header import SegmentHeader
+from traintop.collectors.ring_reader import (
     HotBlock,
     PollResult,
     Segment,
@@ -32,8 +32,8 @@ from collectors.ring_reader import (
     remove_stale,
     segment_paths,
 )
-from collectors.snapshot import JobSnapshot, WorkerSnapshot
-from collectors.turns import in_turn
+from traintop.collectors.snapshot import JobSnapshot, WorkerSnapshot
+from traintop.collectors.turns import in_turn
 
 STALL_MIN_S = 5.0
 STALL_STEP_FACTOR = 5.0
@@ -151,7 +151,7 @@ class JobCollector:
         return tuple(self._snapshot(job, now, workers) for job in jobs)
 
     def _plan_turns(self, jobs: list[_Job], now: float) -> None:
-        """Mark the live ranks whose turn it is (``_Job.due``); see ``collectors.turns``.
+        """Mark the live ranks whose turn it is (``_Job.due``); see ``traintop.collectors.turns``.
 
         Ranks are ordered by job, not by name (sweep runs often share one), so a job's ranks
         keep their turns together.
@@ -298,6 +298,6 @@ def _mark_restarts(jobs: list[_Job]) -> None:
 
 
 class ProcessTable(Protocol):
-    """What the job collector needs of the tick's process scan (collectors.processes)."""
+    """What the job collector needs of the tick's process scan (traintop.collectors.processes)."""
 
     def workers_of(self, pids: Iterable[int]) -> dict[int, tuple[WorkerSnapshot, ...]]: ...

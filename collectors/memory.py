@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 
 import psutil
 
-from collectors import procfs
-from collectors.rates import rate
-from collectors.snapshot import MemorySnapshot
+from traintop.collectors import procfs
+from traintop.collectors.rates import rate
+from traintop.collectors.snapshot import MemorySnapshot
 
 PROC_MEMINFO = "/proc/meminfo"
 PROC_VMSTAT = "/proc/vmstat"

@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 
 import psutil
 
-from collectors import procfs
-from collectors.rates import measured, rate
-from collectors.snapshot import NicSnapshot
+from traintop.collectors import procfs
+from traintop.collectors.rates import measured, rate
+from traintop.collectors.snapshot import NicSnapshot
 
 PROC_NET_DEV = "/proc/net/dev"
 """The monitor's own network namespace (``/proc/net`` is ``/proc/self/net``), as psutil reads."""
@@ -124,7 +124,7 @@ class NetDev:
     """``psutil.net_io_counters(pernic=True)`` from one read of ``/proc/net/dev``.
 
     The counters are the kernel's own, where psutil by default adds back what a counter lost
-    when it wrapped: ``collectors.rates`` takes wraps into account itself.
+    when it wrapped: ``traintop.collectors.rates`` takes wraps into account itself.
     """
 
     def __init__(self, path: str = PROC_NET_DEV) -> None:

@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from collectors.gpu import GpuCollector
-from collectors.gpu_reasons import ALL_REASONS
-from collectors.snapshot import GpuSnapshot, GpuStatus
+from traintop.collectors.gpu import GpuCollector
+from traintop.collectors.gpu_reasons import ALL_REASONS
+from traintop.collectors.snapshot import GpuSnapshot, GpuStatus
 
 MIB = 1 << 20
 NA = "[N/A]"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from collectors import procfs
+from traintop.collectors import procfs
 
 READ_BYTES = 256  # a schedstat line is three numbers
 

@@ -1,13 +1,13 @@
 """Processes: the busiest by CPU, memory and I/O, every GPU holder, and DataLoader workers.
 
 Cost is the constraint: a monitor that eats a core hides the problem it is looking for.  On Linux
-the collector reads ``/proc`` directly (``collectors.procfs``: a ``stat`` read per process per
-tick, an ``io`` read for those that ran); elsewhere it uses psutil.  It ranks every process by
+the collector reads ``/proc`` directly (``traintop.collectors.procfs``: a ``stat`` read per process
+per tick, an ``io`` read for those that ran); elsewhere it uses psutil.  It ranks every process by
 CPU, RSS and I/O and keeps the top N of each (all of them with ``top_n=None``), so the table is
 right whichever column it is sorted by.  Static facts (name, cmdline, user) are read once per
-process lifetime, keyed by ``(pid, create_time)`` so a recycled pid never inherits another
-process's name or CPU history.  The rows chosen also get their CPU demand (run-queue wait, busy
-threads: ``collectors.schedstat``).  Most processes sleep through most ticks: one whose stat line
+process lifetime, keyed by ``(pid, create_time)`` so a recycled pid never inherits another process's
+name or CPU history.  The rows chosen also get their CPU demand (run-queue wait, busy threads:
+``traintop.collectors.schedstat``).  Most processes sleep through most ticks: one whose stat line
 did not change keeps last tick's reading, and its row, unless something around it changed.
 """
 
@@ -25,9 +25,9 @@ from typing import Any, NamedTuple
 
 import psutil
 
-from collectors import procfs, schedstat
-from collectors.rates import rate
-from collectors.snapshot import ProcessSnapshot, WorkerSnapshot
+from traintop.collectors import procfs, schedstat
+from traintop.collectors.rates import rate
+from traintop.collectors.snapshot import ProcessSnapshot, WorkerSnapshot
 
 Key = tuple[int, float]
 """A process identity that survives pid reuse: ``(pid, create_time)``."""
@@ -134,7 +134,8 @@ class _Shown(NamedTuple):
 
 
 class ProcessCollector:
-    """Samples processes with injected ``ps`` (psutil, ``collectors.procfs.Procfs`` or a fake)."""
+    """Samples processes with injected ``ps`` (psutil, ``traintop.collectors.procfs.Procfs`` or a
+    fake)."""
 
     def __init__(
         self,
@@ -323,7 +324,8 @@ class ProcessCollector:
         return shown.row
 
     def _demand(self, entry: _Light, detailed: bool) -> tuple | None:
-        """State and run-queue wait of one row (see ``collectors.schedstat``); ``None`` if the
+        """State and run-queue wait of one row (see ``traintop.collectors.schedstat``); ``None`` if
+        the
         process vanished, ``()`` where the kernel keeps no scheduler statistics."""
         if self._sched is None:
             return ()

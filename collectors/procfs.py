@@ -106,7 +106,7 @@ def default_limit(share: int, cap: int = 4096) -> int:
 
 class KeptDescriptors(Generic[K]):
     """Raw descriptors kept open by key, and closed with their owner: what :class:`PidFiles`
-    and ``collectors.open_files.OpenFiles`` share."""
+    and ``traintop.collectors.open_files.OpenFiles`` share."""
 
     def __init__(self) -> None:
         self._fds: dict[K, int] = {}

@@ -11,14 +11,12 @@ same totals exactly (``tests/test_ring_columns.py``).
 from __future__ import annotations
 
 from itertools import compress
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from traintop import ring_format as ring
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from collectors.ring_records import RecordBlock
 
 BIG_POLL = 256  # records from which numpy sums faster than Python's int per value
 _WORDS = ring.RECORD_SIZE // 8  # u64 words per record
@@ -36,7 +34,21 @@ class Totals(NamedTuple):
     gpu_steps: int
 
 
-def totals(block: RecordBlock, data: bytes | bytearray, n_phases: int) -> Totals:
+class Columns(Protocol):
+    """The column reads a block of records offers (``ring_records.RecordBlock`` has them)."""
+
+    def __len__(self) -> int: ...
+
+    def phase_sum(self, phase: int) -> int: ...
+
+    def samples(self) -> list[int]: ...
+
+    def gpu_ns(self) -> list[int]: ...
+
+    def flag_column(self, flag: int) -> bytes: ...
+
+
+def totals(block: Columns, data: bytes | bytearray, n_phases: int) -> Totals:
     """The column sums of ``block`` (whose records are ``data``), by numpy for a big poll."""
     if len(block) >= BIG_POLL:
         found = _numpy_totals(data, n_phases)
@@ -58,7 +70,7 @@ def is_run(data: bytes | bytearray, first: int) -> bool | None:
     return bool(np.array_equal(seq, words[:, _WORDS - 1]) and np.array_equal(seq, expected))
 
 
-def _python_totals(block: RecordBlock, n_phases: int) -> Totals:
+def _python_totals(block: Columns, n_phases: int) -> Totals:
     samples = block.samples()
     gpu_valid = block.flag_column(ring.FLAG_GPU_VALID)
     gpu_steps = gpu_valid.count(1)

@@ -18,9 +18,11 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from collectors.ring_header import SegmentError, SegmentHeader, parse_header
-from collectors.ring_records import Record, RecordBlock, validated
-from collectors.ring_totals import (
+from traintop import ring_format as ring
+from traintop import ring_paths
+from traintop.collectors.ring_header import SegmentError, SegmentHeader, parse_header
+from traintop.collectors.ring_records import Record, RecordBlock, validated
+from traintop.collectors.ring_totals import (
     Cumulative,
     Span,
     anchored,
@@ -30,8 +32,6 @@ from collectors.ring_totals import (
     read_slot,
     safe,
 )
-from traintop import ring_format as ring
-from traintop import ring_paths
 
 __all__ = [
     "HotBlock",

@@ -13,9 +13,9 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from collectors import ring_columns
-from collectors.ring_columns import Totals
 from traintop import ring_format as ring
+from traintop.collectors import ring_columns
+from traintop.collectors.ring_columns import Totals
 
 _WORDS = ring.RECORD_SIZE // 8
 
@@ -89,7 +89,7 @@ class RecordBlock:
         return sum(memoryview(self._data).cast("Q")[3 + phase :: _WORDS])
 
     def totals(self) -> Totals:
-        """Every column total one poll adds to a window (``collectors.ring_columns``)."""
+        """Every column total one poll adds to a window (``traintop.collectors.ring_columns``)."""
         return ring_columns.totals(self, self._data, self._n_phases)
 
     def samples(self) -> list[int]:

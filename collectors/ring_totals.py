@@ -15,9 +15,9 @@ import os
 from operator import add, sub
 from typing import NamedTuple
 
-from collectors.ring_columns import Totals
-from collectors.ring_records import RecordBlock
 from traintop import ring_format as ring
+from traintop.collectors.ring_columns import Totals
+from traintop.collectors.ring_records import RecordBlock
 
 # A slot tagged s is rewritten (tag s + this) only after the head reached s + this - 1.
 _REWRITE_AFTER = ring.TOTALS_EVERY * ring.TOTALS_SLOTS

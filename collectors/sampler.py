@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from collectors.snapshot import (
+from traintop.collectors.snapshot import (
     CollectorError,
     GpuSnapshot,
     GpuStatus,
@@ -34,7 +34,7 @@ MAX_INTERVAL_S = 60.0
 
 
 class GpuSource(Protocol):
-    """What the sampler needs from ``collectors.gpu.GpuCollector``."""
+    """What the sampler needs from ``traintop.collectors.gpu.GpuCollector``."""
 
     def collect(self) -> tuple[tuple[GpuSnapshot, ...], GpuStatus]: ...
 
@@ -42,7 +42,7 @@ class GpuSource(Protocol):
 
 
 class ProcessSource(Protocol):
-    """What the sampler needs from ``collectors.processes.ProcessCollector``."""
+    """What the sampler needs from ``traintop.collectors.processes.ProcessCollector``."""
 
     total: int | None  # processes the last collect's scan found; None if it failed
 
@@ -50,7 +50,7 @@ class ProcessSource(Protocol):
 
 
 class JobSource(Protocol):
-    """What the sampler needs from ``collectors.jobs.JobCollector``."""
+    """What the sampler needs from ``traintop.collectors.jobs.JobCollector``."""
 
     def collect(self) -> tuple[JobSnapshot, ...]: ...
 
@@ -59,7 +59,7 @@ class JobSource(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Collectors:
-    """Every collector instance one sampler drives; built by ``collectors.factory``."""
+    """Every collector instance one sampler drives; built by ``traintop.collectors.factory``."""
 
     gpu: GpuSource
     cpu: Any
@@ -69,7 +69,7 @@ class Collectors:
     processes: ProcessSource
     host: Any
     jobs: JobSource | None = None
-    job_nics: Any = None  # collectors.job_nics: NICs of the jobs' own network namespaces
+    job_nics: Any = None  # traintop.collectors.job_nics: NICs of the jobs' own network namespaces
 
     def close(self) -> None:
         """Release NVML and ring-buffer mappings; host collectors hold nothing to release."""

@@ -28,9 +28,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from collectors import procfs
-from collectors.open_files import OpenFiles
-from collectors.rates import measured
+from traintop.collectors import procfs
+from traintop.collectors.open_files import OpenFiles
+from traintop.collectors.rates import measured
 
 NS_PER_S = 1e9
 BUSY_SHARE = 0.5

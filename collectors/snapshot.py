@@ -75,8 +75,9 @@ class NicSnapshot:
     errors_per_s: float | None
     drops_per_s: float | None
     link_util_pct: float | None
-    # Interfaces of a job's own network namespace (collectors.job_nics): the job's name (what
-    # the Network panel shows after "@"), the JobSnapshot.job_ids living there, the netns inode.
+    # Interfaces of a job's own network namespace (traintop.collectors.job_nics): the job's name
+    # (what the Network panel shows after "@"), the JobSnapshot.job_ids living there, the netns
+    # inode.
     job: str | None = None
     job_ids: tuple[str, ...] = ()
     netns_inode: int | None = None
@@ -153,8 +154,8 @@ class ProcessSnapshot:
     gpu_mem_bytes: int | None = None
     num_threads: int | None = None
     group_pid: int | None = None
-    # CPU demand (collectors.schedstat): 100 = one thread runnable but waiting for a CPU all
-    # interval, as pidstat's %wait; threads_busy and main_thread_* only for the processes that
+    # CPU demand (traintop.collectors.schedstat): 100 = one thread runnable but waiting for a CPU
+    # all interval, as pidstat's %wait; threads_busy and main_thread_* only for the processes that
     # matter (trainers, GPU holders, the busiest), else None.
     state: str | None = None  # main thread's state letter: R, S, D, Z, T...
     cpu_wait_pct: float | None = None
@@ -232,7 +233,8 @@ class JobSnapshot:
     cuda_mem_reserved_bytes: int | None = None
     live_phase: str | None = None  # the phase the trainer is in right now (from the live word)
     live_phase_s: float | None = None  # how long it has been in it
-    # Ranks of one job share this key (collectors.job_key.job_key); a lone process has its own.
+    # Ranks of one job share this key (traintop.collectors.job_key.job_key); a lone process has its
+    # own.
     job_id: str = ""
     started_at: float | None = None  # wall clock, seconds since the epoch, when the ring was made
 

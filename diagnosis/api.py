@@ -1,8 +1,8 @@
 """The public surface of the diagnosis package, in one import for the CLI and the UI."""
 
-from diagnosis.engine import diagnose
-from diagnosis.export import verdict_to_dict
-from diagnosis.model import (
+from traintop.diagnosis.engine import diagnose
+from traintop.diagnosis.export import verdict_to_dict
+from traintop.diagnosis.model import (
     BOTTLENECKS,
     Evidence,
     Finding,
@@ -11,8 +11,8 @@ from diagnosis.model import (
     Straggler,
     Verdict,
 )
-from diagnosis.stabilizer import VerdictStabilizer
-from diagnosis.verdict_window import VerdictWindow
+from traintop.diagnosis.stabilizer import VerdictStabilizer
+from traintop.diagnosis.verdict_window import VerdictWindow
 
 __all__ = [
     "BOTTLENECKS",

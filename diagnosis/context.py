@@ -1,7 +1,7 @@
 """The whole window seen from one rank's side: which GPUs, processes and workers are its own.
 
-The host side (:class:`Box`) is summarised once per :func:`diagnosis.engine.diagnose` call,
-from the window's tracks (:mod:`diagnosis.memo`: each process, GPU and job summary's values
+The host side (:class:`Box`) is summarised once per :func:`traintop.diagnosis.engine.diagnose` call,
+from the window's tracks (:mod:`traintop.diagnosis.memo`: each process, GPU and job summary's values
 across the window, moved on from the last tick's); :func:`context_for` then gives each rank of
 each job its :class:`Context`, which holds the box and adds what is the rank's own.  Rules read
 both: ``ctx.box.cpu_busy_pct`` is about the host, ``ctx.trainer`` about the rank.
@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from collectors.snapshot import JobSnapshot, Snapshot
-from diagnosis.demand import CpuDemand, cpu_demand, group_members
-from diagnosis.memo import Track, Window
-from diagnosis.stats import mean_of
-from diagnosis.views import (
+from traintop.collectors.snapshot import JobSnapshot, Snapshot
+from traintop.diagnosis.demand import CpuDemand, cpu_demand, group_members
+from traintop.diagnosis.memo import Track, Window
+from traintop.diagnosis.stats import mean_of
+from traintop.diagnosis.views import (
     CORES,
     GPUS,
     JOBS,

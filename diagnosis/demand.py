@@ -3,12 +3,12 @@
 The 1-minute load average lags by a minute and counts every process on the host, so it cannot
 tell "these jobs fight over the cores" from "someone else is busy".  The jobs' own processes can.
 Each thread is, at any instant, running, runnable but waiting on a run queue, or asleep; the
-scheduler counts the first two per thread (``collectors.schedstat``).  Summed over the jobs'
-processes, ``run + wait`` per second of wall time is their demand in CPUs (each thread adds at
-most one, so only the jobs' own thread counts can push it above the CPUs), and
-``wait / (run + wait)`` is the share of the time they wanted a CPU and had none: the share of
-their speed that contention costs a CPU-bound thread.  Without scheduler statistics (not Linux)
-only thread counts and CPU use are known, and ``want_pct`` bounds what the threads could use.
+scheduler counts the first two per thread (``traintop.collectors.schedstat``).  Summed over the
+jobs' processes, ``run + wait`` per second of wall time is their demand in CPUs (each thread adds at
+most one, so only the jobs' own thread counts can push it above the CPUs), and ``wait / (run +
+wait)`` is the share of the time they wanted a CPU and had none: the share of their speed that
+contention costs a CPU-bound thread.  Without scheduler statistics (not Linux) only thread counts
+and CPU use are known, and ``want_pct`` bounds what the threads could use.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from collectors.snapshot import JobSnapshot, ProcessSnapshot
-from diagnosis.views import ProcView
+from traintop.collectors.snapshot import JobSnapshot, ProcessSnapshot
+from traintop.diagnosis.views import ProcView
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,24 +1,24 @@
 """The diagnosis engine: every job's verdict over a window, and the one to show first.
 
-Each live job is judged on all of its ranks (:mod:`diagnosis.job_verdicts`); ended jobs get
+Each live job is judged on all of its ranks (:mod:`traintop.diagnosis.job_verdicts`); ended jobs get
 their final word in the past tense and never take part in a live one's; with no live job the
 machine itself is judged, or the answer is that nothing runs.  Pure and stateless: the same
 window always gives the same verdict.  Time comes from the snapshots' stamps, never from a
-clock.  Flicker control lives in :mod:`diagnosis.stabilizer`.
+clock.  Flicker control lives in :mod:`traintop.diagnosis.stabilizer`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from collectors.snapshot import Snapshot
-from diagnosis import rules_data, rules_gpu, rules_host, rules_job
-from diagnosis.context import Box, Context, context_for
-from diagnosis.explain import explain
-from diagnosis.job_groups import group_jobs
-from diagnosis.job_verdicts import judge_ended, judge_live, ranked_rules
-from diagnosis.memo import Memo
-from diagnosis.model import Candidate, Finding, JobVerdict, Verdict
+from traintop.collectors.snapshot import Snapshot
+from traintop.diagnosis import rules_data, rules_gpu, rules_host, rules_job
+from traintop.diagnosis.context import Box, Context, context_for
+from traintop.diagnosis.explain import explain
+from traintop.diagnosis.job_groups import group_jobs
+from traintop.diagnosis.job_verdicts import judge_ended, judge_live, ranked_rules
+from traintop.diagnosis.memo import Memo
+from traintop.diagnosis.model import Candidate, Finding, JobVerdict, Verdict
 
 MIN_WINDOW_S = 3.0
 MIN_SAMPLES = 2

@@ -10,10 +10,10 @@ on: a device, peers, a lock, a sleep).
 
 from __future__ import annotations
 
-from diagnosis.context import Context
-from diagnosis.model import Evidence, Finding
-from diagnosis.signals import DATA_WAIT_SHARE, comm_share, data_wait, read_traffic
-from diagnosis.text import pct, pct100, rate, seconds
+from traintop.diagnosis.context import Context
+from traintop.diagnosis.model import Evidence, Finding
+from traintop.diagnosis.signals import DATA_WAIT_SHARE, comm_share, data_wait, read_traffic
+from traintop.diagnosis.text import pct, pct100, rate, seconds
 
 OFF_CPU_PCT = 50.0  # below half a core the trainer's main thread waits most of the time
 WHERE_TO_LOOK = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diagnosis.model import Finding, JobSummary, JobVerdict, Verdict
+from traintop.diagnosis.model import Finding, JobSummary, JobVerdict, Verdict
 
 
 def _round(value: float | None) -> float | None:

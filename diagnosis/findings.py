@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from diagnosis.context import Context
-from diagnosis.model import SEVERITIES, Candidate, Evidence, Finding
-from diagnosis.stats import clamp01
+from traintop.diagnosis.context import Context
+from traintop.diagnosis.model import SEVERITIES, Candidate, Evidence, Finding
+from traintop.diagnosis.stats import clamp01
 
 
 def candidate(

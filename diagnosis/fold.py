@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from statistics import median
 
-from collectors.snapshot import JobSnapshot
-from diagnosis.context import Context
-from diagnosis.findings import ranked
-from diagnosis.model import Candidate, Evidence, Straggler
-from diagnosis.signals import comm_share
-from diagnosis.text import pct, rank_list
+from traintop.collectors.snapshot import JobSnapshot
+from traintop.diagnosis.context import Context
+from traintop.diagnosis.findings import ranked
+from traintop.diagnosis.model import Candidate, Evidence, Straggler
+from traintop.diagnosis.signals import comm_share
+from traintop.diagnosis.text import pct, rank_list
 
 STRAGGLER_GAP = 0.2  # a fifth of a step, the scale of the data-wait and communication rules
 PEER_WAIT = frozenset({"network", "sync_stall"})  # what waiting on a straggler looks like

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from collectors.snapshot import JobSnapshot, Snapshot
-from diagnosis.model import LIVE_STATES
+from traintop.collectors.snapshot import JobSnapshot, Snapshot
+from traintop.diagnosis.model import LIVE_STATES
 
 # Ended states, worst first: a job with one crashed rank crashed.
 ENDED_ORDER = ("crashed", "restarted", "finished")
@@ -126,8 +126,8 @@ def _by_rank(ranks: Iterable[JobSnapshot]) -> tuple[JobSnapshot, ...]:
 
 
 # An ended rank's identity and how far it got.  The collector reads an ended segment to its end
-# once and keeps that snapshot, moving only its age (collectors.jobs._aged), so these name its
-# final numbers; comparing all 26 fields instead (120 step times among them) cost the panel and
+# once and keeps that snapshot, moving only its age (traintop.collectors.jobs._aged), so these name
+# its final numbers; comparing all 26 fields instead (120 step times among them) cost the panel and
 # the verdicts about 6 µs per ended rank and tick, these 1 µs.
 _SETTLED = attrgetter("pid", "started_at", "state", "steps_total", "lost_records")
 

@@ -12,15 +12,15 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 
-from collectors.snapshot import JobSnapshot, Snapshot
-from diagnosis.context import Box, Context, box_of, context_for, span_trust
-from diagnosis.explain import explain
-from diagnosis.findings import ranked
-from diagnosis.fold import RankResult, fold
-from diagnosis.job_groups import JobGroup, settled
-from diagnosis.memo import Memo, Window
-from diagnosis.model import Candidate, Evidence, Finding, JobSummary, JobVerdict, Straggler
-from diagnosis.tense import clock, past
+from traintop.collectors.snapshot import JobSnapshot, Snapshot
+from traintop.diagnosis.context import Box, Context, box_of, context_for, span_trust
+from traintop.diagnosis.explain import explain
+from traintop.diagnosis.findings import ranked
+from traintop.diagnosis.fold import RankResult, fold
+from traintop.diagnosis.job_groups import JobGroup, settled
+from traintop.diagnosis.memo import Memo, Window
+from traintop.diagnosis.model import Candidate, Evidence, Finding, JobSummary, JobVerdict, Straggler
+from traintop.diagnosis.tense import clock, past
 
 Rules = Callable[[Context], tuple[Candidate, ...]]
 

@@ -9,9 +9,10 @@ values in the same order as a fresh pass would read, so every mean sums the same
 same way.  An ended run's final numbers never change again (the collector only ages its last
 step), so its verdict is kept while the same numbers come back (:meth:`Memo.verdicts`).
 
-A :class:`Memo` belongs to one thread-confined :class:`~diagnosis.stabilizer.VerdictStabilizer`;
-:func:`~diagnosis.engine.diagnose` without one starts empty on every call.  Both give the same
-verdicts: tests/test_diagnosis_memo.py holds them to it.
+A :class:`Memo` belongs to one thread-confined
+:class:`~traintop.diagnosis.stabilizer.VerdictStabilizer`;
+:func:`~traintop.diagnosis.engine.diagnose` without one starts empty on every call.  Both give the
+same verdicts: tests/test_diagnosis_memo.py holds them to it.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any, TypeVar
 
-from collectors.snapshot import Snapshot
-from diagnosis.model import JobVerdict
+from traintop.collectors.snapshot import Snapshot
+from traintop.diagnosis.model import JobVerdict
 
 T = TypeVar("T")
 Read = Callable[[Any, Any], tuple[Any, ...]]

@@ -28,12 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from operator import attrgetter
 
-from collectors.snapshot import JobSnapshot
-from diagnosis.context import Box, Context
-from diagnosis.model import Evidence
-from diagnosis.signals import COMM_SHARE, comm_share
-from diagnosis.text import pct, rate
-from diagnosis.views import NicView, ProcView
+from traintop.collectors.snapshot import JobSnapshot
+from traintop.diagnosis.context import Box, Context
+from traintop.diagnosis.model import Evidence
+from traintop.diagnosis.signals import COMM_SHARE, comm_share
+from traintop.diagnosis.text import pct, rate
+from traintop.diagnosis.views import NicView, ProcView
 
 STARVED_EVIDENCE_SHARE = 0.05  # CPU queueing worth naming beside the communication figure
 
@@ -103,7 +103,7 @@ def cpu_queued_share(ctx: Context) -> float:
 
 
 def job_traffic(ctx: Context) -> tuple[Evidence, ...]:
-    """The busiest interface of the job's own network namespace (collectors.job_nics): the
+    """The busiest interface of the job's own network namespace (traintop.collectors.job_nics): the
     bytes its collectives move, where the monitor's own interfaces cannot see them."""
     job_id = ctx.job.job.job_id if ctx.job else ""
     mine = [n for n in ctx.box.nics if job_id and job_id in n.job_ids and _bytes(n) > 0]

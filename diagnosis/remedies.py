@@ -5,8 +5,8 @@ Where a number can be computed (how many DataLoader workers the cores allow), it
 
 from __future__ import annotations
 
-from diagnosis.context import Context
-from diagnosis.demand import CpuDemand
+from traintop.diagnosis.context import Context
+from traintop.diagnosis.demand import CpuDemand
 
 
 def worker_budget(ctx: Context) -> int:

@@ -6,11 +6,11 @@ an underused GPU, so it names a data cause only when CPU or storage is visibly s
 
 from __future__ import annotations
 
-from diagnosis import remedies
-from diagnosis.context import Context
-from diagnosis.findings import candidate
-from diagnosis.model import Candidate, Evidence
-from diagnosis.signals import (
+from traintop.diagnosis import remedies
+from traintop.diagnosis.context import Context
+from traintop.diagnosis.findings import candidate
+from traintop.diagnosis.model import Candidate, Evidence
+from traintop.diagnosis.signals import (
     LOADER_CROWDED_PCT,
     cpu_saturated,
     data_wait,
@@ -24,7 +24,7 @@ from diagnosis.signals import (
     trainer_pegged,
     workers_saturated,
 )
-from diagnosis.text import pct
+from traintop.diagnosis.text import pct
 
 
 def _starving(ctx: Context) -> tuple[tuple[Evidence, ...], float]:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from diagnosis import remedies
-from diagnosis.context import Context
-from diagnosis.findings import candidate
-from diagnosis.model import Candidate, Evidence
-from diagnosis.reasons import HW_BITS, HW_SLOWDOWN, POWER_BITS, THERMAL_BITS, label
-from diagnosis.text import gib, pct, rate
-from diagnosis.views import GpuView
+from traintop.diagnosis import remedies
+from traintop.diagnosis.context import Context
+from traintop.diagnosis.findings import candidate
+from traintop.diagnosis.model import Candidate, Evidence
+from traintop.diagnosis.reasons import HW_BITS, HW_SLOWDOWN, POWER_BITS, THERMAL_BITS, label
+from traintop.diagnosis.text import gib, pct, rate
+from traintop.diagnosis.views import GpuView
 
 THROTTLE_SHARE = 0.3  # a reason must be active in this share of samples
 THROTTLE_MIN_UTIL_PCT = 30.0  # idle GPUs lower their clocks on purpose

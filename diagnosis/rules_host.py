@@ -7,12 +7,12 @@ GPU waits on it (sync_stall), or it fights other threads for cores (oversubscrib
 
 from __future__ import annotations
 
-from diagnosis import remedies
-from diagnosis.context import Context
-from diagnosis.demand import CpuDemand, TrainerDemand
-from diagnosis.findings import candidate
-from diagnosis.model import Candidate, Evidence
-from diagnosis.signals import (
+from traintop.diagnosis import remedies
+from traintop.diagnosis.context import Context
+from traintop.diagnosis.demand import CpuDemand, TrainerDemand
+from traintop.diagnosis.findings import candidate
+from traintop.diagnosis.model import Candidate, Evidence
+from traintop.diagnosis.signals import (
     COMM_SHARE,
     DATA_WAIT_SHARE,
     TRAINER_PEGGED_PCT,
@@ -24,12 +24,12 @@ from diagnosis.signals import (
     io_bound,
     trainer_pegged,
 )
-from diagnosis.text import pct, pct100
+from traintop.diagnosis.text import pct, pct100
 
 GPU_LOST_MIN = 0.2  # the GPU must idle at least this share of the time to blame the host
 SYNC_GPU_LOST_MIN = 0.3
 LOAD_PER_CPU = 1.5  # load average per logical CPU quoted as supporting evidence
-# With scheduler statistics (see diagnosis.demand and docs/diagnosis.md):
+# With scheduler statistics (see traintop.diagnosis.demand and docs/diagnosis.md):
 WAIT_SHARE = 0.2  # the jobs' threads wait for a CPU this share of the time they want one ...
 EXCESS_CPUS = 1.0  # ... and want at least one CPU more than the box has (their own doing)
 NAMED_TRAINERS = 4

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from statistics import median
 
-from diagnosis import remedies
-from diagnosis.context import Context
-from diagnosis.findings import candidate
-from diagnosis.model import Candidate, Evidence
-from diagnosis.network_signals import comm_on_network, cpu_queued_share, job_traffic
-from diagnosis.rules_host import gpu_gap_evidence
-from diagnosis.signals import (
+from traintop.diagnosis import remedies
+from traintop.diagnosis.context import Context
+from traintop.diagnosis.findings import candidate
+from traintop.diagnosis.model import Candidate, Evidence
+from traintop.diagnosis.network_signals import comm_on_network, cpu_queued_share, job_traffic
+from traintop.diagnosis.rules_host import gpu_gap_evidence
+from traintop.diagnosis.signals import (
     DATA_WAIT_SHARE,
     GPU_IDLE_PCT,
     GPU_SWING_PCT,
@@ -23,7 +23,7 @@ from diagnosis.signals import (
     runnable_pct,
     trainer_queueing,
 )
-from diagnosis.text import pct, pct100, seconds
+from traintop.diagnosis.text import pct, pct100, seconds
 
 COMPUTE_BUSY_SHARE = 0.8  # GPU busy share of the step that counts as device-bound
 IDLE_EXPLAINED_BY_DATA = 0.5  # an idle GPU with this much data wait is a data problem

@@ -6,12 +6,14 @@ same evidence in its finding.  Thresholds live here, once, and docs/diagnosis.md
 
 from __future__ import annotations
 
-from diagnosis.context import Context
-from diagnosis.model import Evidence
-from diagnosis.stats import mean_of
-from diagnosis.text import pct, pct100, rate
-from diagnosis.views import ProcView
-from diagnosis.views import comm_phases as comm_phases  # exporter.job_families imports it here
+from traintop.diagnosis.context import Context
+from traintop.diagnosis.model import Evidence
+from traintop.diagnosis.stats import mean_of
+from traintop.diagnosis.text import pct, pct100, rate
+from traintop.diagnosis.views import ProcView
+from traintop.diagnosis.views import (
+    comm_phases as comm_phases,  # traintop.exporter.job_families imports it here
+)
 
 DATA_WAIT_SHARE = 0.20  # share of step time spent waiting for the next batch
 IOWAIT_PCT = 10.0  # whole-machine iowait
@@ -241,6 +243,6 @@ def gpu_lost_share(ctx: Context) -> float:
 
 def comm_share(ctx: Context) -> tuple[float, str] | None:
     """Summed share of the step spent in phases named like communication, and their names
-    (read once per rank into its :class:`~diagnosis.context.JobView`: several rules and the
+    (read once per rank into its :class:`~traintop.diagnosis.context.JobView`: several rules and the
     straggler search ask)."""
     return ctx.job.comm if ctx.job else None

@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from collectors.snapshot import Snapshot
-from diagnosis.engine import diagnose
-from diagnosis.memo import Memo
-from diagnosis.model import Finding, JobVerdict, Verdict
-from diagnosis.tense import past
+from traintop.collectors.snapshot import Snapshot
+from traintop.diagnosis.engine import diagnose
+from traintop.diagnosis.memo import Memo
+from traintop.diagnosis.model import Finding, JobVerdict, Verdict
+from traintop.diagnosis.tense import past
 
 MAX_ENDED = 64  # final verdicts remembered (ring segments are collected after 10 min anyway)
 
@@ -77,7 +77,7 @@ class VerdictStabilizer:
         self._focus = _Hold(switch_after_s)
         self._jobs: dict[str, _Hold] = {}
         self._shown_jobs: dict[frozenset[int], JobVerdict] = {}
-        self._memo = Memo()  # the work one window shares with the next (diagnosis.memo)
+        self._memo = Memo()  # the work one window shares with the next (traintop.diagnosis.memo)
 
     def update(self, window: Sequence[Snapshot], *, job_pid: int | None = None) -> Verdict:
         """Diagnose ``window`` (for ``job_pid``, as :func:`diagnose`) and return the stabilised

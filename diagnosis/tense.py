@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from diagnosis.model import Finding
+from traintop.diagnosis.model import Finding
 
 DAY_S = 86400.0
 

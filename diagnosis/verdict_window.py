@@ -4,7 +4,7 @@ The monitor, the recorder and the exporter all diagnose the same way: the last 3
 snapshots, held against flicker, an engine error turned into an ``unknown`` verdict so that
 delivery goes on.  One class does it for all three.  It is thread-confined: only the thread
 that delivers snapshots calls :meth:`VerdictWindow.update`, so the stateful
-:class:`~diagnosis.stabilizer.VerdictStabilizer` and the window need no locks.
+:class:`~traintop.diagnosis.stabilizer.VerdictStabilizer` and the window need no locks.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import replace
 
-from collectors.snapshot import Snapshot
-from collectors.turns import MAX_HOLD_S, rounds
-from diagnosis.model import LIVE_STATES, Finding, JobVerdict, Verdict
-from diagnosis.stabilizer import VerdictStabilizer
+from traintop.collectors.snapshot import Snapshot
+from traintop.collectors.turns import MAX_HOLD_S, rounds
+from traintop.diagnosis.model import LIVE_STATES, Finding, JobVerdict, Verdict
+from traintop.diagnosis.stabilizer import VerdictStabilizer
 
 WINDOW_S = 30.0
 # At the fastest interval (0.25 s) 30 s would be 120 snapshots; 40 still span 10 s, the

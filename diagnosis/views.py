@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 
-from collectors.snapshot import (
+from traintop.collectors.phase_names import is_comm_phase
+from traintop.collectors.snapshot import (
     DiskSnapshot,
     GpuSnapshot,
     JobSnapshot,
@@ -20,10 +21,8 @@ from collectors.snapshot import (
     PhaseShare,
     Snapshot,
 )
-from diagnosis.memo import Kind, Track
-from diagnosis.stats import max_of, mean_of, present, share_true, std_of
-
-COMM_PHASE_WORDS = ("comm", "reduce", "nccl", "gather", "sync_grad")
+from traintop.diagnosis.memo import Kind, Track
+from traintop.diagnosis.stats import max_of, mean_of, present, share_true, std_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +55,8 @@ class ProcView:
     cpu_pct: float | None
     num_threads: int | None
     read_bytes_per_s: float | None
-    # Run-queue wait (collectors.schedstat), window means; 100 = one thread waiting all the time.
+    # Run-queue wait (traintop.collectors.schedstat), window means; 100 = one thread waiting all the
+    # time.
     cpu_wait_pct: float | None = None
     threads_busy: float | None = None
     main_cpu_pct: float | None = None
@@ -290,13 +290,7 @@ def window_step_times(
 
 def comm_phases(job: JobSnapshot) -> list[PhaseShare]:
     """The job's phases named like communication (the verdict and the exporter agree)."""
-    return [p for p in job.phases if _comm_name(p.name)]
-
-
-@functools.lru_cache(maxsize=1024)
-def _comm_name(name: str) -> bool:
-    """Named like communication: a job has a handful of phase names, asked on every tick."""
-    return any(w in name.lower() for w in COMM_PHASE_WORDS)
+    return [p for p in job.phases if is_comm_phase(p.name)]
 
 
 def comm_share_of(job: JobSnapshot) -> tuple[float, str] | None:

@@ -1,7 +1,7 @@
 """The custom collector: formats the latest published snapshot, never samples.
 
 ``prometheus_client`` calls ``collect()`` on each scrape; all it does here is turn the
-immutable :class:`~exporter.published.Published` value into metric families.  Sampling and
+immutable :class:`~traintop.exporter.published.Published` value into metric families.  Sampling and
 diagnosis already happened on the sampler thread.
 """
 
@@ -13,11 +13,11 @@ from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from exporter.gpu_families import gpu_families
-from exporter.host_families import host_families
-from exporter.job_families import job_families
-from exporter.published import Latest, Published
-from exporter.verdict_families import verdict_families
+from traintop.exporter.gpu_families import gpu_families
+from traintop.exporter.host_families import host_families
+from traintop.exporter.job_families import job_families
+from traintop.exporter.published import Latest, Published
+from traintop.exporter.verdict_families import verdict_families
 
 
 class SnapshotCollector(Collector):

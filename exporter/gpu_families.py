@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from prometheus_client.core import GaugeMetricFamily
 
-from collectors.snapshot import GpuSnapshot, Snapshot
+from traintop.collectors.snapshot import GpuSnapshot, Snapshot
 
 GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname")
 MIB = 1024 * 1024

@@ -12,7 +12,7 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 
-from collectors.snapshot import Snapshot
+from traintop.collectors.snapshot import Snapshot
 
 Field = tuple[str, str, Callable[[Any], float | None]]
 

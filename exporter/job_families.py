@@ -19,8 +19,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.metrics_core import Metric
 
-from collectors.snapshot import JobSnapshot, Snapshot
-from diagnosis.signals import comm_phases
+from traintop.collectors.snapshot import JobSnapshot, Snapshot
+from traintop.diagnosis.signals import comm_phases
 
 RANK_LABELS = ("job", "job_name", "rank", "local_rank", "hostname")
 STATES = ("live", "stalled", "finished", "crashed", "restarted")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collectors.snapshot import Snapshot
-from diagnosis.api import Finding
+from traintop.collectors.snapshot import Snapshot
+from traintop.diagnosis.api import Finding
 
 
 @dataclass(frozen=True, slots=True)

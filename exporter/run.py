@@ -13,14 +13,14 @@ from dataclasses import dataclass
 
 from prometheus_client.registry import CollectorRegistry
 
-from collectors.sampler import Collectors, Sampler
-from collectors.snapshot import Snapshot
-from diagnosis.api import VerdictWindow
-from exporter.collector import SnapshotCollector
-from exporter.listen import ListenAddress
-from exporter.published import Latest, Published
-from exporter.server import MetricsApp, bind
-from exporter.verdicts import exported
+from traintop.collectors.sampler import Collectors, Sampler
+from traintop.collectors.snapshot import Snapshot
+from traintop.diagnosis.api import VerdictWindow
+from traintop.exporter.collector import SnapshotCollector
+from traintop.exporter.listen import ListenAddress
+from traintop.exporter.published import Latest, Published
+from traintop.exporter.server import MetricsApp, bind
+from traintop.exporter.verdicts import exported
 
 DEFAULT_INTERVAL_S = 5.0
 

@@ -21,8 +21,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 from prometheus_client.registry import CollectorRegistry
 
-from exporter.listen import ListenAddress
-from exporter.published import Latest
+from traintop.exporter.listen import ListenAddress
+from traintop.exporter.published import Latest
 
 LANDING = b"""<html><head><title>traintop exporter</title></head><body>
 <h1>traintop exporter</h1><p><a href="/metrics">Metrics</a></p></body></html>

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import GaugeMetricFamily
 
-from exporter.published import ExportedVerdict
+from traintop.exporter.published import ExportedVerdict
 
 VERDICT_LABELS = ("job", "job_name", "hostname", "bottleneck", "severity")
 JOB_LABELS = ("job", "job_name", "hostname")

@@ -8,8 +8,8 @@ alert before anything runs on it.
 
 from __future__ import annotations
 
-from diagnosis.api import Verdict
-from exporter.published import ExportedVerdict
+from traintop.diagnosis.api import Verdict
+from traintop.exporter.published import ExportedVerdict
 
 HOST = ""  # the ``job`` label of the host-wide verdict
 

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.job_fixtures import data_bound_job  # noqa: E402
 from tests.snapshot_fixtures import EPOCH, ScriptedSource, ddp_job, feed, series, sweep  # noqa: E402
-from tui.app import build_app  # noqa: E402
+from traintop.tui.app import build_app  # noqa: E402
 
 OUT = ROOT / "screenshots"
 TICKS = 20
@@ -60,7 +60,7 @@ async def shoot_fleet(filename: str = "traintop-fleet.svg", size=(160, 40)) -> P
     Prometheus answers made of real exporter output (tests/fleet_fixtures.py)."""
     from tests.fleet_fixtures import fleet, two_exporters
     from tests.test_fleet_ui import ScriptedFleet
-    from tui.fleet_app import FleetApp
+    from traintop.tui.fleet_app import FleetApp
 
     app = FleetApp(ScriptedFleet(), first=fleet(two_exporters()))
     async with app.run_test(size=size) as pilot:
@@ -77,11 +77,11 @@ async def shoot_replay(filename: str = "traintop-replay.svg", size=(200, 50)) ->
     them.  The shot jumps to the second verdict change (`n n`) and steps one sample back."""
     import tempfile
 
-    from store.reader import Recording
-    from store.writer import Recorder
-    from tui.replay_app import ReplayApp
-    from tui.replay_source import ReplaySource
-    from tui.verdict_runner import VerdictRunner
+    from traintop.diagnosis.verdict_runner import VerdictRunner
+    from traintop.store.reader import Recording
+    from traintop.store.replay_source import ReplaySource
+    from traintop.store.writer import Recorder
+    from traintop.tui.replay_app import ReplayApp
 
     ticks = series(240, gpus=8, cores=32, jobs=[data_bound_job()]) + series(360, gpus=8)[240:]
     with tempfile.TemporaryDirectory() as tmp:

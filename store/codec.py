@@ -16,8 +16,8 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from collectors.snapshot import Snapshot
-from diagnosis.model import Verdict
+from traintop.collectors.snapshot import Snapshot
+from traintop.diagnosis.model import Verdict
 
 Schema = dict[str, list[str]]
 ROOTS: tuple[type, ...] = (Snapshot, Verdict)
@@ -29,8 +29,8 @@ def encode(obj: Any) -> Any:
     Every value is kept exactly (JSON writes a float's shortest round-trip form): rounding here,
     however fine, moves a value that sits next to a boundary a panel rounds at (850.04999 MB/s
     kept as 850.05 draws "850.1", where live drew "850.0"), so replay would disagree with live.
-    Collectors round their derived readings where they make them (``collectors.rates.measured``),
-    which keeps the noise digits out of the file as well.
+    Collectors round their derived readings where they make them
+    (``traintop.collectors.rates.measured``), which keeps the noise digits out of the file as well.
     """
     if dataclasses.is_dataclass(obj):
         return [encode(getattr(obj, name)) for name in _names(type(obj))]

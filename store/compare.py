@@ -1,7 +1,7 @@
 """`traintop compare`: the guides' one-knob loop made concrete, from two recordings (or ranges).
 
 Each metric is computed over the chosen span of each recording, and its change is judged from
-the per-step (or per-sample) distributions behind it with :mod:`store.stats`.
+the per-step (or per-sample) distributions behind it with :mod:`traintop.store.stats`.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from store.ranges import Span
-from store.reader import Recording
-from store.run_data import RunData, load_run
-from store.stats import beyond_noise, change_pct, mean, quantile
+from traintop.store.ranges import Span
+from traintop.store.reader import Recording
+from traintop.store.run_data import RunData, load_run
+from traintop.store.stats import beyond_noise, change_pct, mean, quantile
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from collectors.export import snapshot_to_dict
-from store.reader import Recording
+from traintop.collectors.export import snapshot_to_dict
+from traintop.store.reader import Recording
 
 GPU_FIRST = ("timestamp", "index", "util_gpu_pct", "mem_used_bytes", "mem_total_bytes",
              "temp_c", "power_w")  # fmt: skip

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from store.reader import RecordedSegment, Recording
+from traintop.store.reader import RecordedSegment, Recording
 
 VERDICT_PID = 0  # the process holding the machine-wide tracks
 

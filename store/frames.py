@@ -15,10 +15,10 @@ import json
 import struct
 from typing import Any
 
-from collectors.snapshot import Snapshot
-from diagnosis.model import Verdict
-from store import deflate
-from store.codec import Decoder, encode, field_names
+from traintop.collectors.snapshot import Snapshot
+from traintop.diagnosis.model import Verdict
+from traintop.store import deflate
+from traintop.store.codec import Decoder, encode, field_names
 
 KEY_EVERY = 60
 SPLIT = ("cpu", "processes", "jobs")  # each its own part; the other fields form the first part

@@ -12,7 +12,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from store.schema import StoreError
+from traintop.store.schema import StoreError
 
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([hms]?)")

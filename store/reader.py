@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from collectors.ring_records import RecordBlock
-from collectors.snapshot import Snapshot
-from diagnosis.model import Verdict
-from store import frames, schema, steps
-from store.codec import Decoder
-from store.schema import StoreError
+from traintop.collectors.ring_records import RecordBlock
+from traintop.collectors.snapshot import Snapshot
+from traintop.diagnosis.model import Verdict
+from traintop.store import frames, schema, steps
+from traintop.store.codec import Decoder
+from traintop.store.schema import StoreError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from collectors.gpu_reasons import throttling_reasons
-from collectors.snapshot import Snapshot
-from store.ranges import Span
-from store.reader import RecordedSegment, Recording
-from store.schema import StoreError
+from traintop.collectors.gpu_reasons import throttling_reasons
+from traintop.collectors.snapshot import Snapshot
+from traintop.store.ranges import Span
+from traintop.store.reader import RecordedSegment, Recording
+from traintop.store.schema import StoreError
 
 
 @dataclass(slots=True)

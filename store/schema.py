@@ -3,7 +3,7 @@
 Why SQLite: one file, crash-safe (a commit survives SIGKILL of the writer; WAL lets a reader
 replay a recording that is still being written), readable without traintop (``sqlite3``,
 pandas), and in Python's standard library.  The numbers people query (time, verdict) are
-columns; whole snapshots are compressed frames decoded by ``store.frames``.
+columns; whole snapshots are compressed frames decoded by ``traintop.store.frames``.
 
 ``FORMAT_VERSION`` changes only when tables change.  A newer traintop reads every older version
 (``UPGRADES`` turns an old layout into today's with TEMP views, so the file itself is never

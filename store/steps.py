@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import array
 
-from collectors.ring_records import RecordBlock
-from store import deflate
 from traintop import ring_format as ring
+from traintop.collectors.ring_records import RecordBlock
+from traintop.store import deflate
 
 KEY_EVERY = 60
 WORDS = ring.RECORD_SIZE // 8

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from collectors.snapshot import JobSnapshot, ProcessSnapshot, Snapshot
+from traintop.collectors.snapshot import JobSnapshot, ProcessSnapshot, Snapshot
 
 # A 250x70 terminal shows about 40 process rows; a recording keeps what fills most screens.
 TOP_BY_CPU = 30

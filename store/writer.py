@@ -18,14 +18,14 @@ import threading
 import time
 from pathlib import Path
 
-from collectors.job_key import job_key
-from collectors.ring_header import SegmentHeader
-from collectors.ring_reader import PollResult
-from collectors.snapshot import Snapshot
-from diagnosis.model import Verdict
-from store import frames, schema, steps
-from store.codec import current_schema
-from store.trim import trim
+from traintop.collectors.job_key import job_key
+from traintop.collectors.ring_header import SegmentHeader
+from traintop.collectors.ring_reader import PollResult
+from traintop.collectors.snapshot import Snapshot
+from traintop.diagnosis.model import Verdict
+from traintop.store import frames, schema, steps
+from traintop.store.codec import current_schema
+from traintop.store.trim import trim
 
 FLUSH_S = 1.0
 # A sample's frame is about 3 KB: on SQLite's default 4 KiB pages one fits per page and a

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from collectors.snapshot import (
+from traintop.collectors.snapshot import (
     CpuCore,
     CpuSnapshot,
     DiskSnapshot,
@@ -27,7 +27,7 @@ from collectors.snapshot import (
 )
 
 TRAINER_PID = 4242
-RECENT = 120  # steps a JobSnapshot keeps, as collectors.job_window.RECENT_STEPS
+RECENT = 120  # steps a JobSnapshot keeps, as traintop.collectors.job_window.RECENT_STEPS
 GIB = 1 << 30
 
 
@@ -61,7 +61,7 @@ class Scene:
     worker_cpu: float = 30.0
     worker_read: float = 5e6
     worker_threads: int = 4
-    # Run-queue waits (collectors.schedstat), None = not measured (no schedstat):
+    # Run-queue waits (traintop.collectors.schedstat), None = not measured (no schedstat):
     trainer_wait: float | None = None  # each trainer process, summed over its threads
     trainer_main: tuple[float, float] | None = None  # (run %, wait %) of its main thread
     worker_wait: float | None = None

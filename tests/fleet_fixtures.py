@@ -2,7 +2,7 @@
 
 Each "node" is an exporter scraped in-process; its samples get the labels Prometheus adds
 (``instance``, and ``job`` handled as ``honor_labels`` would or would not), then are split into
-the four answers :func:`tui.fleet_build.build_fleet` reads.
+the four answers :func:`traintop.fleet.build.build_fleet` reads.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from collectors.snapshot import Snapshot
-from exporter.listen import ListenAddress
-from exporter.published import Latest
-from exporter.run import ExporterConfig, Publisher, build_metrics_app
 from tests.snapshot_fixtures import ddp_rank, machine
 from tests.test_exporter import parse_openmetrics
-from tui.fleet_build import QUERIES, Answers, build_fleet
-from tui.fleet_model import FleetSnapshot
+from traintop.collectors.snapshot import Snapshot
+from traintop.exporter.listen import ListenAddress
+from traintop.exporter.published import Latest
+from traintop.exporter.run import ExporterConfig, Publisher, build_metrics_app
+from traintop.fleet.build import QUERIES, Answers, build_fleet
+from traintop.fleet.model import FleetSnapshot
 
 SCRAPE_JOB = "traintop"
 

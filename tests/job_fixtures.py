@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from collectors.snapshot import JobSnapshot, PhaseShare, WorkerSnapshot
+from traintop.collectors.snapshot import JobSnapshot, PhaseShare, WorkerSnapshot
 
 GIB = 2**30
 MB = 1_000_000

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from collectors.ring_reader import Record, open_segment
+from traintop.collectors.ring_reader import Record, open_segment
 from traintop.ring import RingWriter
 
 PHASES = ("data", "forward", "backward")

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from collectors.snapshot import (
+from traintop.collectors.snapshot import (
     CollectorError,
     CpuCore,
     CpuSnapshot,

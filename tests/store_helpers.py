@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from collectors.snapshot import Snapshot
-from diagnosis.model import Evidence, Finding, Verdict
-from store.writer import Recorder
+from traintop.collectors.snapshot import Snapshot
+from traintop.diagnosis.model import Evidence, Finding, Verdict
+from traintop.store.writer import Recorder
 
 
 def verdict(bottleneck: str, summary: str | None = None) -> Verdict:

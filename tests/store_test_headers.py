@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collectors.ring_header import SegmentHeader
 from traintop import ring_format as ring
+from traintop.collectors.ring_header import SegmentHeader
 
 PHASES = ("data", "forward", "backward", "optimizer", "other")
 

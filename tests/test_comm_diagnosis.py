@@ -1,5 +1,5 @@
 """The network rule over communication phases: waiting on peers that the network explains, and
-the job's own-namespace traffic as evidence (diagnosis.network_signals)."""
+the job's own-namespace traffic as evidence (traintop.diagnosis.network_signals)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from collectors.snapshot import NicSnapshot, PhaseShare, Snapshot
-from diagnosis import rules_job
-from diagnosis.api import diagnose
-from diagnosis.context import box_of, context_for
-from diagnosis.memo import Memo
 from tests.diagnosis_factories import TRAINER_PID, Scene
+from traintop.collectors.snapshot import NicSnapshot, PhaseShare, Snapshot
+from traintop.diagnosis import rules_job
+from traintop.diagnosis.api import diagnose
+from traintop.diagnosis.context import box_of, context_for
+from traintop.diagnosis.memo import Memo
 
 JOB_ID = "run:tcp://127.0.0.1:29600/2"
 DDP = Scene(

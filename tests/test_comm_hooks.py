@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from collectors.ring_reader import discover, open_segment
 from tests.isolation import private_dir
 from tests.test_probe import make_probe
+from traintop.collectors.ring_reader import discover, open_segment
 from traintop.comm_hooks import (
     COMM_PHASE,
     CollectiveBooker,

@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-from store.compare import metrics
-from store.ranges import parse_duration, parse_goto, parse_span
-from store.run_data import RunData
-from store.schema import StoreError
-from store.stats import beyond_noise, mann_whitney_p, mean, quantile
+from traintop.store.compare import metrics
+from traintop.store.ranges import parse_duration, parse_goto, parse_span
+from traintop.store.run_data import RunData
+from traintop.store.schema import StoreError
+from traintop.store.stats import beyond_noise, mann_whitney_p, mean, quantile
 
 
 def test_u_matches_the_textbook_normal_approximation():

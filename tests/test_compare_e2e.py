@@ -18,7 +18,7 @@ from tests.isolation import no_gpu_env
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = str(ROOT / "tests" / "workloads" / "slow_loader.py")
-TRAINTOP = [sys.executable, "-m", "tui.cli"]
+TRAINTOP = [sys.executable, "-m", "traintop.cli.main"]
 
 pytest.importorskip("torch")
 

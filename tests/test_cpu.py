@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from collectors.cpu import CPU_FIELDS, FREQ_TTL_S, TOTAL_INDEX, CpuCollector, ProcStat
-from collectors.host import HostCollector
-from collectors.memory import MemInfo, MemoryCollector
+from traintop.collectors.cpu import CPU_FIELDS, FREQ_TTL_S, TOTAL_INDEX, CpuCollector, ProcStat
+from traintop.collectors.host import HostCollector
+from traintop.collectors.memory import MemInfo, MemoryCollector
 
 Times = namedtuple("Times", "user nice system idle iowait irq softirq steal guest guest_nice")
 Freq = namedtuple("Freq", "current min max")

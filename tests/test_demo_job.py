@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors.ring_reader import discover, open_segment
 from tests.isolation import private_dir
+from traintop.collectors.ring_reader import discover, open_segment
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from diagnosis.api import BOTTLENECKS, diagnose, verdict_to_dict
-from diagnosis.engine import RULES
 from tests.diagnosis_factories import Scene
+from traintop.diagnosis.api import BOTTLENECKS, diagnose, verdict_to_dict
+from traintop.diagnosis.engine import RULES
 
 HEALTHY = Scene()
 
@@ -126,7 +126,7 @@ def test_num_workers_suggestion_uses_free_cores() -> None:
 
 def test_diagnosis_imports_no_ui_or_hardware_library() -> None:
     code = (
-        "import sys, diagnosis.api; "
+        "import sys, traintop.diagnosis.api; "
         "print(sorted(m for m in ('textual', 'rich', 'psutil', 'pynvml', 'torch') "
         "if m in sys.modules))"
     )

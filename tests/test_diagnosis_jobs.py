@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from collectors.snapshot import JobSnapshot, PhaseShare, ProcessSnapshot, Snapshot
-from diagnosis.api import VerdictStabilizer, diagnose, verdict_to_dict
-from diagnosis.job_groups import group_jobs
 from tests.diagnosis_factories import GIB, Scene
+from traintop.collectors.snapshot import JobSnapshot, PhaseShare, ProcessSnapshot, Snapshot
+from traintop.diagnosis.api import VerdictStabilizer, diagnose, verdict_to_dict
+from traintop.diagnosis.job_groups import group_jobs
 
 CPU_BOX = Scene(gpu_count=0, cpus=8, cpu_busy=40.0, workers=0)
 DDP = "run:tcp://127.0.0.1:29700/2"

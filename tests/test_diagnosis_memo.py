@@ -1,10 +1,10 @@
 """A memo changes what a diagnosis costs, never what it says.
 
-The stabilizer keeps a :class:`diagnosis.memo.Memo` from one tick to the next (each snapshot
-indexed once, the processes, GPUs and job summaries it averages kept as columns that move with
-the window, the verdicts on ended runs); ``diagnose`` without one starts from nothing.  Every
-stream here is diagnosed both ways, tick by tick, as the monitor grows and slides its window,
-and the verdicts must be equal down to the last bit of every figure.
+The stabilizer keeps a :class:`traintop.diagnosis.memo.Memo` from one tick to the next (each
+snapshot indexed once, the processes, GPUs and job summaries it averages kept as columns that move
+with the window, the verdicts on ended runs); ``diagnose`` without one starts from nothing.  Every
+stream here is diagnosed both ways, tick by tick, as the monitor grows and slides its window, and
+the verdicts must be equal down to the last bit of every figure.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from dataclasses import replace
 
 import pytest
 
-from collectors.snapshot import JobSnapshot, Snapshot
-from diagnosis import job_verdicts
-from diagnosis.api import diagnose
-from diagnosis.memo import Memo
 from tests.diagnosis_factories import Scene
 from tests.test_diagnosis_jobs import CPU_BOX, rank, trainer
 from tests.test_diagnosis_rules import ATTACH_CASES, NEAR_MISSES, SYSTEM_CASES
 from tests.test_diagnosis_scenarios import POSITIVE
+from traintop.collectors.snapshot import JobSnapshot, Snapshot
+from traintop.diagnosis import job_verdicts
+from traintop.diagnosis.api import diagnose
+from traintop.diagnosis.memo import Memo
 
 WINDOW = 12  # snapshots in a window: short enough to slide many times along a stream
 SCENES = {

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from diagnosis.api import diagnose
-from diagnosis.model import Verdict
 from tests.diagnosis_factories import GIB, TRAINER_PID, Scene
+from traintop.diagnosis.api import diagnose
+from traintop.diagnosis.model import Verdict
 
 HEALTHY = Scene()
 SYSTEM = Scene(attach=False)

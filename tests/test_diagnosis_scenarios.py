@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.snapshot import JobSnapshot
-from diagnosis.api import diagnose
-from diagnosis.demand import cpu_demand, group_members
-from diagnosis.memo import Memo
-from diagnosis.views import PROCS, proc_view, window_step_times
 from tests.diagnosis_factories import TRAINER_PID, Scene
+from traintop.collectors.snapshot import JobSnapshot
+from traintop.diagnosis.api import diagnose
+from traintop.diagnosis.demand import cpu_demand, group_members
+from traintop.diagnosis.memo import Memo
+from traintop.diagnosis.views import PROCS, proc_view, window_step_times
 
 # A CPU-only trainer on 2 logical CPUs (num_workers=0), as every scenario workload runs.
 CPU_JOB = Scene(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from diagnosis.api import VerdictStabilizer
 from tests.diagnosis_factories import Scene
+from traintop.diagnosis.api import VerdictStabilizer
 
 CPU_BOUND = Scene(data_wait=0.6, worker_cpu=98, gpu_busy=0.4)
 IO_BOUND = Scene(data_wait=0.6, worker_cpu=15, iowait=25, disk_busy=97, disk_await=45)

@@ -6,7 +6,7 @@ from collections import namedtuple
 import psutil
 import pytest
 
-from collectors.disks import DiskClassifier, DiskCollector, DiskStats
+from traintop.collectors.disks import DiskClassifier, DiskCollector, DiskStats
 
 Io = namedtuple(
     "Io", "read_count write_count read_bytes write_bytes read_time write_time busy_time"

@@ -8,7 +8,7 @@ from unittest import mock
 
 from textual.app import App
 
-from tui.driver import QuietLinuxDriver
+from traintop.tui.driver import QuietLinuxDriver
 
 
 def test_held_paints_drop_their_cells_and_keep_their_modes():

@@ -4,9 +4,9 @@ import json
 
 import psutil
 
-from collectors.export import snapshot_to_dict, take_snapshot
-from collectors.factory import build_collectors
-from collectors.snapshot import (
+from traintop.collectors.export import snapshot_to_dict, take_snapshot
+from traintop.collectors.factory import build_collectors
+from traintop.collectors.snapshot import (
     CollectorError,
     CpuCore,
     CpuSnapshot,

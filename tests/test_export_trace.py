@@ -20,7 +20,7 @@ import pytest
 from tests.isolation import no_gpu_env
 
 ROOT = Path(__file__).resolve().parents[1]
-TRAINTOP = [sys.executable, "-m", "tui.cli"]
+TRAINTOP = [sys.executable, "-m", "traintop.cli.main"]
 PHASES = {"M", "X", "C", "i"}
 
 pytest.importorskip("torch")

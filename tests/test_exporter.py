@@ -18,11 +18,11 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from exporter.listen import DEFAULT_PORT, ListenAddress, parse_listen
-from exporter.published import Latest
-from exporter.run import ExporterConfig, Publisher, build_metrics_app
 from tests.isolation import no_gpu_env
 from tests.snapshot_fixtures import MIB, ddp_job, machine, series, sweep_run
+from traintop.exporter.listen import DEFAULT_PORT, ListenAddress, parse_listen
+from traintop.exporter.published import Latest
+from traintop.exporter.run import ExporterConfig, Publisher, build_metrics_app
 
 TRAINTOP = str(Path(sys.executable).with_name("traintop"))
 FIXTURE = Path(__file__).parent / "exporter_fixtures" / "dcgm_fields.txt"

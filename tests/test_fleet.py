@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 
 from tests.fleet_fixtures import NOW, fleet, node, two_exporters
-from tui.fleet_build import host_of, job_of
-from tui.fleet_model import FleetGpu, FleetNode, FleetRank
-from tui.fleet_verdict import gpu_throttle, job_verdict, mark_straggler
+from traintop.fleet.build import host_of, job_of
+from traintop.fleet.model import FleetGpu, FleetNode, FleetRank
+from traintop.fleet.verdict import gpu_throttle, job_verdict, mark_straggler
 
 JOB = "run:tcp://10.0.0.7:29500/8"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.isolation import no_gpu_env
-from tui.fleet_query import PrometheusAuth, PrometheusClient, QueryError
+from traintop.fleet.query import PrometheusAuth, PrometheusClient, QueryError
 
 TRAINTOP = str(Path(sys.executable).with_name("traintop"))
 REFUSED = "Prometheus refused the credentials (HTTP 401): check --bearer-token-file or --user"

@@ -9,8 +9,8 @@ from textual.widgets import DataTable, Static
 
 from tests.fleet_fixtures import fleet, two_exporters
 from tests.test_tui_app import async_test
-from tui.fleet_app import FleetApp, FleetReady
-from tui.screens.help import HelpScreen
+from traintop.tui.fleet_app import FleetApp, FleetReady
+from traintop.tui.screens.help import HelpScreen
 
 
 class ScriptedFleet:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pynvml
 import pytest
 
-from collectors.gpu import INIT_RETRY_S, GpuCollector
-from collectors.snapshot import GpuProcess
+from traintop.collectors.gpu import INIT_RETRY_S, GpuCollector
+from traintop.collectors.snapshot import GpuProcess
 
 MIB = 1 << 20
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from collectors.gpu import GpuCollector
 from tests.fakenvml.build import build_fake_nvml
 from tests.fakenvml.control import SCENARIO_DIR
+from traintop.collectors.gpu import GpuCollector
 
 REPO = Path(__file__).resolve().parent.parent
 PROBE = (

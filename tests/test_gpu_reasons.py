@@ -5,7 +5,7 @@ from __future__ import annotations
 import pynvml
 import pytest
 
-from collectors.gpu_reasons import (
+from traintop.collectors.gpu_reasons import (
     ALL_REASONS,
     REASONS_BY_KEY,
     decode_reasons,

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from collectors.jobs import JobCollector
-from collectors.processes import ProcessCollector
-from collectors.snapshot import WorkerSnapshot
 from tests.ring_helpers import make_segment
+from traintop.collectors.jobs import JobCollector
+from traintop.collectors.processes import ProcessCollector
+from traintop.collectors.snapshot import WorkerSnapshot
 from traintop.ring import FLAG_GPU_VALID, FLAG_MEM_VALID
 
 MS = 1_000_000

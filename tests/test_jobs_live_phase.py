@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from collectors import ring_header
-from collectors.jobs import JobCollector
 from tests.ring_helpers import make_segment
 from tests.test_jobs_collector import MS, Clock, _steps
 from traintop import ring_format
+from traintop.collectors import ring_header
+from traintop.collectors.jobs import JobCollector
 
 BACKWARD = 2
 

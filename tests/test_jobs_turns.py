@@ -14,11 +14,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from collectors.jobs import JobCollector
 from tests.polling import eventually
 from tests.ring_helpers import make_segment
 from tests.scenarios.harness import kill_tree
 from tests.test_jobs_collector import Clock, _steps
+from traintop.collectors.jobs import JobCollector
 
 JOBS, RANKS = 3, 8  # 24 live ranks: each has its turn every other tick
 STEP_NS = 10_000_000

@@ -6,7 +6,7 @@ from collections import namedtuple
 import psutil
 import pytest
 
-from collectors.nics import LINK_FACTS_TTL_S, NetDev, NicCollector, link_util_pct
+from traintop.collectors.nics import LINK_FACTS_TTL_S, NetDev, NicCollector, link_util_pct
 
 Net = namedtuple(
     "Net",

@@ -1,4 +1,4 @@
-"""NIC counters from the jobs' own network namespaces (collectors.job_nics).
+"""NIC counters from the jobs' own network namespaces (traintop.collectors.job_nics).
 
 Most tests point the collector at a fake /proc tree (ns/net links, net/dev, the job's sysfs seen
 through /proc/PID/root); one runs a real process in a real network namespace, sends bytes over
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from collectors.job_nics import JobNicCollector, netns_inode, parse_net_dev
-from collectors.sampler import Collectors, Sampler
-from collectors.snapshot import HostInfo, NicSnapshot
 from tests.job_fixtures import data_bound_job
+from traintop.collectors.job_nics import JobNicCollector, netns_inode, parse_net_dev
+from traintop.collectors.sampler import Collectors, Sampler
+from traintop.collectors.snapshot import HostInfo, NicSnapshot
 
 HEADER = (
     "Inter-|   Receive                                                |  Transmit\n"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from collectors.snapshot import NicSnapshot
 from tests.snapshot_fixtures import EPOCH, ScriptedSource, feed, series
-from tui.app import build_app
-from tui.widgets.network import NetworkPanel, header_for, nic_label
+from traintop.collectors.snapshot import NicSnapshot
+from traintop.tui.app import build_app
+from traintop.tui.widgets.network import NetworkPanel, header_for, nic_label
 
 HOST_ETH0 = NicSnapshot("eth0", True, 25_000, 31e6, 2.4e6, 22_000, 9_000, 0.0, 0.0, 0.99)
 JOB_ETH0 = dataclasses.replace(

@@ -241,7 +241,7 @@ def test_attach_is_idempotent_and_reads_rank_env(tmp_path) -> None:
     tmp_path.chmod(0o700)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True, timeout=60).stdout.split()  # fmt: skip
-    from collectors.ring_reader import open_segment
+    from traintop.collectors.ring_reader import open_segment
 
     header = open_segment(tmp_path / out[1]).header
     assert out[0] == "python" and header.name == "python"
@@ -256,7 +256,7 @@ def _repo_root() -> str:
 
 def test_importing_the_probe_or_the_ring_reader_never_pulls_torch() -> None:
     code = (
-        "import sys, collectors.jobs, traintop, traintop.ring\n"
+        "import sys, traintop.collectors.jobs, traintop, traintop.ring\n"
         "print(sorted(m for m in ('torch', 'numpy', 'textual') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

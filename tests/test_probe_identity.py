@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from collectors.jobs import JobCollector
-from collectors.ring_reader import discover, open_segment
 from tests.isolation import private_dir
 from tests.scenarios.harness import kill_tree
 from traintop import dist_identity, job_names
+from traintop.collectors.jobs import JobCollector
+from traintop.collectors.ring_reader import discover, open_segment
 from traintop.dist_identity import Identity, rendezvous
 from traintop.ring import RingWriter
 

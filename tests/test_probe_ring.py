@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from collectors.ring_reader import open_segment
 from tests.test_probe import Clock, FakeTensor
+from traintop.collectors.ring_reader import open_segment
 from traintop.probe import BACKWARD, DATA, FORWARD, OPTIMIZER, OTHER, Probe
 from traintop.ring import RingWriter
 

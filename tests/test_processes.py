@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from collectors.processes import ProcessCollector, order_rows
-from collectors.snapshot import ProcessSnapshot
+from traintop.collectors.processes import ProcessCollector, order_rows
+from traintop.collectors.snapshot import ProcessSnapshot
 
 CpuTimes = namedtuple("CpuTimes", "user system")
 Mem = namedtuple("Mem", "rss vms")

@@ -1,4 +1,4 @@
-"""collectors.procfs against a fake /proc tree and against the real one."""
+"""traintop.collectors.procfs against a fake /proc tree and against the real one."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors import procfs
-from collectors.processes import ProcessCollector
+from traintop.collectors import procfs
+from traintop.collectors.processes import ProcessCollector
 
 TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -12,8 +12,9 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from collectors.gpu import GpuCollector
-from collectors.nvsmi_query import (
+from tests.fakenvml.control import SCENARIO_DIR
+from traintop.collectors.gpu import GpuCollector
+from traintop.collectors.nvsmi_query import (
     QueryArgs,
     QueryArgsError,
     main_query,
@@ -21,7 +22,6 @@ from collectors.nvsmi_query import (
     parse_query_args,
     run_query,
 )
-from tests.fakenvml.control import SCENARIO_DIR
 
 REPO = Path(__file__).resolve().parent.parent
 FIELDS = (
@@ -204,7 +204,9 @@ def run_main(lib_dir: str, scenario: str | None, *argv: str) -> subprocess.Compl
     env = {**os.environ, "LD_LIBRARY_PATH": lib_dir, "FAKE_NVML_TIME": "0"}
     if scenario:
         env["FAKE_NVML_SCENARIO"] = str(SCENARIO_DIR / scenario)
-    code = "import sys; from collectors.nvsmi_query import main_query; sys.exit(main_query())"
+    code = (
+        "import sys; from traintop.collectors.nvsmi_query import main_query; sys.exit(main_query())"
+    )
     return subprocess.run(
         [sys.executable, "-c", code, "query", *argv],
         env=env, cwd=REPO, capture_output=True, text=True, timeout=60,

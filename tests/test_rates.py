@@ -4,7 +4,7 @@ from collections import namedtuple
 
 import pytest
 
-from collectors.rates import counter_delta, cpu_util, measured, rate, rates_by_key
+from traintop.collectors.rates import counter_delta, cpu_util, measured, rate, rates_by_key
 
 U32 = 1 << 32
 U64 = 1 << 64

@@ -1,4 +1,5 @@
-"""The README's set-up commands are the project's contract with a fresh machine."""
+"""The README's set-up commands are the project's contract with a fresh machine, and the README
+is the door to every document: short, with each of `docs/` one click away."""
 
 from __future__ import annotations
 
@@ -46,7 +47,20 @@ def test_ci_runs_in_a_fresh_virtualenv():
     assert made < script.index("/bin/activate") < script.rindex("python3 -m pytest")
 
 
-def test_readme_screenshots_exist():
-    readme = (ROOT / "README.md").read_text()
-    for path in re.findall(r"\]\((screenshots/[^)]+)\)", readme):
-        assert (ROOT / path).is_file(), path
+def _links(doc: Path) -> list[Path]:
+    """The files a Markdown document links to by relative path, anchors dropped."""
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", doc.read_text())
+    return [(doc.parent / t).resolve() for t in targets if "://" not in t]
+
+
+def test_every_relative_link_of_the_docs_resolves():
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in _links(doc):
+            assert target.exists(), f"{doc.name} -> {target}"
+
+
+def test_the_readme_is_short_and_every_document_is_one_click_away():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+    linked = set(_links(ROOT / "README.md"))
+    assert {p.resolve() for p in (ROOT / "docs").glob("*.md")} <= linked
+    assert any(p.suffix == ".svg" for p in linked)

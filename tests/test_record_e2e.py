@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from store.reader import Recording
 from tests.isolation import no_gpu_env
+from traintop.store.reader import Recording
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = str(ROOT / "tests" / "workloads" / "train_loop.py")
-TRAINTOP = [sys.executable, "-m", "tui.cli"]
+TRAINTOP = [sys.executable, "-m", "traintop.cli.main"]
 STEPS_PER_EPOCH = 16
 
 pytest.importorskip("torch")

@@ -6,10 +6,10 @@ import asyncio
 import functools
 import os
 
-from store.reader import Recording
 from tests.snapshot_fixtures import EPOCH, ScriptedSource, feed, series
-from tui.app import build_app
-from tui.widgets.header import HeaderBar
+from traintop.store.reader import Recording
+from traintop.tui.app import build_app
+from traintop.tui.widgets.header import HeaderBar
 
 
 def async_test(test):

@@ -6,11 +6,11 @@ import dataclasses
 import os
 import time
 
-from store.reader import Recording
-from store.writer import FLUSH_S, Recorder
 from tests.snapshot_fixtures import series
 from tests.store_test_headers import header
-from tui.record_cmd import JobMatch
+from traintop.store.reader import Recording
+from traintop.store.tap import JobMatch
+from traintop.store.writer import FLUSH_S, Recorder
 
 
 def test_a_pid_matches_itself_and_its_descendants():

@@ -7,15 +7,15 @@ import functools
 
 import pytest
 
-from store.reader import Recording
 from tests.snapshot_fixtures import EPOCH, series
 from tests.store_helpers import record, verdict
-from tui.replay_app import ReplayApp
-from tui.replay_source import ReplaySource
-from tui.screens.details import DetailsScreen
-from tui.widgets.gpu import GpuPanel
-from tui.widgets.header import HeaderBar
-from tui.widgets.verdict import VerdictBanner
+from traintop.store.reader import Recording
+from traintop.store.replay_source import ReplaySource
+from traintop.tui.replay_app import ReplayApp
+from traintop.tui.screens.details import DetailsScreen
+from traintop.tui.widgets.gpu import GpuPanel
+from traintop.tui.widgets.header import HeaderBar
+from traintop.tui.widgets.verdict import VerdictBanner
 
 N = 200
 CHANGE_AT = 120  # the verdict turns from compute to data_cpu here
@@ -157,7 +157,7 @@ async def test_live_only_keys_are_gone_in_replay(recording):
 
 @async_test
 async def test_help_lists_the_playback_keys(recording):
-    from tui.screens.help import HelpScreen
+    from traintop.tui.screens.help import HelpScreen
 
     app = ReplayApp(ReplaySource(recording))
     async with app.run_test(size=(200, 50)) as pilot:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from collectors.ring_reader import open_segment
 from tests.isolation import private_dir
 from tests.ring_helpers import PHASES, consistent, make_segment, write
 from traintop import ring_paths
+from traintop.collectors.ring_reader import open_segment
 from traintop.ring import RingWriter
 from traintop.ring_format import segment_size
 from traintop.ring_shrink import KEEP_RECORDS

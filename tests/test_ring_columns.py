@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from collectors import ring_columns
-from collectors.ring_columns import BIG_POLL
-from collectors.ring_records import RecordBlock, validated
 from traintop import ring_format as ring
+from traintop.collectors import ring_columns
+from traintop.collectors.ring_columns import BIG_POLL
+from traintop.collectors.ring_records import RecordBlock, validated
 
 N_PHASES = 5
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from collectors.jobs import JobCollector
-from collectors.ring_reader import open_segment
 from tests.ring_helpers import consistent, make_segment, write
 from traintop import ring_format as fmt
+from traintop.collectors.jobs import JobCollector
+from traintop.collectors.ring_reader import open_segment
 
 REPO = Path(__file__).resolve().parents[1]
 WRITER = Path(__file__).parent / "workloads" / "ring_writer.py"
@@ -132,7 +132,7 @@ def test_stopped_or_killed_monitor_never_blocks_the_writer(tmp_path):
     """The writer takes no lock and waits on nothing: it finishes with a frozen reader attached."""
     ring = tmp_path / "ring"
     ring.mkdir(mode=0o700)
-    code = ("import sys; from collectors.ring_reader import open_segment, discover\n"
+    code = ("import sys; from traintop.collectors.ring_reader import open_segment, discover\n"
             "import time\nwhile not discover(sys.argv[1]): time.sleep(0.01)\n"
             "s = open_segment(discover(sys.argv[1])[0]); print('ok', flush=True)\n"
             "while True: s.poll(); s.liveness()\n")  # fmt: skip

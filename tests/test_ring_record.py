@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.ring_reader import open_segment
 from tests.ring_helpers import make_segment
+from traintop.collectors.ring_reader import open_segment
 from traintop.ring_format import MAX_PHASES
 
 

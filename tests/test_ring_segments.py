@@ -13,15 +13,15 @@ import time
 
 import pytest
 
-from collectors.ring_reader import (
+from tests.ring_helpers import consistent, make_segment, write
+from traintop import ring_format as fmt
+from traintop.collectors.ring_reader import (
     SegmentError,
     discover,
     open_segment,
     remove_stale,
     segment_paths,
 )
-from tests.ring_helpers import consistent, make_segment, write
-from traintop import ring_format as fmt
 from traintop.ring import FLAG_CLAMPED, RingWriter
 
 

@@ -13,13 +13,13 @@ import os
 
 import pytest
 
-from collectors.jobs import JobCollector
-from collectors.ring_reader import Segment, open_segment
-from collectors.ring_records import RecordBlock
-from collectors.ring_totals import last_slot, parsed, read_slot, safe
 from tests import ring_helpers
 from tests.ring_helpers import expected_sums, make_segment, write
 from traintop import ring_format as fmt
+from traintop.collectors.jobs import JobCollector
+from traintop.collectors.ring_reader import Segment, open_segment
+from traintop.collectors.ring_records import RecordBlock
+from traintop.collectors.ring_totals import last_slot, parsed, read_slot, safe
 from traintop.ring import FLAG_GPU_VALID, FLAG_MEM_VALID, RingWriter
 
 

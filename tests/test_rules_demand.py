@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from diagnosis.api import diagnose
-from diagnosis.demand import CpuDemand, TrainerDemand
 from tests.diagnosis_factories import Scene
+from traintop.diagnosis.api import diagnose
+from traintop.diagnosis.demand import CpuDemand, TrainerDemand
 
 CPU_BOX = Scene(
     cpus=2, gpu_count=0, gpu_busy=None, workers=0, data_wait=0.01, cpu_busy=100, load=4.0

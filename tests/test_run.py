@@ -1,6 +1,6 @@
 """``traintop run``: real training processes under the launcher and its sitecustomize shim.
 
-Records are read back with the monitor's own reader (collectors.ring_reader).
+Records are read back with the monitor's own reader (traintop.collectors.ring_reader).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors.ring_reader import discover, open_segment
 from tests.isolation import private_dir
+from traintop.collectors.ring_reader import discover, open_segment
 from traintop.launcher import SHIM_DIR, instrumented_env, job_name
 
 WORKLOADS = Path(__file__).parent / "workloads"

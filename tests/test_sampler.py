@@ -6,15 +6,15 @@ import time
 
 import pytest
 
-from collectors.factory import build_collectors
-from collectors.sampler import (
+from traintop.collectors.factory import build_collectors
+from traintop.collectors.sampler import (
     Collectors,
     Sampler,
     clamp_interval,
     gpu_memory_by_pid,
     next_slot,
 )
-from collectors.snapshot import GpuProcess, GpuSnapshot, GpuStatus, HostInfo
+from traintop.collectors.snapshot import GpuProcess, GpuSnapshot, GpuStatus, HostInfo
 
 GPU = GpuSnapshot(index=0, processes=(GpuProcess(7, 3 << 30), GpuProcess(8, None)))
 

@@ -32,7 +32,7 @@ from tests.scenarios.harness import (
 )
 from tests.scenarios.report import append_result
 from tests.tmux import TmuxSession
-from tui.verdict_text import label
+from traintop.views.verdict_text import label
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from collectors import procfs, schedstat
-from collectors.open_files import OpenFiles
-from collectors.processes import ProcessCollector
-from collectors.schedstat import SchedReader, SchedStat, parse
+from traintop.collectors import procfs, schedstat
+from traintop.collectors.open_files import OpenFiles
+from traintop.collectors.processes import ProcessCollector
+from traintop.collectors.schedstat import SchedReader, SchedStat, parse
 
 S = 1_000_000_000
 KEY = (100, 1.0)

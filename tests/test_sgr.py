@@ -14,7 +14,8 @@ from textual._compositor import ChopsUpdate, LayoutUpdate
 from textual.geometry import Region
 from textual.strip import Strip
 
-from tui import chops, sgr
+from traintop.tui import chops
+from traintop.views import sgr
 
 _TOKEN = re.compile(
     r"\x1b\[([0-9;]*)m|\x1b\[(\d+);(\d+)H|(\x1b\]8;[^\x1b]*\x1b\\)|(\n)|([^\x1b\n])"
@@ -171,7 +172,7 @@ def test_a_partial_update_starts_at_the_first_dirty_cell():
 def test_a_panel_line_marks_only_its_changed_cells_dirty():
     from textual.content import Content, Span
 
-    from tui.widgets.panel import changed_runs
+    from traintop.tui.widgets.panel import changed_runs
 
     old = Content("GPU 3  62°C  631/700 W")
     assert changed_runs(old, Content("GPU 3  63°C  631/700 W")) == [(8, 9)]
@@ -186,7 +187,7 @@ def test_changes_far_apart_on_one_line_are_sent_as_separate_runs():
     and power columns between them; changes a few cells apart stay one run."""
     from textual.content import Content
 
-    from tui.widgets.panel import changed_runs
+    from traintop.tui.widgets.panel import changed_runs
 
     old = Content("util  93%  mem 68.4/79.6 GiB  64°C  632/700 W  1980 MHz  ▁▂▃▄▅")
     new = Content("util  95%  mem 68.4/79.6 GiB  64°C  632/700 W  1980 MHz  ▂▃▄▅▆")

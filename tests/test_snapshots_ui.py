@@ -12,7 +12,7 @@ import pytest
 from tests import job_fixtures as jf
 from tests.isolation import utc_time_zone
 from tests.snapshot_fixtures import EPOCH, ScriptedSource, ddp_job, feed, series, sweep
-from tui.app import build_app
+from traintop.tui.app import build_app
 
 SIZES = [(80, 24), (120, 40), (200, 50)]
 GPU_COUNTS = [0, 1, 8]

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from collectors.snapshot import JobSnapshot, ProcessSnapshot, Snapshot
-from store import frames, schema, steps
-from store.codec import Decoder, current_schema, encode
-from store.reader import Recording
-from store.schema import StoreError
-from store.trim import trim
-from store.writer import Recorder
 from tests.job_fixtures import data_bound_job
 from tests.snapshot_fixtures import GIB, MIB, series
 from tests.store_helpers import record, verdict
 from traintop import ring_format as ring
+from traintop.collectors.snapshot import JobSnapshot, ProcessSnapshot, Snapshot
+from traintop.store import frames, schema, steps
+from traintop.store.codec import Decoder, current_schema, encode
+from traintop.store.reader import Recording
+from traintop.store.schema import StoreError
+from traintop.store.trim import trim
+from traintop.store.writer import Recorder
 
 
 def test_a_snapshot_survives_encoding_with_every_field():
@@ -184,7 +184,7 @@ def test_commands_on_bad_files_print_one_line_and_fail(tmp_path, kind, command):
     argv = [command[0], path, *command[1:]]
     if command == ["compare"]:
         argv.append(path)
-    out = subprocess.run([sys.executable, "-m", "tui.cli", *argv], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "traintop.cli.main", *argv], capture_output=True,
                          text=True, timeout=60, cwd=tmp_path)  # fmt: skip
     assert out.returncode != 0
     lines = out.stderr.strip().splitlines()
@@ -195,7 +195,7 @@ def test_commands_on_bad_files_print_one_line_and_fail(tmp_path, kind, command):
 FULL_DISK = """
 import dataclasses, os, resource, signal, sys
 from tests.snapshot_fixtures import GIB, MIB, series
-from store.writer import Recorder
+from traintop.store.writer import Recorder
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (1_000_000, 1_000_000))
 recorder = Recorder(sys.argv[1])
@@ -228,9 +228,9 @@ def test_schema_lists_every_snapshot_and_verdict_class():
 def test_step_chains_read_back_from_any_time(tmp_path):
     """Blocks are deflated against the rank's previous block; a reader that starts mid-way
     begins at the chain's key block, and every record comes back exactly."""
-    from collectors.ring_reader import PollResult
-    from collectors.ring_records import RecordBlock
     from tests.store_test_headers import header
+    from traintop.collectors.ring_reader import PollResult
+    from traintop.collectors.ring_records import RecordBlock
 
     recorder = Recorder(tmp_path / "s.ttrec")
     raws, t_ns = [], 10**12

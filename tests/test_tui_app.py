@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 import functools
 
-from collectors.snapshot import CollectorError, ProcessSnapshot
 from tests.snapshot_fixtures import (
     EPOCH,
     TRAINER_PID,
@@ -16,13 +15,14 @@ from tests.snapshot_fixtures import (
     machine,
     series,
 )
-from tui.app import build_app
-from tui.screens.help import HelpScreen
-from tui.widgets.cpu import CpuPanel
-from tui.widgets.gpu import GpuPanel
-from tui.widgets.header import HeaderBar
-from tui.widgets.process_table import ProcessTable
-from tui.widgets.status import StatusLine
+from traintop.collectors.snapshot import CollectorError, ProcessSnapshot
+from traintop.tui.app import build_app
+from traintop.tui.screens.help import HelpScreen
+from traintop.tui.widgets.cpu import CpuPanel
+from traintop.tui.widgets.gpu import GpuPanel
+from traintop.tui.widgets.header import HeaderBar
+from traintop.tui.widgets.process_table import ProcessTable
+from traintop.tui.widgets.status import StatusLine
 
 
 def async_test(test):

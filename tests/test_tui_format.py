@@ -1,4 +1,4 @@
-"""Table tests for tui/format.py (units, None, bars, sparklines) and the row text the panels
+"""Table tests for views/format.py (units, None, bars, sparklines) and the row text the panels
 build from it: whole fields that fit the width, never two fields run together."""
 
 from __future__ import annotations
@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.snapshot_fixtures import cpu, h100
-from tui.format import (
+from traintop.tui.widgets.cpu import summary_line
+from traintop.tui.widgets.disk import fmt_await
+from traintop.tui.widgets.gpu_row import badge_need, gpu_row, plan_layout, throttle_badge
+from traintop.tui.widgets.hanging_list import hanging_lines
+from traintop.views.format import (
     bar_cells,
     fmt_age,
     fmt_bytes,
@@ -28,11 +32,7 @@ from tui.format import (
     temp_style,
     truncate,
 )
-from tui.source import next_interval
-from tui.widgets.cpu import summary_line
-from tui.widgets.disk import fmt_await
-from tui.widgets.gpu_row import badge_need, gpu_row, plan_layout, throttle_badge
-from tui.widgets.hanging_list import hanging_lines
+from traintop.views.source import next_interval
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ import asyncio
 from textual._compositor import ChopsUpdate
 from textual.app import App, ComposeResult
 
-from collectors.snapshot import ProcessSnapshot
-from tui.widgets.process_table import ProcessTable
+from traintop.collectors.snapshot import ProcessSnapshot
+from traintop.tui.widgets.process_table import ProcessTable
 
 
 def proc(pid: int, ppid: int = 1, cmd: str = "python train.py") -> ProcessSnapshot:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.snapshot import ProcessSnapshot
-from tui.widgets.processes import (
+from traintop.collectors.snapshot import ProcessSnapshot
+from traintop.tui.widgets.processes import (
     compact_bytes,
     compact_rate,
     display_rows,

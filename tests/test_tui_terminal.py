@@ -20,13 +20,13 @@ from textual.strip import Strip
 
 from tests.snapshot_fixtures import EPOCH, ScriptedSource, ddp_job, machine, sweep
 from tests.test_sgr import Cells, replay
-from tui import chops
-from tui.app import TraintopApp, build_app
-from tui.widgets.cpu import CpuPanel
-from tui.widgets.disk import DiskPanel
-from tui.widgets.framed_rows import FramedRows
-from tui.widgets.gpu import GpuPanel
-from tui.widgets.panel import LineWidget
+from traintop.tui import chops
+from traintop.tui.app import TraintopApp, build_app
+from traintop.tui.widgets.cpu import CpuPanel
+from traintop.tui.widgets.disk import DiskPanel
+from traintop.tui.widgets.framed_rows import FramedRows
+from traintop.tui.widgets.gpu import GpuPanel
+from traintop.tui.widgets.panel import LineWidget
 
 
 @pytest.fixture(autouse=True)

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 from textual.app import App, ComposeResult
 
-from collectors.snapshot import JobSnapshot, PhaseShare
 from tests import job_fixtures as jf
 from tests import snapshot_fixtures as sf
-from tui.widgets.job_detail import PHASE_STYLES, segments
-from tui.widgets.job_groups import (
+from traintop.collectors.snapshot import JobSnapshot, PhaseShare
+from traintop.tui.widgets.job_detail import COMM_STYLE, segments
+from traintop.tui.widgets.panel import LineWidget
+from traintop.tui.widgets.training import EMPTY_MESSAGE, HISTORY_LEN, TrainingPanel
+from traintop.views.job_groups import (
     ENDED_COLLAPSE_S,
     EndedSummary,
     JobGroup,
@@ -24,8 +26,6 @@ from tui.widgets.job_groups import (
     natural_key,
     table_rows,
 )
-from tui.widgets.panel import LineWidget
-from tui.widgets.training import EMPTY_MESSAGE, HISTORY_LEN, TrainingPanel
 
 CSS = Path(__file__).resolve().parent.parent / "tui" / "styles" / "training.tcss"
 NOW = sf.EPOCH
@@ -134,7 +134,7 @@ def test_segments_fill_the_step_and_waiting_on_peers_stands_out() -> None:
     assert sum(share for _, share, _, _ in segments(job)) == pytest.approx(1.0)
     ddp = sf.ddp_rank(0, 8)
     styles = {name: style for name, _, _, style in segments(ddp)}
-    assert styles["allreduce"] == PHASE_STYLES["allreduce"] == "$error"
+    assert styles["allreduce"] == COMM_STYLE == "$error"
     custom = replace(job, phases=(PhaseShare("h2d", 0.1, 0.01), PhaseShare("fetch", 0.9, 0.1)))
     assert len({style for *_, style in segments(custom)}) == 2
     assert [name for name, *_ in segments(jf.no_worker_job())] == ["data", "compute"]

@@ -7,8 +7,8 @@ from dataclasses import replace
 from tests import job_fixtures as jf
 from tests import snapshot_fixtures as sf
 from tests.test_tui_training import PanelApp, groups, run_panel, text
-from tui.widgets.dataloader import ENDED, NO_WORKERS, DataLoaderPanel
-from tui.widgets.loader_table import loader_rows
+from traintop.tui.widgets.dataloader import ENDED, NO_WORKERS, DataLoaderPanel
+from traintop.tui.widgets.loader_table import loader_rows
 
 
 async def show(app: PanelApp, jobs, processes=()) -> None:

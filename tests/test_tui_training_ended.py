@@ -13,8 +13,8 @@ from textual.geometry import Region
 
 from tests import snapshot_fixtures as sf
 from tests.test_tui_training import PanelApp, feed, run_panel, text
-from tui.widgets.job_groups import same_but_clock
-from tui.widgets.training import TrainingPanel
+from traintop.tui.widgets.training import TrainingPanel
+from traintop.views.job_groups import same_but_clock
 
 
 def _ended(ended_s: float, index: int = 0, state: str = "finished"):

@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 from tests import snapshot_fixtures as sf
 from tests.test_tui_app import async_test, make
-from tui.screens.help import HelpScreen
-from tui.widgets.dataloader import DataLoaderPanel
-from tui.widgets.job_groups import EndedSummary
-from tui.widgets.process_table import ProcessTable
-from tui.widgets.training import TrainingPanel
+from traintop.tui.screens.help import HelpScreen
+from traintop.tui.widgets.dataloader import DataLoaderPanel
+from traintop.tui.widgets.process_table import ProcessTable
+from traintop.tui.widgets.training import TrainingPanel
+from traintop.views.job_groups import EndedSummary
 
 
 def both(tick: int):

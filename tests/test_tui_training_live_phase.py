@@ -7,8 +7,8 @@ from dataclasses import replace
 from tests import job_fixtures as jf
 from tests import snapshot_fixtures as sf
 from tests.test_tui_training import PanelApp, feed, run_panel, text
-from tui.widgets.job_groups import long_live_phase
-from tui.widgets.training import TrainingPanel
+from traintop.tui.widgets.training import TrainingPanel
+from traintop.views.job_groups import long_live_phase
 
 
 def test_stalled_rank_names_the_phase_it_hangs_in() -> None:

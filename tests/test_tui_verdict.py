@@ -11,13 +11,13 @@ import asyncio
 import functools
 import itertools
 
-from diagnosis.api import diagnose
 from tests.diagnosis_factories import Scene
 from tests.snapshot_fixtures import EPOCH, ScriptedSource
-from tui.app import SnapshotReady, build_app
-from tui.screens.details import DetailsScreen
-from tui.verdict_runner import VerdictRunner
-from tui.widgets.verdict import VerdictBanner
+from traintop.diagnosis.api import diagnose
+from traintop.diagnosis.verdict_runner import VerdictRunner
+from traintop.tui.app import SnapshotReady, build_app
+from traintop.tui.screens.details import DetailsScreen
+from traintop.tui.widgets.verdict import VerdictBanner
 
 DATA_CPU = Scene(data_wait=0.62, worker_cpu=98)
 THERMAL = Scene(reasons=0x20 | 0x8, temp=88, sm_clock=1300, gpu_util=90)

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from diagnosis.api import VerdictStabilizer, diagnose
 from tests.snapshot_fixtures import ddp_job, series, sweep
 from tests.test_diagnosis_jobs import DDP, rank, window
 from tests.test_tui_verdict import async_test, banner_text, make, settle
-from tui.diagnose_cmd import _exit_code, _stabilised
-from tui.screens.details import finding_text, job_items, job_name, title_text
-from tui.verdict_history import point_from
-from tui.verdict_text import headline, label, other_jobs_fact
-from tui.widgets.verdict import banner_lines
+from traintop.cli.diagnose import _exit_code, _stabilised
+from traintop.diagnosis.api import VerdictStabilizer, diagnose
+from traintop.diagnosis.verdict_history import point_from
+from traintop.tui.screens.details import finding_text, job_items, job_name, title_text
+from traintop.tui.widgets.verdict import banner_lines
+from traintop.views.verdict_text import headline, label, other_jobs_fact
 
 HEALTHY = rank(200, wait=0.002, phases=(("forward", 0.99),))
 STARVED = rank(400, wait=0.7, phases=(("forward", 0.3),), name="starved.py")

@@ -13,7 +13,7 @@ from tests.isolation import utc_time_zone
 from tests.job_fixtures import data_bound_job
 from tests.snapshot_fixtures import EPOCH, ScriptedSource, series
 from tests.test_tui_verdict import settle
-from tui.app import build_app
+from traintop.tui.app import build_app
 
 TICKS = 12
 

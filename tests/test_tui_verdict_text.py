@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from diagnosis.api import Evidence, Finding, Verdict
-from tui.evidence import evidence_marks
-from tui.verdict_history import VerdictPoint, extend, runs, stats
-from tui.verdict_text import fmt_since
-from tui.widgets.verdict import banner_lines
+from traintop.diagnosis.api import Evidence, Finding, Verdict
+from traintop.diagnosis.verdict_history import VerdictPoint, extend, runs, stats
+from traintop.tui.evidence import evidence_marks
+from traintop.tui.widgets.verdict import banner_lines
+from traintop.views.verdict_text import fmt_since
 
 DATA = Finding(
     "data_cpu",

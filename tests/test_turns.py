@@ -1,8 +1,9 @@
-"""collectors.turns: which live ranks are summarised on a tick, simulated over many ticks."""
+"""traintop.collectors.turns: which live ranks are summarised on a tick, simulated over many
+ticks."""
 
 from __future__ import annotations
 
-from collectors.turns import MAX_HOLD_S, RANKS_PER_TICK, in_turn, rounds
+from traintop.collectors.turns import MAX_HOLD_S, RANKS_PER_TICK, in_turn, rounds
 
 
 def simulate(ranks: int, ticks: int, interval_s: float, focus: str | None = None, size: int = 8):

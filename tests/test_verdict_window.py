@@ -5,9 +5,9 @@ at once when a job starts, ends or stalls."""
 
 from __future__ import annotations
 
-from diagnosis.stabilizer import VerdictStabilizer
-from diagnosis.verdict_window import VerdictWindow
 from tests.diagnosis_factories import Scene
+from traintop.diagnosis.stabilizer import VerdictStabilizer
+from traintop.diagnosis.verdict_window import VerdictWindow
 
 DATA_CPU = Scene(data_wait=0.62, worker_cpu=98)
 

@@ -97,7 +97,16 @@ def start_recorder(path: str, pid: int) -> None:
     cut the recording short (the recorder stops when the job exits, after reading its last
     steps).  Its one-line summary or error goes to this terminal's stderr.
     """
-    argv = [sys.executable, "-m", "tui.cli", "record", "-o", path, "--watch-pid", str(pid)]
+    argv = [
+        sys.executable,
+        "-m",
+        "traintop.cli.main",
+        "record",
+        "-o",
+        path,
+        "--watch-pid",
+        str(pid),
+    ]
     child = os.fork()
     if child:
         os.waitpid(child, 0)

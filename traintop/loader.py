@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from traintop.phase_context import DATA, OTHER
 
 if TYPE_CHECKING:
-    from traintop.probe import Probe
+    from traintop.probe_state import ProbeState
 
 _MAX_DEPTH = 4
 
@@ -25,7 +25,7 @@ _MAX_DEPTH = 4
 class TimedLoader:
     """Iterable view of ``loader`` whose batches are timed by ``probe``."""
 
-    def __init__(self, probe: Probe, loader: Iterable[Any]) -> None:
+    def __init__(self, probe: ProbeState, loader: Iterable[Any]) -> None:
         self._probe = probe
         self._loader = loader
         size = getattr(loader, "batch_size", None)
@@ -49,7 +49,7 @@ class TimedLoader:
         return getattr(self._loader, name)
 
 
-def _timed_batches(probe: Probe, iterator: Iterator[Any], fallback: int) -> Iterator[Any]:
+def _timed_batches(probe: ProbeState, iterator: Iterator[Any], fallback: int) -> Iterator[Any]:
     """Yield the batches, the wait for each one timed as the data phase.
 
     ``Probe._wait_begin`` and ``_wait_end`` inlined (same accounting): two calls per batch
@@ -95,7 +95,7 @@ def _timed_batches(probe: Probe, iterator: Iterator[Any], fallback: int) -> Iter
         yield batch
 
 
-def batch_samples(batch: Any, fallback: int, probe: Probe) -> int:
+def batch_samples(batch: Any, fallback: int, probe: ProbeState) -> int:
     """Samples in ``batch``: the leading dimension of its first tensor-like, else ``fallback``.
 
     Never raises: a failing ``shape`` lookup (a batch type's own bug) disables the probe.

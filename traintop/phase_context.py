@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from traintop.probe import Probe
+    from traintop.probe_state import ProbeState
 
 NO_PHASE = -1
 DATA, OTHER = 0, 4  # slots of the batch wait and of time in no phase (probe.STANDARD_PHASES)
@@ -27,7 +27,7 @@ class PhaseContext:
 
     __slots__ = ("_clock", "_index", "_probe")
 
-    def __init__(self, probe: Probe, index: int) -> None:
+    def __init__(self, probe: ProbeState, index: int) -> None:
         self._probe = probe
         self._index = index
         self._clock = probe._clock

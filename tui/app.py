@@ -21,28 +21,31 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Footer, Static
 
-from collectors.snapshot import Snapshot
-from tui.driver import QuietLinuxDriver
-from tui.screens.help import HelpScreen
-from tui.source import RecordedSource, SnapshotSource, next_interval
-from tui.verdict_runner import VerdictUpdate
-from tui.verdict_view import VerdictView
-from tui.widgets.cpu import CpuPanel
-from tui.widgets.dataloader import DataLoaderPanel
-from tui.widgets.disk import DiskPanel
-from tui.widgets.gpu import GpuPanel
-from tui.widgets.header import HeaderBar
-from tui.widgets.memory import MemoryPanel
-from tui.widgets.network import NetworkPanel
-from tui.widgets.panel import Panel
-from tui.widgets.process_table import ProcessTable
-from tui.widgets.status import StatusLine
-from tui.widgets.table import help_bindings
-from tui.widgets.training import TrainingPanel
-from tui.widgets.verdict import VerdictBanner
+from traintop.collectors.snapshot import Snapshot
+from traintop.diagnosis.verdict_runner import VerdictUpdate
+from traintop.store.schema import StoreError
+from traintop.store.tap import RecordingTap, default_path, summary
+from traintop.store.writer import Recorder
+from traintop.tui.driver import QuietLinuxDriver
+from traintop.tui.screens.help import HelpScreen
+from traintop.tui.verdict_view import VerdictView
+from traintop.tui.widgets.cpu import CpuPanel
+from traintop.tui.widgets.dataloader import DataLoaderPanel
+from traintop.tui.widgets.disk import DiskPanel
+from traintop.tui.widgets.gpu import GpuPanel
+from traintop.tui.widgets.header import HeaderBar
+from traintop.tui.widgets.memory import MemoryPanel
+from traintop.tui.widgets.network import NetworkPanel
+from traintop.tui.widgets.panel import Panel
+from traintop.tui.widgets.process_table import ProcessTable
+from traintop.tui.widgets.status import StatusLine
+from traintop.tui.widgets.table import help_bindings
+from traintop.tui.widgets.training import TrainingPanel
+from traintop.tui.widgets.verdict import VerdictBanner
+from traintop.views.source import RecordedSource, SnapshotSource, next_interval
 
 if TYPE_CHECKING:
-    from collectors.jobs import JobCollector
+    from traintop.collectors.jobs import JobCollector
 
 _STYLES = Path(__file__).parent / "styles"
 MIN_SIZE = (60, 16)
@@ -152,7 +155,7 @@ class TraintopApp(App[None]):
         # The live job collector: `R` records its step records, and it is told which job is on
         # screen (summarised every tick; see collectors/turns.py).
         self._job_collector = job_collector
-        self.recording = None  # a tui.record_cmd.RecordingTap while `R` records
+        self.recording: RecordingTap | None = None  # while `R` records
         self.source = source
         # Asked once: an isinstance check against a runtime Protocol walks its members, 0.15 ms
         # on every tick.
@@ -286,14 +289,29 @@ class TraintopApp(App[None]):
     def action_toggle_record(self) -> None:
         """Start a recording to traintop-YYYYmmdd-HHMMSS.ttrec in the working directory, or
         stop the one in progress (closing the file runs off the UI thread)."""
-        from tui.record_cmd import start_tap, stop_tap
-
         if self.recording is not None:
             tap, self.recording = self.recording, None
-            self.run_worker(lambda: stop_tap(self, tap), thread=True, exit_on_error=False)
+            self.run_worker(lambda: self._finish_recording(tap), thread=True, exit_on_error=False)
         else:
-            self.recording, self._rec_failure = start_tap(self, self._job_collector)
+            self.recording, self._rec_failure = self._start_recording()
         self._show_header()
+
+    def _start_recording(self) -> tuple[RecordingTap | None, tuple[str, bool] | None]:
+        """A recording to a new time-stamped file, or the one-line reason not."""
+        path = default_path()
+        try:
+            recorder = Recorder(path, interval_s=self.source.interval_s)
+        except StoreError as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+            return None, (str(exc), True)
+        self.notify(f"recording to {path.resolve()} (R stops)")
+        return RecordingTap(recorder, self._job_collector), None
+
+    def _finish_recording(self, tap: RecordingTap) -> None:
+        """Runs in a worker thread: finishing the file may take a second."""
+        error = tap.stop()
+        message, severity = (error, "error") if error else (summary(tap.recorder), "information")
+        self.call_from_thread(self.notify, message, severity=severity, timeout=8)
 
     def action_toggle_pause(self) -> None:
         """Freeze the display; the sampler and every panel's history keep going."""

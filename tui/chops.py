@@ -9,7 +9,7 @@ Two things made Textual 8's terminal output heavier than the screen change it ca
 * Rich writes every styled run as the run's whole style, its text and a reset, so on a panel
   row of twenty runs with one background most of the bytes were colour codes that changed
   nothing.  A :class:`Pen` keeps the style the terminal is in and sends only what differs
-  (tui/sgr.py), across spans and lines too, and leaves the terminal reset at the end.
+  (views/sgr.py), across spans and lines too, and leaves the terminal reset at the end.
 
 Both kinds of update (the partial one of a tick, the full one after a layout) go through the
 pen, which reads the strips' segments in place: no cropped ``Strip`` is built per span, and
@@ -36,7 +36,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from tui import sgr
+from traintop.views import sgr
 
 # Distinct (from, to) style pairs seen before the switch cache starts over.
 _SWITCHES_MAX = 4096

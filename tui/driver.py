@@ -23,7 +23,7 @@ from textual._time import get_time
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 
-from tui import chops
+from traintop.tui import chops
 
 
 class _WakingEvent(threading.Event):

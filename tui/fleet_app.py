@@ -16,9 +16,10 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Static
 
-from collectors.processes import printable
-from tui.fleet_model import FleetSnapshot
-from tui.fleet_rows import (
+from traintop.collectors.processes import printable
+from traintop.fleet.model import FleetSnapshot
+from traintop.fleet.source import FleetSource
+from traintop.tui.fleet_rows import (
     GPU_COLUMNS,
     NODE_COLUMNS,
     RANK_COLUMNS,
@@ -29,9 +30,8 @@ from tui.fleet_rows import (
     rank_row,
     verdict_lines,
 )
-from tui.fleet_source import FleetSource
-from tui.screens.help import HelpScreen
-from tui.source import next_interval
+from traintop.tui.screens.help import HelpScreen
+from traintop.views.source import next_interval
 
 _STYLES = Path(__file__).parent / "styles"
 TONES = ("ok", "info", "warning", "error", "unknown")

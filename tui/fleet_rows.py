@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from collectors.gpu_reasons import throttling_reasons
-from collectors.processes import printable
-from diagnosis.rules_gpu import HOT_MARGIN_C, THROTTLE_MIN_UTIL_PCT
-from tui.fleet_model import FleetGpu, FleetNode, FleetRank, FleetSnapshot, FleetVerdict
-from tui.fleet_verdict import gpu_throttle
-from tui.format import fmt_age, fmt_number, fmt_seconds, fmt_share
-from tui.verdict_text import label
+from traintop.collectors.gpu_reasons import throttling_reasons
+from traintop.collectors.processes import printable
+from traintop.diagnosis.rules_gpu import HOT_MARGIN_C, THROTTLE_MIN_UTIL_PCT
+from traintop.fleet.model import FleetGpu, FleetNode, FleetRank, FleetSnapshot, FleetVerdict
+from traintop.fleet.verdict import gpu_throttle
+from traintop.views.format import fmt_age, fmt_number, fmt_seconds, fmt_share
+from traintop.views.verdict_text import label
 
 NODE_COLUMNS = (
     "NODE",

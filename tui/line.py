@@ -4,7 +4,7 @@ Panels rebuild their lines every tick, and ``Content.assemble``/``join`` make a 
 piece (each strips control codes and measures cells), so a GPU row of twenty pieces cost about
 twenty of them.  A ``Line`` only appends strings and records a span per styled run; the one
 ``Content`` it makes has sequential, non-overlapping spans, which is also what lets
-:class:`~tui.widgets.panel.LineWidget` draw it without ``Content.render``'s style stack.
+:class:`~traintop.tui.widgets.panel.LineWidget` draw it without ``Content.render``'s style stack.
 """
 
 from __future__ import annotations

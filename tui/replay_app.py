@@ -15,14 +15,14 @@ from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 
-from collectors.snapshot import Snapshot
-from store.ranges import parse_goto
-from store.reader import Recording
-from store.schema import StoreError
-from tui.app import SnapshotReady, TraintopApp
-from tui.replay_goto import GotoScreen
-from tui.replay_source import ReplaySource
-from tui.widgets.timeline import Timeline
+from traintop.collectors.snapshot import Snapshot
+from traintop.store.ranges import parse_goto
+from traintop.store.reader import Recording
+from traintop.store.replay_source import ReplaySource
+from traintop.store.schema import StoreError
+from traintop.tui.app import SnapshotReady, TraintopApp
+from traintop.tui.replay_goto import GotoScreen
+from traintop.tui.widgets.timeline import Timeline
 
 EXIT_BAD_FILE = 1
 _LIVE_ONLY = ("toggle_pause", "toggle_record", "change_interval(1)", "change_interval(-1)")

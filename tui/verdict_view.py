@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from textual.app import App
 
-from collectors.snapshot import Snapshot
-from tui.evidence import EvidenceHighlight, evidence_marks
-from tui.screens.details import DetailsScreen
-from tui.verdict_runner import VerdictRunner, VerdictUpdate
-from tui.widgets.verdict import VerdictBanner
+from traintop.collectors.snapshot import Snapshot
+from traintop.diagnosis.verdict_runner import VerdictRunner, VerdictUpdate
+from traintop.tui.evidence import EvidenceHighlight, evidence_marks
+from traintop.tui.screens.details import DetailsScreen
+from traintop.tui.widgets.verdict import VerdictBanner
 
 
 class VerdictView:

@@ -25,7 +25,7 @@ from traintop.ring_paths import ENV_DIR, SEGMENT_NAME_RE
 
 WORKLOADS = Path(__file__).parent / "workloads"
 DIAGNOSE_FOR_S = 12.0
-EXIT_NO_LIVE_JOB = 3  # `traintop diagnose`: nothing runs (tui/diagnose_cmd.py)
+EXIT_NO_LIVE_JOB = 3  # `traintop diagnose`: nothing runs (cli/diagnose.py)
 NO_LIVE_JOB = "no_live_job"
 SEGMENT_TIMEOUT_S = 30.0
 RESULTS_ENV = "TRAINTOP_SCENARIO_RESULTS"
@@ -102,7 +102,11 @@ def scenario_env(ring_dir: Path, **extra: str) -> dict[str, str]:
 
 def traintop_cmd() -> list[str]:
     """`traintop` run by the interpreter running the tests (no reliance on $PATH)."""
-    return [sys.executable, "-c", "import sys; from tui.cli import main; sys.exit(main())"]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from traintop.cli.main import main; sys.exit(main())",
+    ]
 
 
 def traintop_run(

@@ -19,12 +19,12 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
 
-from diagnosis.api import Finding, JobVerdict, Verdict
-from tui.format import sparkline
-from tui.verdict_history import METRICS, Metric, VerdictPoint, runs, stats
-from tui.verdict_runner import VerdictUpdate
-from tui.verdict_text import fmt_since, focus_job, headline, label, marker, tone_style
-from tui.widgets.hanging_list import HangingList, Item
+from traintop.diagnosis.api import Finding, JobVerdict, Verdict
+from traintop.diagnosis.verdict_history import METRICS, Metric, VerdictPoint, runs, stats
+from traintop.diagnosis.verdict_runner import VerdictUpdate
+from traintop.tui.widgets.hanging_list import HangingList, Item
+from traintop.views.format import sparkline
+from traintop.views.verdict_text import fmt_since, focus_job, headline, label, marker, tone_style
 
 STAT_WIDTH = 8
 LABEL_WIDTH = 11

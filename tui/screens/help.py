@@ -11,7 +11,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from tui.widgets.job_groups import ENDED_COLLAPSE_S
+from traintop.views.job_groups import ENDED_COLLAPSE_S
 
 NAVIGATION = (
     "↑↓ PgUp PgDn Home End: move in the focused table (Tab or j moves between them)\n"

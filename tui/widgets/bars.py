@@ -1,11 +1,11 @@
-"""Bars appended to a :class:`~tui.line.Line`, shared by the GPU, CPU and memory panels."""
+"""Bars appended to a :class:`~traintop.tui.line.Line`, shared by the GPU, CPU and memory panels."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tui.format import bar_cells, level_style, split_bar
-from tui.line import Line
+from traintop.tui.line import Line
+from traintop.views.format import bar_cells, level_style, split_bar
 
 
 def meter(line: Line, pct: float | None, width: int, style: str | None = None) -> Line:

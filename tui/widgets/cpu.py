@@ -11,11 +11,11 @@ import math
 
 from textual.content import Content
 
-from collectors.snapshot import CpuCore, CpuSnapshot, Snapshot
-from tui.format import NA, fmt_pct, level_style, sparkline
-from tui.line import Line
-from tui.widgets.bars import stacked_meter
-from tui.widgets.panel import Panel
+from traintop.collectors.snapshot import CpuCore, CpuSnapshot, Snapshot
+from traintop.tui.line import Line
+from traintop.tui.widgets.bars import stacked_meter
+from traintop.tui.widgets.panel import Panel
+from traintop.views.format import NA, fmt_pct, level_style, sparkline
 
 MAX_ROWS = 8
 _BAR_CELL_MIN = 18  # "  0[||||||||] 45%": index 3, brackets 2, bar >= 8, percent 5

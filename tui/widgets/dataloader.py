@@ -14,11 +14,10 @@ from typing import ClassVar
 from textual.binding import Binding
 from textual.content import Content
 
-from collectors.snapshot import ProcessSnapshot
-from tui.widgets.fitted import FittedLines
-from tui.widgets.job_groups import JobGroup
-from tui.widgets.loader_table import LoaderRow, loader_columns, loader_rows, row_cells
-from tui.widgets.table import (
+from traintop.collectors.snapshot import ProcessSnapshot
+from traintop.tui.widgets.fitted import FittedLines
+from traintop.tui.widgets.loader_table import LoaderRow, loader_columns, loader_rows, row_cells
+from traintop.tui.widgets.table import (
     cursor_bindings,
     header_line,
     marker_room,
@@ -26,6 +25,7 @@ from tui.widgets.table import (
     row_line,
     scroll_top,
 )
+from traintop.views.job_groups import JobGroup
 
 NO_WORKERS = "no worker processes: batches are loaded in the training process"
 NO_JOB = "no job focused"

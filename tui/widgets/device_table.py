@@ -8,8 +8,8 @@ from collections.abc import Iterable, Sequence
 
 from textual.content import Content
 
-from tui.format import sparkline, truncate
-from tui.line import Line
+from traintop.tui.line import Line
+from traintop.views.format import sparkline, truncate
 
 HISTORY_LEN = 120
 
@@ -47,7 +47,7 @@ def table(
     """Lay ``rows`` under ``header`` (label, width) pairs and use what is left for history.
 
     Each row brings its cells, its history and the value drawn as a full block.  Rows are
-    built as flat runs (:class:`~tui.line.Line`): ``Content`` joins, pads and truncates
+    built as flat runs (:class:`~traintop.tui.line.Line`): ``Content`` joins, pads and truncates
     made a new ``Content`` per cell: half of what the disk and network panels cost a tick.
     """
     spark = width - sum(cell for _, cell in header) - len(header) - 1

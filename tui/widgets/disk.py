@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from collectors.snapshot import DiskSnapshot, Snapshot
-from tui.format import NA, fmt_count, fmt_pct, fmt_rate, level_style
-from tui.widgets.device_table import RateHistory, scale, table, total
-from tui.widgets.panel import Panel
+from traintop.collectors.snapshot import DiskSnapshot, Snapshot
+from traintop.tui.widgets.device_table import RateHistory, scale, table, total
+from traintop.tui.widgets.panel import Panel
+from traintop.views.format import NA, fmt_count, fmt_pct, fmt_rate, level_style
 
 SPARK_FLOOR_BYTES_PER_S = 1e6
 HEADER = (

@@ -13,7 +13,7 @@ from textual.content import Content
 from textual.geometry import Size
 from textual.strip import Strip
 
-from tui.widgets.panel import LineWidget
+from traintop.tui.widgets.panel import LineWidget
 
 UNSIZED_WIDTH = 200  # the width to measure with before the first layout
 

@@ -6,9 +6,9 @@ from collections import deque
 
 from textual.content import Content
 
-from collectors.snapshot import Snapshot
-from tui.widgets.gpu_row import badge_need, gpu_row, plan_layout
-from tui.widgets.panel import Panel
+from traintop.collectors.snapshot import Snapshot
+from traintop.tui.widgets.gpu_row import badge_need, gpu_row, plan_layout
+from traintop.tui.widgets.panel import Panel
 
 HISTORY_LEN = 120
 _TWO_COLUMNS_MIN_WIDTH = 196  # two 97-cell columns still hold bars, clocks and the badge

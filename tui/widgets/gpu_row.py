@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 from textual.content import Content
 
-from collectors.gpu_reasons import SEVERITY_RANK, throttling_reasons
-from collectors.snapshot import GpuSnapshot
-from tui.format import (
+from traintop.collectors.gpu_reasons import SEVERITY_RANK, throttling_reasons
+from traintop.collectors.snapshot import GpuSnapshot
+from traintop.tui.line import Line
+from traintop.tui.widgets.bars import meter
+from traintop.views.format import (
     NA,
     fmt_celsius,
     fmt_gib,
@@ -25,8 +27,6 @@ from tui.format import (
     temp_style,
     truncate,
 )
-from tui.line import Line
-from tui.widgets.bars import meter
 
 # index, " util 97%", "  mem 70.2/79.6 GiB", temperature, power, the gap before the badge
 _FIXED = 3 + 10 + 19 + 6 + 11 + 2

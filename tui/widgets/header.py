@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 from textual.content import Content
 
-from collectors.snapshot import Snapshot
-from tui.format import fmt_duration, fmt_interval
-from tui.widgets.panel import LineWidget
+from traintop.collectors.snapshot import Snapshot
+from traintop.tui.widgets.panel import LineWidget
+from traintop.views.format import fmt_duration, fmt_interval
 
 
 class HeaderBar(LineWidget):

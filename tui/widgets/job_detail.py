@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 from textual.content import Content
 
-from collectors.snapshot import JobSnapshot
-from tui.format import fmt_seconds, fmt_share, split_bar
-from tui.line import Line
-from tui.widgets.job_groups import SYNC_PHASES
+from traintop.collectors.phase_names import is_comm_phase
+from traintop.collectors.snapshot import JobSnapshot
+from traintop.tui.line import Line
+from traintop.views.format import fmt_seconds, fmt_share, split_bar
 
 MIN_SPARK_SPAN = 0.10  # the sparkline spans at least 10 % of the peak, so noise stays flat
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
@@ -35,8 +35,8 @@ PHASE_STYLES = {
     "optim": "$success",
     "optimizer": "$success",
     "other": LABEL,
-    **dict.fromkeys(SYNC_PHASES, "$error"),
 }
+COMM_STYLE = "$error"  # waiting on peers
 CUSTOM_STYLES = ("$primary-lighten-2", "$foreground-darken-1")
 Segment = tuple[str, float, float | None, str]  # (label, share, mean seconds, style)
 
@@ -50,7 +50,9 @@ def segments(job: JobSnapshot) -> list[Segment]:
         return [("data", share, None, PHASE_STYLES["data"]), ("compute", 1.0 - share, None, LABEL)]
     parts: list[Segment] = []
     for index, phase in enumerate(job.phases):
-        style = PHASE_STYLES.get(phase.name.lower(), CUSTOM_STYLES[index % 2])
+        style = PHASE_STYLES.get(phase.name.lower()) or (
+            COMM_STYLE if is_comm_phase(phase.name) else CUSTOM_STYLES[index % 2]
+        )
         parts.append((phase.name, phase.share, phase.mean_s, style))
     rest = 1.0 - sum(p.share for p in job.phases)
     if rest > 0.005 and not any(p.name == "other" for p in job.phases):

@@ -12,10 +12,10 @@ from dataclasses import replace
 
 from textual.content import Content
 
-from tui.format import fmt_age, fmt_number, fmt_seconds, fmt_settled_age, fmt_share
-from tui.widgets.job_detail import relative_sparkline
-from tui.widgets.job_groups import ENDED_COLLAPSE_S, EndedSummary, JobGroup
-from tui.widgets.table import Cell, Column, fit_columns, marker_room, row_line
+from traintop.tui.widgets.job_detail import relative_sparkline
+from traintop.tui.widgets.table import Cell, Column, fit_columns, marker_room, row_line
+from traintop.views.format import fmt_age, fmt_number, fmt_seconds, fmt_settled_age, fmt_share
+from traintop.views.job_groups import ENDED_COLLAPSE_S, EndedSummary, JobGroup
 
 UNKNOWN = "—"
 STRAGGLER_GAP = 0.10  # a slowest rank this much behind the fastest is coloured

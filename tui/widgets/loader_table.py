@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from collectors.snapshot import JobSnapshot, ProcessSnapshot, WorkerSnapshot
-from tui.format import fmt_bytes, fmt_number, fmt_pct, fmt_rate, fmt_seconds, fmt_share
-from tui.widgets.jobs_table import wait_style
-from tui.widgets.table import Cell, Column, fit_columns
+from traintop.collectors.snapshot import JobSnapshot, ProcessSnapshot, WorkerSnapshot
+from traintop.tui.widgets.jobs_table import wait_style
+from traintop.tui.widgets.table import Cell, Column, fit_columns
+from traintop.views.format import fmt_bytes, fmt_number, fmt_pct, fmt_rate, fmt_seconds, fmt_share
 
 HOT_WORKER_PCT = 90.0  # a worker near one full core cannot load faster
 STARVED_WAIT_PCT = 20.0  # a worker waiting this long for a CPU is short of cores

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from collectors.snapshot import MemorySnapshot, Snapshot
-from tui.format import fmt_bytes, fmt_gib, fmt_pct, fmt_rate, level_style
-from tui.line import Line
-from tui.widgets.bars import stacked_meter
-from tui.widgets.panel import Panel
+from traintop.collectors.snapshot import MemorySnapshot, Snapshot
+from traintop.tui.line import Line
+from traintop.tui.widgets.bars import stacked_meter
+from traintop.tui.widgets.panel import Panel
+from traintop.views.format import fmt_bytes, fmt_gib, fmt_pct, fmt_rate, level_style
 
 _TEXT_WIDTH = 44  # label, " 184.7/503.5 GiB  37%" and " avail 318 GiB"
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from collectors.snapshot import NicSnapshot, Snapshot
-from tui.format import NA, fmt_count, fmt_pct, fmt_rate, level_style
-from tui.widgets.device_table import RateHistory, scale, table, total
-from tui.widgets.panel import Panel
+from traintop.collectors.snapshot import NicSnapshot, Snapshot
+from traintop.tui.widgets.device_table import RateHistory, scale, table, total
+from traintop.tui.widgets.panel import Panel
+from traintop.views.format import NA, fmt_count, fmt_pct, fmt_rate, level_style
 
 HEADER = (("iface", 8), ("speed", 7), ("rx", 10), ("tx", 10), ("link", 5), ("err/drop", 9))
 NAME_MIN = HEADER[0][1]

@@ -27,8 +27,8 @@ from textual.strip import Strip
 from textual.style import Style
 from textual.widget import Widget
 
-from collectors.snapshot import Snapshot
-from tui.widgets.framed_rows import FramedRows
+from traintop.collectors.snapshot import Snapshot
+from traintop.tui.widgets.framed_rows import FramedRows
 
 # Distinct (style, x, y) runs seen before the cache starts over: a few hundred on a full screen.
 _STYLE_CACHE_MAX = 4096
@@ -204,7 +204,7 @@ class LineWidget(Widget):
 
         A direct walk over the line's runs: ``Visual.to_strips`` would also wrap and align,
         which one pre-cut line never needs (it was 40 % of a tick), and ``Content.render``
-        keeps a style stack for nested spans, which lines built by :class:`~tui.line.Line`
+        keeps a style stack for nested spans, which lines built by :class:`~traintop.tui.line.Line`
         never have.  Offsets go into the styles as there, so mouse text selection keeps
         working; building those Rich styles was the other half of the cost, hence the cache.
         """

@@ -18,9 +18,9 @@ from textual.content import Content
 from textual.geometry import Size
 from textual.strip import Strip
 
-from collectors.snapshot import ProcessSnapshot
-from tui.widgets.panel import LineWidget, set_border_subtitle
-from tui.widgets.processes import (
+from traintop.collectors.snapshot import ProcessSnapshot
+from traintop.tui.widgets.panel import LineWidget, set_border_subtitle
+from traintop.tui.widgets.processes import (
     SORT_ORDER,
     Row,
     display_rows,

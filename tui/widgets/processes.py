@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from textual.content import Content, Span
 
-from collectors.snapshot import ProcessSnapshot
-from tui.format import NA, level_style, truncate
-from tui.line import line_content
+from traintop.collectors.snapshot import ProcessSnapshot
+from traintop.tui.line import line_content
+from traintop.views.format import NA, level_style, truncate
 
 KTHREADD_PID = 2
 """Linux starts every kernel thread from kthreadd (pid 2); htop hides them the same way."""

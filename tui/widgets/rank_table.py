@@ -12,11 +12,11 @@ from collections.abc import Sequence
 
 from textual.content import Content
 
-from collectors.snapshot import JobSnapshot
-from tui.format import fmt_bytes, fmt_number, fmt_seconds, fmt_share
-from tui.widgets.job_groups import JobGroup, long_live_phase
-from tui.widgets.jobs_table import STRAGGLER_GAP, state_cell, wait_style
-from tui.widgets.table import Cell, Column, fit_columns, row_line
+from traintop.collectors.snapshot import JobSnapshot
+from traintop.tui.widgets.jobs_table import STRAGGLER_GAP, state_cell, wait_style
+from traintop.tui.widgets.table import Cell, Column, fit_columns, row_line
+from traintop.views.format import fmt_bytes, fmt_number, fmt_seconds, fmt_share
+from traintop.views.job_groups import JobGroup, long_live_phase
 
 COLUMNS = (
     Column("RANK", 5),

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from collectors.snapshot import Snapshot
-from tui.widgets.panel import LineWidget
+from traintop.collectors.snapshot import Snapshot
+from traintop.tui.widgets.panel import LineWidget
 
 
 class StatusLine(LineWidget):

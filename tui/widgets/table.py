@@ -3,7 +3,7 @@
 The jobs, rank and DataLoader tables share one shape: fixed-width numeric columns, one
 flexible name column, columns dropped by priority when the width runs out (the way htop drops
 meters, so 80 columns keep the figures that matter), and a cursor that scrolls a window over
-more rows than fit.  Rows are built as flat runs (:class:`~tui.line.Line`), so the panel
+more rows than fit.  Rows are built as flat runs (:class:`~traintop.tui.line.Line`), so the panel
 repaints only the lines whose text changed.
 """
 
@@ -16,8 +16,8 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.widget import Widget
 
-from tui.format import truncate
-from tui.line import Line
+from traintop.tui.line import Line
+from traintop.views.format import truncate
 
 HEADER_STYLE = "bold reverse"
 CURSOR_STYLE = "reverse"

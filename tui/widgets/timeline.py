@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 from textual.content import Content
 
-from tui.format import fmt_duration
-from tui.replay_source import Position
-from tui.widgets.panel import LineWidget
+from traintop.store.replay_source import Position
+from traintop.tui.widgets.panel import LineWidget
+from traintop.views.format import fmt_duration
 
 PLAYED, AHEAD, CHANGE, HERE = "━", "─", "┃", "●"
 

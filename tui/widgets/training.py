@@ -20,19 +20,10 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.message import Message
 
-from collectors.snapshot import JobSnapshot, Snapshot
-from tui.widgets.fitted import FittedLines
-from tui.widgets.job_detail import detail_lines
-from tui.widgets.job_groups import (
-    EndedSummary,
-    JobGroup,
-    job_groups,
-    keep_last_numbers,
-    mean_step,
-    same_but_clock,
-    table_rows,
-)
-from tui.widgets.jobs_table import (
+from traintop.collectors.snapshot import JobSnapshot, Snapshot
+from traintop.tui.widgets.fitted import FittedLines
+from traintop.tui.widgets.job_detail import detail_lines
+from traintop.tui.widgets.jobs_table import (
     ALWAYS_SHOWN,
     clock_cells,
     job_columns,
@@ -40,13 +31,22 @@ from tui.widgets.jobs_table import (
     shows_history,
     summary_row,
 )
-from tui.widgets.rank_table import rank_columns, rank_rows
-from tui.widgets.table import (
+from traintop.tui.widgets.rank_table import rank_columns, rank_rows
+from traintop.tui.widgets.table import (
     cursor_bindings,
     header_line,
     marker_room,
     more_marker,
     scroll_top,
+)
+from traintop.views.job_groups import (
+    EndedSummary,
+    JobGroup,
+    job_groups,
+    keep_last_numbers,
+    mean_step,
+    same_but_clock,
+    table_rows,
 )
 
 HISTORY_LEN = 300  # ticks of step-time p50 kept per job for the sparkline

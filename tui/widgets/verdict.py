@@ -14,8 +14,9 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.events import Click
 
-from diagnosis.api import Finding, Verdict
-from tui.verdict_text import (
+from traintop.diagnosis.api import Finding, Verdict
+from traintop.tui.widgets.panel import LineWidget
+from traintop.views.verdict_text import (
     evidence_line,
     headline,
     label,
@@ -24,7 +25,6 @@ from tui.verdict_text import (
     tone_style,
     verdict_facts,
 )
-from tui.widgets.panel import LineWidget
 
 WAITING = Finding("unknown", 0.0, "info", "waiting for the first sample")
 DETAILS_HINT = "d: details"

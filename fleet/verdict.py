@@ -13,12 +13,13 @@ from collections import Counter
 from dataclasses import replace
 from statistics import median
 
-from diagnosis.reasons import HW_BITS, HW_SLOWDOWN, POWER_BITS, THERMAL_BITS, label
-from diagnosis.rules_gpu import HOT_MARGIN_C, THROTTLE_MIN_UTIL_PCT
-from tui.fleet_model import FleetGpu, FleetNode, FleetRank, FleetVerdict
+from traintop.diagnosis.reasons import HW_BITS, HW_SLOWDOWN, POWER_BITS, THERMAL_BITS, label
+from traintop.diagnosis.rules_gpu import HOT_MARGIN_C, THROTTLE_MIN_UTIL_PCT
+from traintop.fleet.model import FleetGpu, FleetNode, FleetRank, FleetVerdict
 
 # The straggler must cost every other rank at least this share of a step in waiting, the same
-# floor as the single-host rules' "communication dominates" (diagnosis.signals.COMM_SHARE / 2).
+# floor as the single-host rules' "communication dominates" (traintop.diagnosis.signals.COMM_SHARE /
+# 2).
 STRAGGLER_SHARE = 0.1
 # A throttled node seen only in its GPU reasons, not yet in its own (windowed) verdict.
 REASONS_ONLY_CONFIDENCE = 0.6

@@ -15,10 +15,10 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from collectors.snapshot import Snapshot
-from store.reader import Recording
-from tui.verdict_history import HISTORY_POINTS, extend, point_from
-from tui.verdict_runner import VerdictUpdate
+from traintop.collectors.snapshot import Snapshot
+from traintop.diagnosis.verdict_history import HISTORY_POINTS, extend, point_from
+from traintop.diagnosis.verdict_runner import VerdictUpdate
+from traintop.store.reader import Recording
 
 SPEEDS: tuple[int, ...] = (1, 10, 60)
 MAX_WAIT_S = 5.0  # a gap in the recording (the recorder was stopped) is skipped over

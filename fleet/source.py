@@ -1,9 +1,9 @@
 """The fleet's snapshot source: polls Prometheus on its own thread, beside the live sampler.
 
-It has the shape of :class:`tui.source.SnapshotSource` (``start``/``stop``/``interval_s``) but
-delivers :class:`FleetSnapshot`; HTTP never runs on the UI thread.  A failed refresh keeps the
-last good data and carries the one-line error, so the screen says what is wrong instead of
-going blank.
+It has the shape of :class:`traintop.views.source.SnapshotSource`
+(``start``/``stop``/``interval_s``) but delivers :class:`FleetSnapshot`; HTTP never runs on the UI
+thread.  A failed refresh keeps the last good data and carries the one-line error, so the screen
+says what is wrong instead of going blank.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from tui.fleet_build import QUERIES, Answers, build_fleet
-from tui.fleet_model import FleetSnapshot
-from tui.fleet_query import PrometheusClient, QueryError
+from traintop.fleet.build import QUERIES, Answers, build_fleet
+from traintop.fleet.model import FleetSnapshot
+from traintop.fleet.query import PrometheusClient, QueryError
 
 MIN_INTERVAL_S = 1.0
 MAX_INTERVAL_S = 300.0

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from diagnosis.api import Finding, JobVerdict, Verdict
-from tui.format import truncate
+from traintop.diagnosis.api import Finding, JobVerdict, Verdict
+from traintop.views.format import truncate
 
 LABELS: dict[str, str] = {
     "data_cpu": "DATA LOADING (CPU)",

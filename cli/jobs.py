@@ -1,7 +1,7 @@
 """`traintop jobs` and the job choice of `traintop attach`: jobs, not rank segments.
 
 Both list what the monitor's Training panel lists: one job per group of ranks
-(:func:`tui.widgets.job_groups.groups_of`), running jobs first in natural order.  `jobs --json`
+(:func:`traintop.views.job_groups.groups_of`), running jobs first in natural order.  `jobs --json`
 stays one object per rank (scripts filter ranks) and adds ``job``, the key that groups them.
 Error messages name at most ``LISTED`` jobs: a sweep of 24 runs must not become one
 unreadable line.
@@ -14,9 +14,9 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
-from collectors.snapshot import JobSnapshot
-from tui.format import fmt_age, fmt_number, fmt_share
-from tui.widgets.job_groups import JobGroup, groups_of
+from traintop.collectors.snapshot import JobSnapshot
+from traintop.views.format import fmt_age, fmt_number, fmt_share
+from traintop.views.job_groups import JobGroup, groups_of
 
 LISTED = 4  # jobs named in an error message before "… and N more"
 HEADER = (

@@ -2,8 +2,8 @@
 
 Each rank writes its own ring, but the questions a user asks are about the job: how fast it
 goes, which rank holds it back, whether it still runs.  Which ranks make one job is decided once,
-by :func:`diagnosis.job_groups.group_jobs` (ranks sharing ``JobSnapshot.job_id``, a live run
-kept apart from ended runs on the same rendezvous), so the table and the verdict always agree;
+by :func:`traintop.diagnosis.job_groups.group_jobs` (ranks sharing ``JobSnapshot.job_id``, a live
+run kept apart from ended runs on the same rendezvous), so the table and the verdict always agree;
 this module folds each group's ranks into the figures of its row.  Pure functions.
 """
 
@@ -13,16 +13,16 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 
-from collectors.snapshot import GpuStatus, HostInfo, JobSnapshot, PhaseShare, Snapshot
-from diagnosis.job_groups import JobGroup as RankGroup
-from diagnosis.job_groups import group_jobs, settled
-from tui.format import fmt_age
+from traintop.collectors.phase_names import is_comm_phase
+from traintop.collectors.snapshot import GpuStatus, HostInfo, JobSnapshot, PhaseShare, Snapshot
+from traintop.diagnosis.job_groups import JobGroup as RankGroup
+from traintop.diagnosis.job_groups import group_jobs, settled
+from traintop.views.format import fmt_age
 
 LONG_PHASE_STEPS = 5.0  # a live job's current phase is shown once it outlasts 5 p50 steps
 ENDED_COLLAPSE_S = 30.0  # an ended job keeps its own row this long, then joins the summary row
 RUNNING_STATES = frozenset({"live", "stalled"})
 TERMINAL_STATES = frozenset({"crashed", "finished"})
-SYNC_PHASES = frozenset({"comm", "allreduce", "sync", "barrier", "nccl", "communication"})
 _DIGITS = re.compile(r"(\d+)")
 
 
@@ -133,7 +133,7 @@ def rank_work_s(job: JobSnapshot) -> float | None:
     slowest one, so only the time a rank spends on its own work points at the straggler."""
     if job.step_time_p50_s is None:
         return None
-    waiting = sum(p.share for p in job.phases if p.name.lower() in SYNC_PHASES)
+    waiting = sum(p.share for p in job.phases if is_comm_phase(p.name))
     return job.step_time_p50_s * (1.0 - min(waiting, 1.0))
 
 

@@ -12,8 +12,8 @@ import ssl
 import sys
 import urllib.parse
 
-from tui.fleet_query import PrometheusAuth, PrometheusClient
-from tui.fleet_source import FleetSource
+from traintop.fleet.query import PrometheusAuth, PrometheusClient
+from traintop.fleet.source import FleetSource
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -68,7 +68,7 @@ def build_client(args: argparse.Namespace) -> PrometheusClient:
 
 def run_fleet(args: argparse.Namespace) -> int:
     """Probe Prometheus once, then run the fleet app until `q`."""
-    from tui.commands import _require_terminal, _sigterm_as_interrupt
+    from traintop.cli.terminal import require_terminal, sigterm_as_interrupt
 
     try:
         client = build_client(args)
@@ -82,10 +82,10 @@ def run_fleet(args: argparse.Namespace) -> int:
     if first.error is not None and (first.job is None or not first.nodes):
         print(f"traintop: {first.error}", file=sys.stderr)
         return EXIT_FAILED
-    _require_terminal()
-    from tui.fleet_app import FleetApp
+    require_terminal()
+    from traintop.tui.fleet_app import FleetApp
 
     app = FleetApp(source, first=first)
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         app.run()
     return app.return_code or 0

@@ -7,56 +7,21 @@ inside the handlers so that a subcommand only loads what it needs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import signal
 import sys
-from collections.abc import Iterator
+
+from traintop.cli.terminal import package_version, require_terminal, sigterm_as_interrupt
 
 EXIT_NO_JOB = 1
 
 
-def monitor_collectors():
-    """Every collector the monitor, `snapshot` and `diagnose` sample, jobs included."""
-    from collectors.factory import build_collectors
-    from collectors.jobs import JobCollector
-
-    return build_collectors(jobs=JobCollector())
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Let SIGTERM (`kill`, systemd, a job scheduler) take the Ctrl+C path.
-
-    Its default action kills Python mid-frame: the terminal stays in the alternate screen and
-    raw mode, and a demo job outlives the monitor.  As a KeyboardInterrupt, Textual restores
-    the terminal, our `finally` stops the sampler and the job, and `main` exits 0.
-    """
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _require_terminal() -> None:
-    """The live monitor draws full-screen and reads keys: without a terminal it cannot."""
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise NoTerminal(
-            "the live monitor needs a terminal; for one sample use `traintop snapshot --json`"
-        )
-
-
-class NoTerminal(Exception):
-    """Standard input or output is not a terminal (a pipe, a file, cron, `ssh -T`)."""
-
-
 def _run_monitor(interval_s: float, focus_job: int | None = None, on_exit=None) -> int:
-    from collectors.sampler import Sampler
-    from tui.app import build_app
+    from traintop.collectors.factory import monitor_collectors
+    from traintop.collectors.sampler import Sampler
+    from traintop.tui.app import build_app
 
-    _require_terminal()
+    require_terminal()
 
     collectors = monitor_collectors()
     collectors.jobs.focus_pid = focus_job  # attach mode: until the jobs table's cursor moves
@@ -65,7 +30,7 @@ def _run_monitor(interval_s: float, focus_job: int | None = None, on_exit=None) 
         sampler, focus_job=focus_job, first=sampler.sample_once(), job_collector=collectors.jobs
     )
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             app.run()
     finally:
         sampler.stop()
@@ -82,7 +47,8 @@ def monitor(args: argparse.Namespace) -> int:
 
 def snapshot(args: argparse.Namespace) -> int:
     """`traintop snapshot --json`: one sample of everything, no TTY needed."""
-    from collectors.export import snapshot_to_dict, take_snapshot
+    from traintop.collectors.export import snapshot_to_dict, take_snapshot
+    from traintop.collectors.factory import monitor_collectors
 
     snap = take_snapshot(monitor_collectors())
     json.dump(snapshot_to_dict(snap), sys.stdout, indent=2)
@@ -91,7 +57,7 @@ def snapshot(args: argparse.Namespace) -> int:
 
 
 def _current_jobs():
-    from collectors.jobs import JobCollector
+    from traintop.collectors.jobs import JobCollector
 
     collector = JobCollector()
     try:
@@ -102,7 +68,7 @@ def _current_jobs():
 
 def jobs(args: argparse.Namespace) -> int:
     """`traintop jobs [--ranks] [--json]`: the training jobs this user can attach to."""
-    from tui.jobs_cmd import print_jobs
+    from traintop.cli.jobs import print_jobs
 
     print_jobs(_current_jobs(), args.json, args.ranks, sys.stdout)
     return 0
@@ -143,7 +109,7 @@ def attach(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_NO_JOB
-    from tui.jobs_cmd import no_job_message, select_job
+    from traintop.cli.jobs import no_job_message, select_job
 
     found = _current_jobs()
     focus = select_job(found, args.job, pid)
@@ -155,9 +121,9 @@ def attach(args: argparse.Namespace) -> int:
 
 def demo(args: argparse.Namespace) -> int:
     """`traintop demo`: start a real CPU training job with a built-in bottleneck and watch it."""
-    from tui.demo import start_demo_job
+    from traintop.cli.demo import start_demo_job
 
-    _require_terminal()  # before the job starts, so a refusal leaves nothing running
+    require_terminal()  # before the job starts, so a refusal leaves nothing running
     job = start_demo_job(args.bottleneck, args.seconds)
     if job is None:
         return 1
@@ -166,7 +132,7 @@ def demo(args: argparse.Namespace) -> int:
 
 def diagnose(args: argparse.Namespace) -> int:
     """`traintop diagnose`: observe for a while and print the verdict."""
-    from tui.diagnose_cmd import run_diagnose
+    from traintop.cli.diagnose import run_diagnose
 
     return run_diagnose(
         for_s=args.for_s, job_pid=args.job, as_json=args.json, interval_s=min(args.interval, 1.0)
@@ -175,19 +141,18 @@ def diagnose(args: argparse.Namespace) -> int:
 
 def exporter(args: argparse.Namespace) -> int:
     """`traintop exporter`: headless; serves the latest sample to Prometheus until stopped."""
-    from collectors.factory import build_collectors
-    from collectors.jobs import JobCollector
-    from exporter.run import ExporterConfig, ListenError, serve
-    from tui.cli import _version
+    from traintop.collectors.factory import build_collectors
+    from traintop.collectors.jobs import JobCollector
+    from traintop.exporter.run import ExporterConfig, ListenError, serve
 
     if (args.tls_cert_file is None) != (args.tls_key_file is None):
         print("traintop: error: --tls-cert-file and --tls-key-file go together", file=sys.stderr)
         return 2
     tls = (args.tls_cert_file, args.tls_key_file) if args.tls_cert_file else None
-    config = ExporterConfig(args.listen, args.interval, args.host_metrics, _version(), tls)
+    config = ExporterConfig(args.listen, args.interval, args.host_metrics, package_version(), tls)
     collectors = build_collectors(jobs=JobCollector())
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             serve(config, collectors)
     except ListenError as exc:
         print(f"traintop: {exc}", file=sys.stderr)
@@ -201,7 +166,7 @@ def exporter(args: argparse.Namespace) -> int:
 
 def fleet(args: argparse.Namespace) -> int:
     """`traintop fleet --prometheus URL`: the fleet view, fed from Prometheus's query API."""
-    from tui.fleet_cmd import run_fleet
+    from traintop.cli.fleet import run_fleet
 
     return run_fleet(args)
 
@@ -210,7 +175,7 @@ def record(args: argparse.Namespace) -> int:
     """`traintop record -o FILE`: headless recording until --for S, the job's end, or Ctrl+C."""
     from pathlib import Path
 
-    from tui.record_cmd import JobMatch, run_record
+    from traintop.cli.record import JobMatch, run_record
 
     pid = _as_pid(args.job)
     if args.watch_pid is not None:
@@ -218,7 +183,7 @@ def record(args: argparse.Namespace) -> int:
     elif pid is not None:
         match, focus = JobMatch(pid=pid), pid
     elif args.job is not None:
-        from tui.jobs_cmd import select_job
+        from traintop.cli.jobs import select_job
 
         match, focus = JobMatch(name=args.job), select_job(_current_jobs(), args.job, None)
     else:
@@ -230,20 +195,20 @@ def record(args: argparse.Namespace) -> int:
 
 def replay(args: argparse.Namespace) -> int:
     """`traintop replay FILE`: the monitor's UI on a recording, with a timeline."""
-    from tui.replay_app import run_replay
+    from traintop.tui.replay_app import run_replay
 
-    return run_replay(args.file, before_ui=_require_terminal)
+    return run_replay(args.file, before_ui=require_terminal)
 
 
 def compare(args: argparse.Namespace) -> int:
     """`traintop compare A B`: which differences between two runs are beyond noise."""
-    from tui.compare_cmd import run_compare
+    from traintop.cli.compare import run_compare
 
     return run_compare(args.a, args.b, job=args.job, as_json=args.json)
 
 
 def export(args: argparse.Namespace) -> int:
     """`traintop export FILE --csv DIR | --trace OUT.json`."""
-    from tui.export_cmd import run_export
+    from traintop.cli.export import run_export
 
     return run_export(args.file, csv_dir=args.csv, trace=args.trace)

@@ -1,8 +1,8 @@
 """What the fleet view shows: nodes, one job's ranks across them, and the job's verdict.
 
-Built from Prometheus answers by :mod:`tui.fleet_build` (pure), on the fleet source's thread;
-read by the fleet app.  Like ``collectors.snapshot``, raw numbers in base units, ``None`` for
-unknown.
+Built from Prometheus answers by :mod:`traintop.fleet.build` (pure), on the fleet source's thread;
+read by the fleet app.  Like ``traintop.collectors.snapshot``, raw numbers in base units, ``None``
+for unknown.
 """
 
 from __future__ import annotations

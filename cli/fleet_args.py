@@ -1,6 +1,6 @@
 """Command-line options of ``traintop exporter`` and ``traintop fleet``.
 
-Kept apart from ``tui/cli.py`` so two commands with many options do not crowd the rest of the
+Kept apart from ``cli/main.py`` so two commands with many options do not crowd the rest of the
 contract; ``build_parser`` adds them like every other subcommand.  Secrets never have to be on
 the command line (where ``ps`` shows them): a token or password comes from a file or the
 environment.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from exporter.listen import DEFAULT_HOST, DEFAULT_PORT, parse_listen
-from tui.arg_types import interval, seconds
+from traintop.cli.arg_types import interval, seconds
+from traintop.exporter.listen import DEFAULT_HOST, DEFAULT_PORT, parse_listen
 
 EXPORTER_INTERVAL_S = 5.0
 FLEET_INTERVAL_S = 5.0

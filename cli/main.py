@@ -11,12 +11,11 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 
-from tui.arg_types import interval, seconds
-from tui.commands import NoTerminal
-from tui.fleet_args import add_exporter_parser, add_fleet_parser
-from tui.replay_args import add_store_parsers
+from traintop.cli.arg_types import interval, seconds
+from traintop.cli.fleet_args import add_exporter_parser, add_fleet_parser
+from traintop.cli.replay_args import add_store_parsers
+from traintop.cli.terminal import NoTerminal, package_version
 
 EXIT_USAGE = 2
 
@@ -32,19 +31,12 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _version() -> str:
-    try:
-        return version("traintop")
-    except PackageNotFoundError:
-        return "0+unknown"
-
-
 def build_parser() -> OneLineParser:
     """The whole CLI contract in one place; `run` and `query` parse their own tails."""
     parser = OneLineParser(
         prog="traintop", description="htop for training: why is my training slow?"
     )
-    parser.add_argument("--version", action="version", version=f"traintop {_version()}")
+    parser.add_argument("--version", action="version", version=f"traintop {package_version()}")
     parser.add_argument(
         "--interval", "-i", type=interval, default=1.0, help="seconds between samples (1)"
     )
@@ -83,7 +75,7 @@ def build_parser() -> OneLineParser:
 def _dispatch_raw(argv: Sequence[str]) -> int | None:
     """`query` and `run` own their argument syntax (nvidia-smi's, and `-- COMMAND...`)."""
     if argv and argv[0] == "query":
-        from collectors.nvsmi_query import main_query
+        from traintop.collectors.nvsmi_query import main_query
 
         return main_query(list(argv[1:]))
     if argv and argv[0] == "run":
@@ -94,7 +86,7 @@ def _dispatch_raw(argv: Sequence[str]) -> int | None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from tui import commands
+    from traintop.cli import commands
 
     handlers = {
         None: commands.monitor,

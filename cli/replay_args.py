@@ -1,15 +1,15 @@
 """Command-line syntax of the recording commands: `record`, `replay`, `compare`, `export`.
 
-Kept apart from ``tui/cli.py`` so the shared parser only gains one call; the handlers live in
-``tui/commands.py``.  A time range of a recording is written ``FILE@START..END`` (see
-:mod:`store.ranges`).
+Kept apart from ``cli/main.py`` so the shared parser only gains one call; the handlers live in
+``cli/commands.py``.  A time range of a recording is written ``FILE@START..END`` (see
+:mod:`traintop.store.ranges`).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from tui.arg_types import interval, seconds
+from traintop.cli.arg_types import interval, seconds
 
 
 def add_store_parsers(sub: argparse._SubParsersAction) -> None:

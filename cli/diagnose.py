@@ -19,8 +19,8 @@ EXIT_NO_LIVE_JOB = 3
 def _observe(for_s: float, interval_s: float, job_pid: int | None) -> list:
     """Run the real sampler for `for_s` seconds and return every snapshot it produced; the
     job of ``job_pid`` is summarised on every tick, however many ranks run beside it."""
-    from collectors.sampler import Sampler
-    from tui.commands import monitor_collectors
+    from traintop.collectors.factory import monitor_collectors
+    from traintop.collectors.sampler import Sampler
 
     window: list = []
     lock = threading.Lock()
@@ -46,8 +46,8 @@ def _stabilised(window: list, job_pid: int | None):
     window, so its end is judged even when ``--for`` is shorter than the usual minimum.
     Returns the last verdict and the timeline: ``[seconds into the window, bottleneck]`` at
     every change of the shown primary (a verdict that flips shows up here)."""
-    from diagnosis import VerdictStabilizer
-    from diagnosis.engine import MIN_WINDOW_S
+    from traintop.diagnosis import VerdictStabilizer
+    from traintop.diagnosis.engine import MIN_WINDOW_S
 
     span = window[-1].monotonic - window[0].monotonic if window else 0.0
     stabilizer = VerdictStabilizer(min_window_s=min(MIN_WINDOW_S, span))
@@ -87,7 +87,7 @@ def _job_line(job) -> str:
 
 def _job_name(job) -> str:
     """``train.py (run:tcp://10.0.0.1:29500/8, ranks 0-7)``: the name, its key and its ranks."""
-    from diagnosis.text import rank_list
+    from traintop.diagnosis.text import rank_list
 
     ranks = f", ranks {rank_list([r.rank for r in job.ranks])}" if len(job.ranks) > 1 else ""
     return f"{job.name} ({job.job_id}{ranks})"
@@ -107,8 +107,8 @@ def _exit_code(verdict, job_pid: int | None) -> int:
 
 
 def _print(verdict, timeline: list, job_pid: int | None, as_json: bool) -> None:
-    from diagnosis import verdict_to_dict
-    from diagnosis.engine import no_live_job
+    from traintop.diagnosis import verdict_to_dict
+    from traintop.diagnosis.engine import no_live_job
 
     if as_json:
         json.dump({**verdict_to_dict(verdict), "timeline": timeline}, sys.stdout, indent=2)

@@ -14,9 +14,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from statistics import fmean
 
-from tui.fleet_model import FleetGpu, FleetJob, FleetNode, FleetRank, FleetSnapshot, FleetVerdict
-from tui.fleet_query import Sample
-from tui.fleet_verdict import job_verdict, mark_straggler
+from traintop.fleet.model import (
+    FleetGpu,
+    FleetJob,
+    FleetNode,
+    FleetRank,
+    FleetSnapshot,
+    FleetVerdict,
+)
+from traintop.fleet.query import Sample
+from traintop.fleet.verdict import job_verdict, mark_straggler
 
 GPU_FIELDS = {
     "DCGM_FI_DEV_GPU_UTIL": "util_pct",

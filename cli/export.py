@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from store.export_csv import export_csv
-from store.export_trace import export_trace
-from store.reader import Recording
-from store.schema import StoreError
+from traintop.store.export_csv import export_csv
+from traintop.store.export_trace import export_trace
+from traintop.store.reader import Recording
+from traintop.store.schema import StoreError
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2

@@ -6,19 +6,19 @@ arriving on its own, just after the snapshot's frame, cost a second full repaint
 A diagnosis costs about a millisecond a tick with one 8-rank job and 5 with 64 ranks
 (benchmarks/bench_diagnose.py), which the sampler thread can spare and the UI thread (keys,
 repaints) should not.  The runner is thread-confined: only the thread that delivers snapshots
-calls :meth:`VerdictRunner.update`, so its :class:`~diagnosis.verdict_window.VerdictWindow`
-(whose stabilizer keeps what one tick's diagnosis shares with the next: ``diagnosis.memo``) and
-the history need no locks.
+calls :meth:`VerdictRunner.update`, so its :class:`~traintop.diagnosis.verdict_window.VerdictWindow`
+(whose stabilizer keeps what one tick's diagnosis shares with the next: ``traintop.diagnosis.memo``)
+and the history need no locks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collectors.snapshot import Snapshot
-from diagnosis.api import Verdict, VerdictStabilizer, VerdictWindow
-from diagnosis.verdict_window import WINDOW_S
-from tui.verdict_history import VerdictPoint, extend, point_from
+from traintop.collectors.snapshot import Snapshot
+from traintop.diagnosis.api import Verdict, VerdictStabilizer, VerdictWindow
+from traintop.diagnosis.verdict_history import VerdictPoint, extend, point_from
+from traintop.diagnosis.verdict_window import WINDOW_S
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,11 +6,11 @@ import json
 import math
 import sys
 
-from store.compare import Metric, compare
-from store.ranges import parse_span
-from store.run_data import RunData
-from store.schema import StoreError
-from store.stats import ALPHA, NOISE_FLOOR_PCT
+from traintop.store.compare import Metric, compare
+from traintop.store.ranges import parse_span
+from traintop.store.run_data import RunData
+from traintop.store.schema import StoreError
+from traintop.store.stats import ALPHA, NOISE_FLOOR_PCT
 
 EXIT_BAD_FILE = 1
 

@@ -1,7 +1,7 @@
 """What the app needs from whatever produces snapshots: the sampler, a replay, or a test script.
 
-The app depends on this Protocol, never on ``collectors.sampler`` directly, so tests and the
-screenshot script drive the very same app with scripted snapshots.
+The app depends on this Protocol, never on ``traintop.collectors.sampler`` directly, so tests and
+the screenshot script drive the very same app with scripted snapshots.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from collectors.snapshot import Snapshot
+from traintop.collectors.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from tui.verdict_runner import VerdictUpdate
+    from traintop.diagnosis.verdict_runner import VerdictUpdate
 
 INTERVAL_STEPS_S: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from collectors.snapshot import JobSnapshot, Snapshot
-from diagnosis.api import Verdict
-from diagnosis.model import LIVE_STATES
+from traintop.collectors.snapshot import JobSnapshot, Snapshot
+from traintop.diagnosis.api import Verdict
+from traintop.diagnosis.model import LIVE_STATES
 
 HISTORY_POINTS = 120
 

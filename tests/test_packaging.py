@@ -1,0 +1,62 @@
+"""The wheel adds exactly one import name, `traintop`, to a fresh virtualenv.
+
+Five generic names (`tui`, `collectors`, `store`, ...) are taken on the package index by other
+projects: installed into a training environment beside them, one would overwrite the other.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests import import_graph
+
+ROOT = Path(__file__).resolve().parents[1]
+PIP_OWN = {"pip", "setuptools", "_distutils_hack", "pkg_resources", "distutils-precedence.pth"}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    # setuptools in this environment builds it offline; without it pip fetches a build backend
+    offline = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *offline, "-w", str(out), ROOT],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    (found,) = out.glob("traintop-*.whl")
+    return found
+
+
+def _site_packages(env: Path) -> Path:
+    (found,) = env.glob("lib/python3*/site-packages")
+    return found
+
+
+def test_a_fresh_virtualenv_gains_one_top_level_name(wheel: Path, tmp_path: Path) -> None:
+    env = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env)
+    before = {p.name for p in _site_packages(env).iterdir()}
+    subprocess.run(
+        [env / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    added = {p.name for p in _site_packages(env).iterdir()} - before - PIP_OWN
+    assert {name for name in added if not name.endswith(".dist-info")} == {"traintop"}
+    assert (env / "bin" / "traintop").exists()
+
+
+def test_the_wheel_holds_every_module_of_the_tree(wheel: Path) -> None:
+    """Each room's folder lands under `traintop/`, where `python -m tests.import_graph` says."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for module, path in import_graph.modules().items():
+        inside = module.replace(".", "/") + ("/__init__.py" if path.stem == "__init__" else ".py")
+        assert inside in names, module
+    assert "traintop/shim/sitecustomize.py" in names
+    assert "traintop/tui/styles/app.tcss" in names
