@@ -153,10 +153,12 @@ class JobWindow:
         state: str,
         workers: tuple[WorkerSnapshot, ...],
         live: tuple[str | None, float | None] = (None, None),
+        **extras: object,
     ) -> JobSnapshot:
         """Summarise; a job that no longer runs is measured up to its last step, not to now.
 
-        ``live`` is the phase the trainer is in and for how long (``jobs.live_phase``).
+        ``live`` is the phase the trainer is in and for how long (``jobs.live_phase``);
+        ``extras`` are more JobSnapshot fields (the ledger, the stack, the stall limits).
         """
         running = state in ("live", "stalled")
         ref_ns = int(now_s * _NS) if running or self.last_end_ns is None else self.last_end_ns
@@ -180,6 +182,7 @@ class JobWindow:
             **self._rates(ref_ns),
             **self._times(),
             **self._memory(),
+            **extras,
         )
 
     def _span_s(self, ref_ns: int) -> float | None:

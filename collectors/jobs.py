@@ -20,9 +20,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from traintop.collectors import stall
 from traintop.collectors.job_window import NEWEST, JobWindow
 from traintop.collectors.rates import measured
 from traintop.collectors.ring_header import SegmentHeader
+from traintop.collectors.ring_ledger import Entry, newest_per_group
 from traintop.collectors.ring_reader import (
     HotBlock,
     PollResult,
@@ -33,11 +35,13 @@ from traintop.collectors.ring_reader import (
     segment_paths,
 )
 from traintop.collectors.snapshot import JobSnapshot, WorkerSnapshot
+from traintop.collectors.stacks import StackClient, phase_samples, rank_stack
 from traintop.collectors.turns import in_turn
 
 STALL_MIN_S = 5.0
 STALL_STEP_FACTOR = 5.0
 LIVE_RESOLUTION_NS = 16  # the live word keeps its start time rounded down to 16 ns
+STACK_REFRESH_S = 15.0  # a stalled rank's stack is asked for again after this long
 
 
 class _Job:
@@ -56,6 +60,9 @@ class _Job:
         # one's for good (made once it was read to its end: only a closed segment is ended).
         self.shown: JobSnapshot | None = None
         self.shown_at: float | None = None
+        self.entries: list[Entry] = []  # the ledger as last read (format 1.2)
+        self.stacks = StackClient(segment.path, segment.header)
+        self.stack_key: tuple[int, int, int] | None = None  # where the rank was when asked
 
     def gone(self) -> bool:
         """Unlinked and no longer written: the cleaner (or the writer) removed it."""
@@ -100,7 +107,16 @@ class _Job:
         if self.segment.follow_header(self.hot):  # the writer learnt its rank identity late
             self.header = self.segment.header
             self.window.follow_header(self.header)
+        self._read_ledger()
         return result
+
+    def _read_ledger(self) -> None:
+        """Re-read the ledger when it moved on, or while an entry may still get its exit."""
+        written = self.hot.ledger_head if self.hot is not None else 0
+        last = self.entries[-1] if self.entries else None
+        moved = last is None or last.index + 1 != written
+        if written and (moved or any(not e.exit_ns for e in self.entries)):
+            self.entries = self.segment.ledger()
 
 
 class JobCollector:
@@ -132,6 +148,9 @@ class JobCollector:
         # Called on the sampler thread with each segment's newly read records (a recorder keeps
         # every step); it must only hand them on, never block.
         self.on_records: Callable[[SegmentHeader, PollResult], None] | None = None
+        self.stall, self.hang = stall.from_env()  # ValueError (one line) for a bad setting
+        # Phase samples asked for from any thread (``sample_phase``), sent on the next tick.
+        self._sample_asks: dict[int, tuple[str | None, int, int]] = {}
 
     def collect(self) -> tuple[JobSnapshot, ...]:
         """Poll all segments and summarise them; never raises for a bad segment."""
@@ -147,6 +166,9 @@ class JobCollector:
                 job.poll(newest)
         self._hand_on_records()
         _mark_restarts(jobs)
+        asks, self._sample_asks = self._sample_asks, {}
+        for job in jobs:
+            self._tend_stacks(job, now, asks.get(job.header.pid))
         workers = self._workers([job for job in jobs if job.liveness == "live" and job.due])
         return tuple(self._snapshot(job, now, workers) for job in jobs)
 
@@ -164,6 +186,35 @@ class JobCollector:
         turns = in_turn([job.shown_at for job in live], jobs_of, focus, now, interval)
         for job, due in zip(live, turns, strict=True):
             job.due = due
+
+    def sample_phase(
+        self, pid: int, phase: str | None = None, count: int = 20, interval_ms: int = 50
+    ) -> None:
+        """Have rank ``pid``'s helper sample its stack ``count`` times ``interval_ms`` apart,
+        folding those taken in ``phase`` (None: all): the answer comes as that rank's
+        ``JobSnapshot.phase_samples`` on a later tick (``count x interval_ms`` plus a tick).
+        Safe from any thread; nothing is sampled until asked."""
+        self._sample_asks[pid] = (phase, count, interval_ms)
+
+    def _tend_stacks(self, job: _Job, now: float, ask: tuple | None) -> None:
+        """Ask a rank that stopped stepping where it is (again when it moved on, or after
+        STACK_REFRESH_S); a rank that steps is asked nothing and keeps no stack."""
+        if job.segment.closed or not job.header.ledger:
+            return
+        if ask is not None:
+            job.stacks.ask_samples(now, *ask)
+        limit = self.stall.after_s(job.window.step_time_p50_s())
+        age = job.window.last_step_age_s(now)
+        if age is None or age < stall.capture_after_s(limit):
+            job.stacks.forget()
+        else:
+            hot = job.hot
+            key = (hot.ledger_head, hot.live_phase, hot.live_start_ns) if hot else None
+            taken = job.stacks.taken
+            stale = taken is None or now - taken.taken_s >= STACK_REFRESH_S
+            if (stale or key != job.stack_key) and job.stacks.ask(now):
+                job.stack_key = key
+        job.stacks.poll(now, job.hot)
 
     def share_process_scan(self, processes: ProcessTable) -> None:
         """Take DataLoader workers from ``processes``' scan, which runs just before each collect."""
@@ -213,9 +264,24 @@ class JobCollector:
         if job.segment.closed and kept is not None and kept.state == state:
             return _aged(kept, job.window.last_step_age_s(now))
         live = live_phase(job, state, now)  # (None, None) for an ended job: none to keep
-        snapshot = job.window.snapshot(now, state, workers.get(job.header.pid, ()), live)
+        extras = self._extras(job, now)
+        snapshot = job.window.snapshot(now, state, workers.get(job.header.pid, ()), live, **extras)
         job.shown, job.shown_at = snapshot, now
         return snapshot
+
+    def _extras(self, job: _Job, now: float) -> dict:
+        """The ledger's newest collective per group, the stack, the stall limits."""
+        p50 = job.window.step_time_p50_s()
+        ledger = job.header.ledger
+        now_ns = int(now * 1e9)
+        return {
+            "collectives": newest_per_group(job.entries, now_ns) if ledger else (),
+            "collectives_total": (job.hot.ledger_head if job.hot else 0) if ledger else None,
+            "stack": rank_stack(job.stacks.taken, now),
+            "phase_samples": phase_samples(job.stacks.samples, now),
+            "stall_after_s": self.stall.after_s(p50),
+            "hang_after_s": self.hang.after_s(p50),
+        }
 
 
 def _turn_order(job: _Job) -> tuple[str, int]:

@@ -49,6 +49,7 @@ class SegmentHeader:
     run_id: str
     hostname: str
     totals: bool = False  # the writer keeps running totals (format 1.1, collectors/ring_totals.py)
+    ledger: bool = False  # the collective ledger and helper words are kept (format 1.2)
 
     def same_host_clock(self) -> bool:
         """CLOCK_MONOTONIC values are comparable only within one boot."""
@@ -164,4 +165,5 @@ def _build(path: Path, page: bytes, f: tuple) -> SegmentHeader:
         run_id=_text(path, page, ring.RUN_ID_OFFSET, ring.TEXT_SIZE),
         hostname=_text(path, page, ring.HOSTNAME_OFFSET, ring.TEXT_SIZE),
         totals=bool(f[8] & ring.FLAG_TOTALS) and not f[8] & ring.FLAG_CRC,
+        ledger=bool(f[8] & ring.FLAG_LEDGER),
     )

@@ -21,6 +21,7 @@ from typing import NamedTuple
 from traintop import ring_format as ring
 from traintop import ring_paths
 from traintop.collectors.ring_header import SegmentError, SegmentHeader, parse_header
+from traintop.collectors.ring_ledger import Entry, read_entries
 from traintop.collectors.ring_records import Record, RecordBlock, validated
 from traintop.collectors.ring_totals import (
     Cumulative,
@@ -47,7 +48,9 @@ __all__ = [
     "segment_paths",
 ]
 
-_HOT = struct.Struct("<7Q")  # head .. live step, header generation (docs/ring-format.md)
+# head .. live step, header generation, then (1.2) ledger head, helper thread id, training
+# thread ident, stack signal (docs/ring-format.md); zeros in an older segment.
+_HOT = struct.Struct("<11Q")
 _HOT_OFFSET = ring.HEAD_WORD * 8
 _MAX_HEAD_JUMP = 1 << 40  # a head this far ahead of our cursor is garbage, not progress
 
@@ -79,6 +82,10 @@ class HotBlock(NamedTuple):
     live_start_ns: int
     live_step: int
     header_gen: int = 0  # bumped by the writer each time it rewrites the header's identity
+    ledger_head: int = 0  # collectives entered (format 1.2)
+    helper_tid: int = 0  # the stack helper thread's native id (0: no helper)
+    train_thread: int = 0  # the training thread's ident, as a faulthandler dump names it
+    stack_signal: int = 0  # the signal its faulthandler dumps on (0: none)
 
 
 class Segment:
@@ -218,6 +225,21 @@ class Segment:
         if view.nbytes and os.preadv(self._fd, [view], offset) != view.nbytes:
             raise SegmentError(f"{self.path}: segment truncated")
 
+    def ledger(self) -> list[Entry]:
+        """The collective ledger's valid entries, oldest first ([] for a segment older than
+        format 1.2, which keeps none)."""
+        if not self.header.ledger:
+            return []
+        return read_entries(self.pread, self._ledger_head)
+
+    def _ledger_head(self) -> int:
+        raw = self.pread(8, ring.LEDGER_HEAD_WORD * 8)
+        return int.from_bytes(raw, "little") if len(raw) == 8 else 0
+
+    def pread(self, size: int, offset: int) -> bytes:
+        """``size`` bytes of the segment at ``offset`` (fewer at its end)."""
+        return os.pread(self._fd, size, offset)
+
     def liveness(self, stepped: bool = False) -> str:
         """ "live", "finished" (closed cleanly) or "crashed", from the writer's flock first.
 
@@ -253,9 +275,9 @@ class Segment:
 
 
 def _hot_block(raw: bytes) -> HotBlock:
-    head, beat, dropped, state, live, live_step, gen = _HOT.unpack(raw)
+    head, beat, dropped, state, live, live_step, gen, *helper = _HOT.unpack(raw)
     phase, start_ns = live & ring.LIVE_PHASE_BITS, live & ~ring.LIVE_PHASE_BITS
-    return HotBlock(head, beat, dropped, state, phase, start_ns, live_step, gen)
+    return HotBlock(head, beat, dropped, state, phase, start_ns, live_step, gen, *helper)
 
 
 def open_segment(path: str | os.PathLike[str]) -> Segment:

@@ -202,6 +202,72 @@ class WorkerSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class Collective:
+    """One collective a rank entered, from its ledger (traintop/ledger.py; docs/ring-format.md).
+
+    ``group`` is the process group's name (``0:default_pg``), or ``backward`` for the wait at the
+    end of backward on the gradient reductions DDP and FSDP issue from C++; ``seq`` its number in
+    that group (the ranks of a group agree on it).  Ages are as of the snapshot."""
+
+    group: str
+    seq: int
+    op: str
+    shape: str  # "f32[1024,4]"; "" when the call carries no tensor
+    group_size: int
+    age_s: float  # since it was entered
+    duration_s: float | None  # how long it took; None while the rank is still inside
+    raised: bool = False  # it ended with an exception (a peer's crash, a timeout)
+    timeout_s: float | None = None  # the group's timeout, when its backend tells
+    site: str = ""  # "train.py:step:120": the file, function and line that called it
+
+    @property
+    def inside(self) -> bool:
+        return self.duration_s is None
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One frame of a Python stack: where it is and its source line; no locals, ever."""
+
+    file: str
+    line: int
+    function: str
+    code: str = ""  # the source line, stripped ("" where the file could not be read)
+
+
+@dataclass(frozen=True, slots=True)
+class RankStack:
+    """A rank's training-thread stack, asked for while it stalls (collectors/stacks.py)."""
+
+    frames: tuple[Frame, ...]  # outermost first
+    age_s: float  # since it was taken
+    source: str  # "helper" (the rank's helper thread) or "signal" (faulthandler, from C)
+    phase: str | None = None  # the probe's phase when it was taken
+    # Collectives PyTorch's flight recorder holds unfinished (NCCL: the GPU still waits).
+    pending: tuple[Collective, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StackSample:
+    """Stacks taken at different moments that were the same: one line of a folded profile."""
+
+    frames: tuple[Frame, ...]  # outermost first
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseSamples:
+    """A few samples of one rank's stack during one phase, folded by frame
+    (``JobCollector.sample_phase``): where a rank spends that phase's time."""
+
+    phase: str | None  # None: whatever the rank was doing
+    taken: int  # samples taken
+    matched: int  # of them, taken while the rank was in ``phase``
+    stacks: tuple[StackSample, ...]  # most frequent first
+    age_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class JobSnapshot:
     """A training process attached through its ring buffer, summarised over a recent window.
 
@@ -237,6 +303,15 @@ class JobSnapshot:
     # own.
     job_id: str = ""
     started_at: float | None = None  # wall clock, seconds since the epoch, when the ring was made
+    # The newest collective of each group in the rank's ledger (format 1.2), oldest first; the
+    # number of collectives it entered, None where the segment keeps no ledger (older writers).
+    collectives: tuple[Collective, ...] = ()
+    collectives_total: int | None = None
+    stack: RankStack | None = None  # asked for only while the rank stalls
+    phase_samples: PhaseSamples | None = None  # only when asked for (JobCollector.sample_phase)
+    # No step for this long makes the job stalled, for this long hung (collectors/stall.py).
+    stall_after_s: float | None = None
+    hang_after_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -17,6 +17,8 @@ from traintop.diagnosis.context import Box, Context, box_of, context_for, span_t
 from traintop.diagnosis.explain import explain
 from traintop.diagnosis.findings import ranked
 from traintop.diagnosis.fold import RankResult, fold
+from traintop.diagnosis.hang import crash_of, hang_of
+from traintop.diagnosis.hang_finding import finding as hang_finding
 from traintop.diagnosis.job_groups import JobGroup, settled
 from traintop.diagnosis.memo import Memo, Window
 from traintop.diagnosis.model import Candidate, Evidence, Finding, JobSummary, JobVerdict, Straggler
@@ -43,6 +45,10 @@ def judge(box: Box, group: JobGroup, rules: Rules) -> JobVerdict:
     results = [RankResult(r, ctx := context_for(box, r), rules(ctx)) for r in group.ranks]
     found, straggler = fold(results)
     findings = tuple(c.finding for c in found) or (_explained(results, straggler),)
+    lost = found[0].lost_share if found else 0.0
+    hang = hang_of(group.ranks) if group.live else crash_of(group.ranks)
+    if hang is not None:  # a stopped job: nothing it measured before matters as much
+        findings, lost = (hang_finding(hang), *findings), 1.0
     return JobVerdict(
         job_id=group.job_id,
         name=group.name,
@@ -50,9 +56,10 @@ def judge(box: Box, group: JobGroup, rules: Rules) -> JobVerdict:
         ranks=tuple(summary_of(r) for r in group.ranks),
         primary=findings[0],
         also=findings[1:],
-        lost_share=found[0].lost_share if found else 0.0,
+        lost_share=lost,
         ended_at=group.ended_at,
         straggler=straggler,
+        hang=hang,
     )
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from traintop.collectors.snapshot import Collective, Frame
+
 BOTTLENECKS: tuple[str, ...] = (
     "data_cpu",
     "data_io",
@@ -22,6 +24,7 @@ BOTTLENECKS: tuple[str, ...] = (
     "periodic_stall",
     "oversubscribed",
     "idle",
+    "hang",
     "unknown",
 )
 
@@ -85,6 +88,66 @@ class Straggler:
     text: str
 
 
+HANG_KINDS: tuple[str, ...] = (
+    "not_entered",  # ranks never reached the collective the others wait in
+    "desync",  # the ranks wait in collectives that differ (op, sequence or shapes)
+    "not_finished",  # every rank entered, none left: the link, or a peer's device
+    "dead_rank",  # a rank's process is gone, the others wait for it (or failed after it)
+    "no_collective",  # no rank is in one: a data or compute hang
+    "unknown",  # its ranks keep no collective ledger (an older traintop): the phase only
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RankHang:
+    """Where one rank of a stopped job is (diagnosis/hang.py)."""
+
+    rank: int
+    pid: int
+    state: str  # inside (the collective), elsewhere (another one), outside (none), gone
+    text: str  # "in all_reduce #1042 for 1m12s", "not entered (last #1041)", "gone (crashed)"
+    collective: Collective | None = None  # the one it is in (or, outside it, its last)
+    frames: tuple[Frame, ...] = ()  # its training thread's stack, outermost first
+    stack_source: str = ""  # helper or signal; "" when no stack was had
+
+
+@dataclass(frozen=True, slots=True)
+class StackFold:
+    """Ranks whose innermost user frames are the same: one line, so the odd one stands out."""
+
+    ranks: tuple[int, ...]
+    where: str  # "all_reduce (distributed_c10d.py) at train.py:120 in step"
+    frames: tuple[Frame, ...]  # the first of those ranks' whole stack
+
+
+@dataclass(frozen=True, slots=True)
+class Hang:
+    """A job that stopped stepping: which kind of hang, which ranks, where (issue 25)."""
+
+    level: str  # stalled, hung, or (an ended job's post-mortem) crashed
+    kind: str  # one of HANG_KINDS
+    for_s: float  # since the job's last step
+    summary: str
+    group: str | None = None  # the collective the others wait in
+    seq: int | None = None
+    op: str | None = None
+    shapes: tuple[str, ...] = ()  # every shape seen in it (desync: more than one)
+    inside: tuple[int, ...] = ()  # ranks in it
+    missing: tuple[int, ...] = ()  # ranks not in it: never entered, elsewhere, or gone
+    waited_s: float | None = None  # how long the first rank in it has waited
+    timeout_s: float | None = None  # the group's timeout, when known
+    ranks: tuple[RankHang, ...] = ()
+    folds: tuple[StackFold, ...] = ()
+    evidence: tuple[str, ...] = ()
+
+    @property
+    def aborts_in_s(self) -> float | None:
+        """Until PyTorch's collective timeout aborts the job (None: unknown)."""
+        if self.timeout_s is None or self.waited_s is None:
+            return None
+        return max(0.0, self.timeout_s - self.waited_s)
+
+
 @dataclass(frozen=True, slots=True)
 class JobVerdict:
     """One job's verdict: every rank of it folded into one finding, current while the job runs,
@@ -100,6 +163,7 @@ class JobVerdict:
     since_s: float | None = None
     ended_at: float | None = None  # wall clock, seconds since the epoch
     straggler: Straggler | None = None
+    hang: Hang | None = None  # the job stopped stepping (or crashed in its collectives)
 
     @property
     def live(self) -> bool:

@@ -21,6 +21,7 @@ from traintop.diagnosis.memo import Memo
 from traintop.diagnosis.model import Finding, JobVerdict, Verdict
 from traintop.diagnosis.tense import past
 
+HANG = "hang"
 MAX_ENDED = 64  # final verdicts remembered (ring segments are collected after 10 min anyway)
 
 
@@ -55,8 +56,9 @@ def _hold_findings(
     """Keep the shown bottleneck as primary, with this window's evidence when it still holds;
     the fresh winner is listed first in ``also`` while it waits its turn."""
     fresh = primary.bottleneck
-    was_unknown = hold.shown in (None, "unknown")
-    shown = hold.offer(fresh, now, at_once=was_unknown)
+    # A stopped job is a fact, not a reading that may flicker: shown, and cleared, at once.
+    at_once = hold.shown in (None, "unknown", HANG) or fresh == HANG
+    shown = hold.offer(fresh, now, at_once=at_once)
     if shown == fresh:
         hold.finding = primary
         return primary, also
@@ -143,7 +145,9 @@ class VerdictStabilizer:
         if job_pid is not None:
             return next(v for v in per_job if any(r.pid == job_pid for r in v.ranks))
         live = {v.job_id: v for v in per_job if v.live}
-        shown = self._focus.offer(fresh.job_id or "", now, at_once=self._focus.shown not in live)
+        hung = live.get(fresh.job_id or "") is not None and live[fresh.job_id].hang is not None
+        at_once = self._focus.shown not in live or hung
+        shown = self._focus.offer(fresh.job_id or "", now, at_once=at_once)
         return live[shown]
 
     def _box(self, fresh: Verdict, per_job: tuple[JobVerdict, ...], now: float) -> Verdict:

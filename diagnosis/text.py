@@ -49,3 +49,15 @@ def rank_list(ranks: list[int]) -> str:
         else:
             parts.append(str(r))
     return ", ".join(parts)
+
+
+def duration(value: float | None) -> str:
+    """A wait as a clock reads it, to the second: ``45s``, ``1m12s``, ``2h03m``."""
+    if value is None:
+        return "?"
+    whole = int(max(value, 0.0))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import replace
 
-from traintop.collectors.snapshot import Snapshot
+from traintop.collectors.snapshot import JobSnapshot, Snapshot
 from traintop.collectors.turns import MAX_HOLD_S, rounds
 from traintop.diagnosis.model import LIVE_STATES, Finding, JobVerdict, Verdict
 from traintop.diagnosis.stabilizer import VerdictStabilizer
@@ -32,6 +32,15 @@ JUDGE_EVERY_S = 2.0
 # anyway), never more than MAX_HOLD_S apart; between judgments the last verdict stands, its
 # "for N s" still counting.  A job that starts, ends or stalls is judged at once, and so is every
 # tick while the window is too short for a verdict.
+
+
+def stall_level(job: JobSnapshot) -> int:
+    """0 stepping, 1 past its stall limit, 2 past its hang limit: a job is judged on the tick
+    it crosses one (its verdict must not wait for the cadence)."""
+    age = job.last_step_age_s
+    if age is None or job.stall_after_s is None or age < job.stall_after_s:
+        return 0
+    return 2 if job.hang_after_s is not None and age >= job.hang_after_s else 1
 
 
 def cadence(live: int, interval_s: float) -> int:
@@ -76,7 +85,7 @@ class VerdictWindow:
         """Add ``snapshot`` to the window and diagnose it when due (see the cadence above);
         engine errors become the verdict."""
         self._remember(snapshot)
-        jobs = tuple((j.pid, j.job_id, j.state) for j in snapshot.jobs)
+        jobs = tuple((j.pid, j.job_id, j.state, stall_level(j)) for j in snapshot.jobs)
         if not self._due(jobs, snapshot.monotonic, snapshot.interval_s):
             self._skipped += 1
             return self._carried(snapshot.monotonic)
@@ -93,7 +102,7 @@ class VerdictWindow:
             return True
         if jobs != last[2] or now - last[1] >= MAX_HOLD_S:
             return True
-        live = sum(state in LIVE_STATES for *_, state in jobs)
+        live = sum(state in LIVE_STATES for _, _, state, _ in jobs)
         return self._skipped + 1 >= cadence(live, interval_s)
 
     def _carried(self, now: float) -> Verdict:

@@ -263,13 +263,15 @@ def test_the_banner_job_does_not_alternate_between_two_close_jobs() -> None:
     assert set(shown) == {"pid:box/800/1"}
 
 
-def test_a_stalled_job_says_where_it_hangs() -> None:
+def test_a_stalled_job_with_no_ledger_says_which_phase_it_hangs_in() -> None:
+    """A ring of an older traintop (no collective ledger): stalled past its limit, the verdict
+    is a hang of unknown kind that still names the phase each rank is in."""
     hung = replace(rank(100, state="stalled", age=43.0), live_phase="backward", live_phase_s=42.5)
     verdict = diagnose(window([hung], {100: 0.5}))
-    assert verdict.primary.bottleneck == "unknown" and verdict.live_jobs == 1
-    assert verdict.primary.summary.startswith(
-        "no bottleneck found: stalled: no step for 43.0 s, in backward for 42.5 s; ruled out "
-    )
+    assert verdict.primary.bottleneck == "hang" and verdict.live_jobs == 1
+    assert verdict.per_job[0].hang.kind == "unknown"
+    assert verdict.primary.summary.startswith("Job stalled 43s: no collective ledger")
+    assert "rank 0 in backward for 42s" in verdict.primary.summary
 
 
 def test_a_box_wide_finding_is_about_every_live_job() -> None:

@@ -100,9 +100,13 @@ ATTACH_CASES = {
         HEALTHY.but(cpu_busy=99, load=40, trainer_threads=64, gpu_count=0, gpu_busy=None),
         "oversubscribed",
     ),
-    "idle: stalled job": (
-        HEALTHY.but(gpu_util=0, gpu_busy=None, state="stalled", last_step_age=45.0),
+    "idle: stalled job": (  # stalled for 7 s: the rank stalls, not yet the job (10 s)
+        HEALTHY.but(gpu_util=0, gpu_busy=None, state="stalled", last_step_age=7.0),
         "idle",
+    ),
+    "hang: no step past the job's stall limit": (
+        HEALTHY.but(gpu_util=0, gpu_busy=None, state="stalled", last_step_age=45.0),
+        "hang",
     ),
     "idle: job runs on CPU beside an idle GPU": (
         HEALTHY.but(gpu_util=0, gpu_busy=None, gpu_on_job=False),

@@ -130,10 +130,19 @@ def test_diagnose_exit_status_says_whether_a_live_job_was_judged() -> None:
 
 
 def test_a_stalled_job_is_named_stalled_in_the_banner() -> None:
+    """A rank stalled (5 s) below the job's stall limit (10 s): no hang yet, said so."""
+    hung = replace(rank(100, state="stalled", age=8.0), live_phase="backward", live_phase_s=7.5)
+    verdict = diagnose(window([hung], {100: 0.5}))
+    line = banner_lines(verdict, 200)[0].plain
+    assert line.startswith("◇ JOB STALLED — stalled: no step for 8.0 s, in backward for 7.5 s")
+
+
+def test_a_job_past_its_stall_limit_is_a_hang_in_the_banner() -> None:
     hung = replace(rank(100, state="stalled", age=43.0), live_phase="backward", live_phase_s=42.5)
     verdict = diagnose(window([hung], {100: 0.5}))
     line = banner_lines(verdict, 200)[0].plain
-    assert line.startswith("◇ JOB STALLED — stalled: no step for 43.0 s, in backward for 42.5 s")
+    assert line.startswith("◆ HANG — Job stalled 43s: no collective ledger"), line
+    assert "rank 0 in backward for 42s" in line
 
 
 def test_history_follows_the_straggler_rank() -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from traintop import cuda_timing, job_names
 from traintop.probe import Probe, Writer, WriterFactory
@@ -62,12 +62,26 @@ def default_name() -> str:
 
 def _new_probe(name: str, phases: tuple[str, ...]) -> Probe:
     try:
-        return Probe(name, writer_factory=_ring_factory(name), phases=phases,
-                     extras_factory=cuda_timing.detect)  # fmt: skip
+        probe = Probe(name, writer_factory=_ring_factory(name), phases=phases,
+                      extras_factory=cuda_timing.detect)  # fmt: skip
     except Exception as exc:  # bad phase names and the like: an inert probe, one warning
         probe = Probe(name, writer_factory=_ring_factory(name))
         probe._fail(exc)
         return probe
+    probe._on_segment = _stack_helper(probe)
+    return probe
+
+
+def _stack_helper(probe: Probe) -> Callable[[Writer], None]:
+    """Start the helper thread that answers a monitor's stack requests once the segment
+    exists (``traintop.stack_helper``: zero-code and explicit probes alike)."""
+
+    def start(writer: Writer) -> None:
+        from traintop import stack_helper
+
+        stack_helper.start(probe, writer)
+
+    return start
 
 
 def _ring_factory(name: str) -> WriterFactory:

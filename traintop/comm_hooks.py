@@ -27,19 +27,29 @@ outside DDP: those entry points are wrapped, and a call with ``async_op=False`` 
 thread is booked as "comm" for as long as it blocks (nested: the phase it interrupts resumes).
 Asynchronous calls are left alone (their wait is in ``work.wait()``), and so is any call while
 torch.compile traces.
+
+Each collective booked here, and each end-of-backward wait, also goes into the process's
+collective ledger (``traintop.ledger``): group, sequence number, op, dtype and dims, enter and
+exit time, so a monitor can tell which rank never reached the collective the others wait in.
+The ledger is written whether or not the script times its own phases.  DDP's bucket
+all-reduces are issued from C++ and no Python hook sees them one by one: the ledger holds the
+wait for them at the end of backward (op ``backward``, its own group), and says no more.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from traintop.ledger import NO_SITE, NOT_WRITTEN, GroupInfo, Ledger
 from traintop.phase_context import PhaseContext
 from traintop.probe import Probe
+from traintop.ring_format import BACKWARD_GROUP, DTYPES, GROUP_NAME_SIZE, NO_TENSOR, OPS, fixed_text
 
 COMM_PHASE = "comm"
 """The phase name the Training panel and the network rule read as waiting on peers."""
@@ -50,6 +60,21 @@ COLLECTIVES = (
     "gather", "scatter", "barrier", "all_gather_object", "broadcast_object_list",
 )  # fmt: skip
 """``torch.distributed`` functions that block every rank until its peers have joined."""
+
+TENSOR_PARAMS = {
+    "all_reduce": "tensor", "all_gather": "tensor", "all_gather_into_tensor": "input_tensor",
+    "reduce_scatter": "output", "reduce_scatter_tensor": "input", "broadcast": "tensor",
+    "reduce": "tensor", "all_to_all": "input_tensor_list", "all_to_all_single": "input",
+    "gather": "tensor", "scatter": "tensor",
+}  # fmt: skip
+"""The argument whose shape and dtype the ledger keeps (the first tensor of a list)."""
+DTYPE_NAMES = {
+    "float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int64": "i64",
+    "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool",
+    "complex64": "c64", "complex128": "c128", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2",
+}  # fmt: skip
+_PAD = ((0, 0, 0, 0), (0, 0, 0), (0, 0), (0,))
+_NO_DIMS = (0, 0, 0, 0)
 
 
 class WaitBooker:
@@ -65,12 +90,16 @@ class WaitBooker:
         self._queue = queue_callback
         self._distributed = distributed
         self._index: int | None = None
+        self._group: Callable[[], GroupInfo] | None = None  # the ledger's "backward" group
+        self._word = NOT_WRITTEN  # the ledger entry of this backward's wait, until it returns
+        self._site = NO_SITE  # where backward() was called, for the ledger
 
     def arm(self, tensor: Any) -> Any:
         """Before ``tensor.backward()``: the hook's handle (remove it after), None if not armed."""
         if not self._probe._auto or tensor.grad_fn is None or not self._distributed():
             return None
         try:
+            self._site = self._probe._ledger.site(sys._getframe(2))  # the caller of backward()
             return tensor.register_hook(self._backward_started)
         except Exception as exc:
             self._probe._fail(exc)
@@ -94,25 +123,78 @@ class WaitBooker:
             self._probe._fail(exc)
             return
         self._probe._switch(self._index)
+        if self._group is not None:
+            try:
+                self._word = self._probe._ledger.enter(self._group(), BACKWARD_OP, 0, NO_TENSOR,
+                                                       _NO_DIMS, self._site)  # fmt: skip
+            except Exception:  # no default group to describe: the wait stays out of the ledger
+                self._word = NOT_WRITTEN
+
+    def finish(self, raised: bool) -> None:
+        """Backward returned (or raised): the wait it ended with is over."""
+        word, self._word = self._word, NOT_WRITTEN
+        self._probe._ledger.exit(word, raised)
+
+
+BACKWARD_OP = OPS.index("backward")
 
 
 class CollectiveBooker:
-    """Books blocking collective calls made on the training thread as "comm", nested."""
+    """Books blocking collective calls made on the training thread as "comm", nested, and
+    writes each into the ledger.
 
-    def __init__(self, probe: Probe, compiling: Callable[[], bool]) -> None:
+    ``groups`` describes a process group (None: the default one) for the ledger; ``dtypes``
+    maps a tensor's dtype to its ledger code.
+    """
+
+    def __init__(
+        self,
+        probe: Probe,
+        compiling: Callable[[], bool],
+        groups: Callable[[Any], GroupInfo] | None = None,
+        dtypes: dict[Any, int] | None = None,
+    ) -> None:
         self._probe = probe
         self._compiling = compiling
         self._thread = threading.get_ident()  # the thread that imports torch runs the loop
         self._context: PhaseContext | None = None
+        self._groups = groups
+        self._dtypes = dtypes or {}
+        self.ledger: Ledger = probe._ledger
+
+    def watched(self) -> bool:
+        """Whether this call is the training loop's own: neither traced nor on another thread."""
+        # compiling first: under dynamo it folds to True, nothing traced
+        return not self._compiling() and threading.get_ident() == self._thread and self._probe._on
 
     def context(self) -> PhaseContext | None:
-        """The "comm" phase block, or None where this call must not be booked."""
-        probe = self._probe  # compiling first: under dynamo it folds to True, nothing traced
-        if self._compiling() or not probe._auto or threading.get_ident() != self._thread:
+        """The "comm" phase block, or None where the script times its own phases."""
+        probe = self._probe
+        if not probe._auto:
             return None
         if self._context is None:
             self._context = PhaseContext(probe, probe._slot(COMM_PHASE))
         return self._context
+
+    def enter(self, op: int, group: Any, tensor: Any, site: tuple[bytes, int]) -> int:
+        """Write the call into the ledger; its word for ``Ledger.exit`` (NOT_WRITTEN: none)."""
+        describe = self._groups
+        if describe is None:
+            return NOT_WRITTEN
+        ledger = self.ledger
+        try:
+            info = ledger.groups.get(group) or describe(group)
+        except Exception:  # no such group (yet): the call will say so itself
+            return NOT_WRITTEN
+        if isinstance(tensor, list | tuple):
+            tensor = tensor[0] if tensor else None
+        try:
+            shape = tensor.shape
+            ndim = len(shape)
+            dims = shape + _PAD[ndim] if ndim < 4 else shape[:4]
+            return ledger.enter(info, op, self._dtypes.get(tensor.dtype, 0), ndim, dims, site)
+        except Exception:  # not a tensor (objects, None): the call carries no shape
+            return ledger.enter(info, op, 0, NO_TENSOR, _NO_DIMS, site)
 
 
 def install(probe: Probe, torch: ModuleType) -> None:
@@ -123,7 +205,9 @@ def install(probe: Probe, torch: ModuleType) -> None:
         return
     engine = torch.autograd.Variable._execution_engine
     booker = WaitBooker(probe, engine.queue_callback, dist.is_initialized)
-    collectives = CollectiveBooker(probe, torch.compiler.is_compiling)
+    describe = _group_describer(probe._ledger, torch)
+    booker._group = lambda: _backward_group(probe._ledger, describe)
+    collectives = CollectiveBooker(probe, torch.compiler.is_compiling, describe, _dtypes(torch))
     home = dist.distributed_c10d
     wrapped = {name: _booked_collective(collectives, getattr(home, name)) for name in COLLECTIVES}
     torch.Tensor.backward = _armed_backward(booker, torch.Tensor.backward)
@@ -133,23 +217,96 @@ def install(probe: Probe, torch: ModuleType) -> None:
                 setattr(module, name, function)
 
 
+def _group_describer(ledger: Ledger, torch: ModuleType) -> Callable[[Any], GroupInfo]:
+    """What the ledger says of a process group (None: the default), resolved once per group."""
+    c10d = torch.distributed.distributed_c10d
+
+    def describe(group: Any) -> GroupInfo:
+        pg = group if group is not None else c10d._get_default_group()
+        name = str(getattr(pg, "group_name", "") or "?")
+        desc = str(getattr(pg, "group_desc", "") or "")
+        if desc and desc != "undefined":
+            name = f"{name}:{desc}"
+        info = (fixed_text(name, GROUP_NAME_SIZE + 1), int(pg.size()), _timeout_ms(torch, pg))
+        ledger.groups[group] = info
+        return info
+
+    return describe
+
+
+def _timeout_ms(torch: ModuleType, pg: Any) -> int:
+    """The group's collective timeout, read from its backend (0 when no backend tells)."""
+    for device in ("cpu", "cuda"):
+        try:
+            timeout = pg._get_backend(torch.device(device)).options._timeout
+            return min(int(timeout.total_seconds() * 1000), 0xFFFF_FFFF)
+        except Exception:
+            continue
+    return 0
+
+
+def _backward_group(ledger: Ledger, describe: Callable[[Any], GroupInfo]) -> GroupInfo:
+    """The default group's size and timeout under the name of the end-of-backward wait."""
+    info = ledger.groups.get(BACKWARD_GROUP)
+    if info is None:
+        _name, size, timeout = ledger.groups.get(None) or describe(None)
+        info = ledger.groups[BACKWARD_GROUP] = (BACKWARD_GROUP.encode(), size, timeout)
+    return info
+
+
+def _dtypes(torch: ModuleType) -> dict[Any, int]:
+    """torch dtype -> the ledger's dtype code (ring_format.DTYPES)."""
+    codes = {}
+    for name, short in DTYPE_NAMES.items():
+        dtype = getattr(torch, name, None)
+        if dtype is not None:
+            codes[dtype] = DTYPES.index(short)
+    return codes
+
+
 def _booked_collective(booker: CollectiveBooker, original: Callable[..., Any]) -> Any:
-    """``original`` timed as "comm" unless called with ``async_op=True`` (or not bookable)."""
+    """``original`` timed as "comm" and written into the ledger, unless called with
+    ``async_op=True`` or off the training loop."""
     params = list(inspect.signature(original).parameters)
     position = params.index("async_op") if "async_op" in params else None
+    name = original.__name__
+    op = OPS.index(name) if name in OPS else 0
+    tensor_at, tensor_name = _param(params, TENSOR_PARAMS.get(name))
+    group_at, _ = _param(params, "group")
+    ledger = booker.ledger
 
     @functools.wraps(original)
     def collective(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("async_op") or (position is not None and len(args) > position
                                       and args[position]):  # fmt: skip
             return original(*args, **kwargs)
+        if not booker.watched():
+            return original(*args, **kwargs)
+        n = len(args)
+        group = args[group_at] if n > group_at else kwargs.get("group")
+        tensor = args[tensor_at] if n > tensor_at else kwargs.get(tensor_name)
+        word = booker.enter(op, group, tensor, ledger.site(sys._getframe(1)))
         context = booker.context()
-        if context is None:
-            return original(*args, **kwargs)
-        with context:
-            return original(*args, **kwargs)
+        try:
+            if context is None:
+                result = original(*args, **kwargs)
+            else:
+                with context:
+                    result = original(*args, **kwargs)
+        except BaseException:
+            ledger.exit(word, True)
+            raise
+        ledger.exit(word)
+        return result
 
     return collective
+
+
+def _param(params: list[str], name: str | None) -> tuple[int, str]:
+    """Position and name of a parameter; an impossible position when there is none."""
+    if name is None or name not in params:
+        return 1 << 30, ""
+    return params.index(name), name
 
 
 def _armed_backward(booker: WaitBooker, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -159,8 +316,13 @@ def _armed_backward(booker: WaitBooker, original: Callable[..., Any]) -> Callabl
         if handle is None:
             return original(self, *args, **kwargs)
         try:
-            return original(self, *args, **kwargs)
+            result = original(self, *args, **kwargs)
+        except BaseException:
+            booker.finish(True)
+            raise
         finally:
             handle.remove()
+        booker.finish(False)
+        return result
 
     return backward

@@ -13,11 +13,12 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from traintop import dist_identity
+from traintop import dist_identity, flight_recorder
 from traintop.probe import Probe
 
 _HOMES = ("distributed_c10d", "device_mesh")
@@ -41,6 +42,11 @@ def _hooked(probe: Probe, dist: ModuleType, original: Callable[..., Any]) -> Cal
 
     @functools.wraps(original)
     def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        try:  # NCCL: the recorder knows what the GPUs have not finished (traintop.flight_recorder)
+            backend = signature.bind_partial(*args, **kwargs).arguments.get("backend")
+            flight_recorder.enable_before_init(backend, dist_cuda(dist))
+        except Exception as exc:
+            probe._fail(exc)
         result = original(*args, **kwargs)
         try:
             bound = signature.bind_partial(*args, **kwargs).arguments
@@ -53,9 +59,17 @@ def _hooked(probe: Probe, dist: ModuleType, original: Callable[..., Any]) -> Cal
     return init_process_group
 
 
+def dist_cuda(dist: ModuleType) -> Callable[[], bool]:
+    """``torch.cuda.is_available`` of the torch that ``dist`` belongs to (False without)."""
+    cuda = getattr(sys.modules.get(dist.__name__.rsplit(".", 1)[0]), "cuda", None)
+    return getattr(cuda, "is_available", lambda: False)
+
+
 def adopt(probe: Probe, identity: dist_identity.Identity) -> None:
-    """Make ``identity`` the process's, and the existing segment's if there is one."""
+    """Make ``identity`` the process's, and the existing segment's if there is one; the
+    ledger describes its groups afresh (a new default group is a new object)."""
     dist_identity.remember(identity)
+    probe._ledger.groups.clear()
     rewrite = getattr(probe._writer, "rewrite_identity", None)
     if rewrite is not None:
         rewrite(identity)

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from traintop.ledger import Ledger
 from traintop.loader import TimedLoader
 from traintop.phase_context import NO_PHASE, NULL_CONTEXT, NullContext, PhaseContext
 from traintop.probe_writer import NO_LIVE, LiveSink, StepExtras, Writer, WriterFactory, live_sink
@@ -66,6 +68,11 @@ class Probe:
         self._live: LiveSink = NO_LIVE  # [0] = the live word
         self._on = True
         self._auto = False  # set by the zero-code hooks; explicit API calls clear it
+        self._ledger = Ledger()  # the collectives this process enters (traintop.comm_hooks)
+        self._thread = threading.get_ident()  # the training loop's thread: the one that made us
+        # Called with the writer once the segment exists (``traintop.attach`` starts the stack
+        # helper there); its failures are its own.
+        self._on_segment: Callable[[Writer], None] | None = None
         for phase in phases:
             self._slot(phase)
 
@@ -170,6 +177,7 @@ class Probe:
         writer, self._writer, self._on = self._writer, None, False
         self._marks.clear()
         self._live = NO_LIVE
+        self._ledger.forget()
         if writer is not None:
             try:
                 writer.close()
@@ -298,6 +306,12 @@ class Probe:
     def _create_writer(self) -> Writer:
         writer = self._writer = self._writer_factory(tuple(self._names))
         self._live = live_sink(writer)
+        views = getattr(writer, "ledger_views", None)
+        found = views() if views is not None else None
+        if found is not None:
+            self._ledger.adopt(*found)
+        if self._on_segment is not None:
+            self._on_segment(writer)
         return writer
 
     def _fail(self, exc: BaseException) -> None:
@@ -321,6 +335,7 @@ class Probe:
         self._writer = None
         self._marks.clear()
         self._live = NO_LIVE
+        self._ledger.forget()
 
 
 def _warn(message: str) -> None:

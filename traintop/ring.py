@@ -81,6 +81,7 @@ class RingWriter:
         self.live_word: memoryview | None = None  # [0] = the live word, for the probe's stores
         self._lock_fd = -1
         self._ino = 0
+        self._on_close: list[Callable[[], None]] = []  # run by close() in the creating process
 
     @classmethod
     def create(
@@ -161,6 +162,18 @@ class RingWriter:
         """Records refused because their values could not be stored at all."""
         return self._dropped()
 
+    def ledger_views(self) -> tuple[mmap.mmap, memoryview] | None:
+        """The mapping and its ``cast('Q')`` view, for the collective ledger
+        (``traintop.ledger``) that lives in the header page; None when disabled."""
+        if self._mm is None or self._q is None:
+            return None
+        return self._mm, self._q
+
+    def on_close(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` when this process closes the segment (the stack helper's cleanup);
+        never in a forked child, which only drops its copy."""
+        self._on_close.append(hook)
+
     def rewrite_identity(self, identity: object) -> None:
         """Put a rank identity learnt after creation (``init_process_group``) into the header.
 
@@ -186,6 +199,11 @@ class RingWriter:
         """
         if self._q is None or os.getpid() != self._owner_pid:
             return
+        for hook in self._on_close:
+            try:
+                hook()
+            except Exception as exc:  # its cleanup only: the segment still closes
+                _warn(f"cleanup at close failed: {exc}")
         self._q[HEARTBEAT_WORD] = time.monotonic_ns()
         self._q[STATE_WORD] = STATE_CLOSED
         if unlink and self.path is not None and stat_ino(str(self.path)) == self._ino:

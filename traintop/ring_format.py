@@ -1,4 +1,4 @@
-"""Ring segment format v1.1: constants, struct layouts and the header writer.
+"""Ring segment format v1.2: constants, struct layouts and the header writer.
 
 Kept apart from the writer so the monitor side can share one definition of the layout
 (docs/ring-format.md documents it for other implementers).  Stdlib only.
@@ -15,7 +15,7 @@ import time
 import zlib
 
 MAGIC = b"TTRING\x00\x01"
-VERSION_MAJOR, VERSION_MINOR = 1, 1
+VERSION_MAJOR, VERSION_MINOR = 1, 2
 HEADER_SIZE = 4096
 RECORD_SIZE = 128
 ENDIAN_TAG = 0x01020304
@@ -37,6 +37,11 @@ HEAD_WORD, HEARTBEAT_WORD, DROPPED_WORD, STATE_WORD, LIVE_WORD, LIVE_STEP_WORD =
 # Bumped after each rewrite of the identity fields (rank, local rank, world size, run id), so a
 # reader that parsed the header knows to parse it again.
 HEADER_GEN_WORD = 134
+# 1.2: how many collectives the ledger holds (below), and what a monitor needs to ask this
+# process for its training thread's stack (traintop/stack_helper.py): the helper thread's native
+# id (for a thread-directed signal), the training thread's ident (the thread a faulthandler dump
+# names), the signal its faulthandler dumps on (0: none registered).
+LEDGER_HEAD_WORD, HELPER_TID_WORD, TRAIN_THREAD_WORD, STACK_SIGNAL_WORD = range(135, 139)
 STATE_INIT, STATE_RUNNING, STATE_CLOSED = 0, 1, 2
 # Live word: phase start in ns with its low 4 bits replaced by the phase index (16 ns resolution:
 # no division or shift on the hot path, and index + time change in one store).
@@ -50,6 +55,7 @@ RECORD_CRC_OFFSET = 116
 # Header flags.
 FLAG_CRC = 1 << 0  # every record carries a crc32 (weakly ordered CPUs)
 FLAG_TOTALS = 1 << 1  # the writer keeps running totals in the totals slots (format 1.1)
+FLAG_LEDGER = 1 << 2  # the collective ledger and the helper words are kept (format 1.2)
 
 # Totals (1.1): the sums of every record published so far, so a reader of a fast trainer needs
 # its newest records only.  Written every TOTALS_EVERY-th record, before that record's head,
@@ -63,6 +69,38 @@ TOTALS = struct.Struct("<16Q")
 def totals_offset(at: int) -> int:
     """Where the totals of the records [0, at) go (``at`` a multiple of TOTALS_EVERY)."""
     return TOTALS_OFFSET + (at // TOTALS_EVERY % TOTALS_SLOTS) * TOTALS.size
+
+
+# Collective ledger (1.2): the newest LEDGER_ENTRIES collectives the probe timed, entry i in slot
+# i % LEDGER_ENTRIES at LEDGER_OFFSET: tag (= i + 1), the group's sequence number, enter and exit
+# ns (exit 0 while inside; its lowest bit set when the call raised), op, dtype, ndim (NO_TENSOR:
+# the call carries none), flags (0), the group's size, its timeout in ms (0: unknown), the call
+# site's line, the first four dims (each clamped to u32), the group's name, the call site
+# ("train.py:step": the file's base name and the calling function), tag again.  An entry is
+# written with one pack, then LEDGER_HEAD_WORD (the publication); the exit is one aligned
+# 8-byte store.
+LEDGER_OFFSET, LEDGER_ENTRIES = 2560, 12
+LEDGER_ENTRY = struct.Struct("<QQQQBBBBIII4I24s32sQ")
+LEDGER_EXIT_FIELD = 24  # byte offset of the exit word in an entry
+LEDGER_RAISED = 1  # the exit word's lowest bit: the call raised (a peer's crash, a timeout)
+NO_TENSOR = 0xFF
+GROUP_NAME_SIZE, SITE_SIZE = 24, 32
+# Op codes (index; 0 unknown).  "backward" is the wait at the end of backward() for the
+# gradient reductions DDP and FSDP issue from C++ (traintop/comm_hooks.py), its own group.
+OPS = ("?", "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+       "reduce_scatter_tensor", "broadcast", "reduce", "all_to_all", "all_to_all_single",
+       "gather", "scatter", "barrier", "all_gather_object", "broadcast_object_list",
+       "backward")  # fmt: skip
+BACKWARD_GROUP = "backward"
+# Dtype codes (index; 0 unknown), the short names a monitor prints.
+DTYPES = ("?", "f32", "f16", "bf16", "f64", "i64", "i32", "i16", "i8", "u8", "bool",
+          "c64", "c128", "f8e4m3", "f8e5m2")  # fmt: skip
+assert LEDGER_OFFSET + LEDGER_ENTRIES * LEDGER_ENTRY.size <= HEADER_SIZE
+
+
+def ledger_offset(index: int) -> int:
+    """Where ledger entry ``index`` (0-based) lives."""
+    return LEDGER_OFFSET + (index % LEDGER_ENTRIES) * LEDGER_ENTRY.size
 
 
 # Record flags.
@@ -149,7 +187,7 @@ def write_header(mm: mmap.mmap, h: dict) -> None:
     page = bytearray(CRC_AREA_END)
     HEADER.pack_into(
         page, 0, MAGIC, VERSION_MAJOR, VERSION_MINOR, HEADER_SIZE, RECORD_SIZE, h["capacity"],
-        HEADER_SIZE, segment_size(h["capacity"]), FLAG_CRC if h["crc"] else FLAG_TOTALS, ENDIAN_TAG,
+        HEADER_SIZE, segment_size(h["capacity"]), _flags(h["crc"]), ENDIAN_TAG,
         int.from_bytes(os.urandom(8), "little"), os.getpid(), proc_start_ticks(),
         stat_ino("/proc/self/ns/pid"), os.getuid(), CLOCK_MONOTONIC_ID, time.monotonic_ns(),
         time.time_ns(), h["rank"], h["local_rank"], h["world_size"], len(h["phases"]),
@@ -166,6 +204,11 @@ def write_header(mm: mmap.mmap, h: dict) -> None:
     q[STATE_WORD] = STATE_RUNNING
     q.release()
     mm[0:8] = MAGIC
+
+
+def _flags(crc: bool) -> int:
+    """A crc writer keeps no totals (docs/ring-format.md); every 1.2 writer keeps the ledger."""
+    return (FLAG_CRC if crc else FLAG_TOTALS) | FLAG_LEDGER
 
 
 def rewrite_identity(mm: mmap.mmap, rank: int, local_rank: int, world_size: int,

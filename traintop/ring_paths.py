@@ -18,10 +18,15 @@ import re
 import secrets
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 ENV_DIR = "TRAINTOP_RING_DIR"
 SEGMENT_NAME_RE = re.compile(r"^(\d+)-r(\d+)-([0-9a-f]{8})\.ring$")
+# A segment's side files (traintop/stack_helper.py): the FIFO its helper thread reads requests
+# from, the file its faulthandler dumps into, and the replies (one per request id).
+SIDE_NAME_RE = re.compile(r"^(\d+-r\d+-[0-9a-f]{8})\.(ask|fault|\d+\.stack)$")
+ASK_SUFFIX, FAULT_SUFFIX = ".ask", ".fault"
 TMP_PREFIX = ".tmp-"
 MIN_FREE_BYTES = 32 * 1024 * 1024
 MIN_FREE_FRACTION = 0.10
@@ -97,6 +102,54 @@ def has_room(path: Path, size: int) -> bool:
 def segment_name(pid: int, rank: int) -> str:
     """A fresh name; the random part separates equal pids from containers sharing /dev/shm."""
     return f"{pid}-r{rank}-{secrets.token_hex(4)}.ring"
+
+
+def side_path(segment: Path, suffix: str) -> Path:
+    """``123-r0-0a1b2c3d.ring`` -> ``123-r0-0a1b2c3d<suffix>``, in the same directory."""
+    return segment.with_name(segment.name.removesuffix(".ring") + suffix)
+
+
+def reply_path(segment: Path, request: int) -> Path:
+    """Where the helper thread answers request ``request``."""
+    return side_path(segment, f".{request}.stack")
+
+
+def remove_side_files(segment: Path, older_than_s: float = 0.0) -> list[Path]:
+    """Unlink ``segment``'s side files (the replies only when older than ``older_than_s``)."""
+    stem = segment.name.removesuffix(".ring")
+    removed = []
+    with contextlib.suppress(OSError), os.scandir(segment.parent) as entries:
+        for entry in entries:
+            found = SIDE_NAME_RE.match(entry.name)
+            if found is None or found.group(1) != stem:
+                continue
+            with contextlib.suppress(OSError):
+                st = entry.stat(follow_symlinks=False)
+                if found.group(2).endswith(".stack") and _age(st) < older_than_s:
+                    continue
+                if st.st_uid == os.getuid():
+                    os.unlink(entry.path)
+                    removed.append(Path(entry.path))
+    return removed
+
+
+def orphan_side_files(directory: Path) -> list[Path]:
+    """Side files of ours whose segment is gone (a writer killed before its cleanup)."""
+    found: list[Path] = []
+    names: dict[str, os.DirEntry] = {}
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        names = {entry.name: entry for entry in entries}
+    for name, entry in names.items():
+        side = SIDE_NAME_RE.match(name)
+        if side is not None and side.group(1) + ".ring" not in names:
+            with contextlib.suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_uid == os.getuid():
+                    found.append(Path(entry.path))
+    return found
+
+
+def _age(st: os.stat_result) -> float:
+    return time.time() - st.st_mtime
 
 
 def list_segments(directory: Path) -> list[Path]:
@@ -201,6 +254,7 @@ def trim_ended(directory: Path, budget: int = ENDED_BUDGET_BYTES) -> list[Path]:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
                 removed.append(path)
+                remove_side_files(path)
     return removed
 
 

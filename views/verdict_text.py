@@ -26,6 +26,7 @@ LABELS: dict[str, str] = {
     "periodic_stall": "PERIODIC STALLS",
     "oversubscribed": "CPU OVERSUBSCRIBED",
     "idle": "GPU IDLE",
+    "hang": "HANG",
     "unknown": "NO VERDICT YET",
 }
 # Theme variables only, so every Textual theme and NO_COLOR stay legible.
@@ -100,10 +101,22 @@ def fmt_since(seconds: float | None) -> str:
     return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
+SUMMARY_FIRST = frozenset({"hang"})  # the case itself says more than any one fact of it
+
+
+def lead(finding: Finding) -> list[str]:
+    """The sentences a one-line view shows, in order: the evidence (the summary when there is
+    none); for a hang its summary first, which names the ranks and where they are."""
+    texts = [item.text for item in finding.evidence]
+    if finding.bottleneck in SUMMARY_FIRST or not texts:
+        return [finding.summary, *texts]
+    return texts
+
+
 def evidence_line(finding: Finding, width: int | None = None) -> str:
-    """The evidence sentences joined for one line (the summary when there is none), keeping
-    only whole sentences that fit in ``width`` cells; the first is cut if it alone is too long."""
-    texts = [item.text for item in finding.evidence] or [finding.summary]
+    """The lead sentences joined for one line, keeping only whole sentences that fit in
+    ``width`` cells; the first is cut if it alone is too long."""
+    texts = lead(finding)
     if width is None:
         return "; ".join(texts)
     line = truncate(texts[0], width)

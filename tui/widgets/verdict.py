@@ -20,6 +20,7 @@ from traintop.views.verdict_text import (
     evidence_line,
     headline,
     label,
+    lead,
     marker,
     tone,
     tone_style,
@@ -88,7 +89,7 @@ def banner_line(finding: Finding, facts: list[str], width: int, name: str | None
     """Head, evidence, facts; trailing facts give way until the first evidence sentence fits
     (up to ``MIN_EVIDENCE`` cells), then later sentences are left out or the first is cut."""
     head = f"{marker(finding)} {name or label(finding.bottleneck)}"
-    first = finding.evidence[0].text if finding.evidence else finding.summary
+    first = lead(finding)[0]
     while facts and _room(width, head, facts) < min(len(first), MIN_EVIDENCE):
         facts = facts[:-1]
     room = _room(width, head, facts)
