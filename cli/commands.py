@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 from traintop.cli.terminal import package_version, require_terminal, sigterm_as_interrupt
 
@@ -56,21 +57,32 @@ def snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
-def _current_jobs():
+def _current_jobs(stacks: bool = False):
+    """One reading of every job; with ``stacks``, a rank that stopped stepping is asked for its
+    stack first (its helper answers within a tick, its faulthandler within two:
+    ``STACK_WAIT_S``)."""
     from traintop.collectors.jobs import JobCollector
 
     collector = JobCollector()
     try:
-        return collector.collect()
+        jobs = collector.collect()
+        deadline = time.monotonic() + STACK_WAIT_S
+        while stacks and collector.stacks_pending() and time.monotonic() < deadline:
+            time.sleep(0.2)
+            jobs = collector.collect()
+        return jobs
     finally:
         collector.close()
+
+
+STACK_WAIT_S = 3.0
 
 
 def jobs(args: argparse.Namespace) -> int:
     """`traintop jobs [--ranks] [--json]`: the training jobs this user can attach to."""
     from traintop.cli.jobs import print_jobs
 
-    print_jobs(_current_jobs(), args.json, args.ranks, sys.stdout)
+    print_jobs(_current_jobs(stacks=True), args.json, args.ranks, sys.stdout)
     return 0
 
 

@@ -15,12 +15,15 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from traintop.collectors.snapshot import JobSnapshot
+from traintop.diagnosis.export import hang_to_dict
+from traintop.diagnosis.stack_text import fold_line
 from traintop.views.format import fmt_age, fmt_number, fmt_share
+from traintop.views.hang_text import case_line, rank_text, state_text
 from traintop.views.job_groups import JobGroup, groups_of
 
 LISTED = 4  # jobs named in an error message before "… and N more"
 HEADER = (
-    f"{'PID':>8}  {'NAME':<24} {'RANKS':>5}  {'STATE':<9} {'STEPS/S':>8} {'SAMPLES/S':>10} "
+    f"{'PID':>8}  {'NAME':<24} {'RANKS':>5}  {'STATE':<11} {'STEPS/S':>8} {'SAMPLES/S':>10} "
     f"{'DATA WAIT':>9}  {'SLOWEST':<9} {'AGE':>7}"
 )
 NONE_FOUND = "no training jobs found (start one with `traintop run -- python train.py`)"
@@ -42,7 +45,16 @@ def rank_object(job: JobSnapshot, group: JobGroup) -> dict:
         "steps_per_s": job.steps_per_s,
         "samples_per_s": job.samples_per_s,
         "data_wait_share": job.data_wait_share,
+        "place": _place(job, group),
+        "hang": None if group.hang is None else hang_to_dict(group.hang),
     }
+
+
+def _place(job: JobSnapshot, group: JobGroup) -> str | None:
+    """Where the rank of a stopped job is ("in all_reduce #31 for 12s · ..."); None else."""
+    hang = group.hang
+    place = next((p for p in hang.ranks if p.pid == job.pid), None) if hang else None
+    return None if place is None else rank_text(place)
 
 
 def _dash(text: str) -> str:
@@ -51,7 +63,7 @@ def _dash(text: str) -> str:
 
 def _row(pid: int, name: str, ranks: str, state: str, figures: JobSnapshot | JobGroup) -> str:
     return (
-        f"{pid:>8}  {name[:24]:<24} {ranks:>5}  {state:<9} "
+        f"{pid:>8}  {name[:24]:<24} {ranks:>5}  {state:<11} "
         f"{_dash(fmt_number(figures.steps_per_s)):>8} "
         f"{_dash(fmt_number(figures.samples_per_s)):>10} "
         f"{_dash(fmt_share(figures.data_wait_share)):>9}"
@@ -61,12 +73,24 @@ def _row(pid: int, name: str, ranks: str, state: str, figures: JobSnapshot | Job
 def job_line(group: JobGroup, now: float) -> str:
     slowest = "" if group.slowest is None else f"r{group.slowest[0]} +{group.slowest[1]:.0%}"
     age = "-" if group.started_at is None else fmt_age(max(0.0, now - group.started_at))
-    head = _row(group.ranks[0].pid, group.name, group.rank_count, group.state, group)
+    state = state_text(group.hang).lower() if group.running and group.hang else group.state
+    head = _row(group.ranks[0].pid, group.name, group.rank_count, state, group)
     return f"{head}  {slowest:<9} {age:>7}"
 
 
-def rank_line(job: JobSnapshot) -> str:
-    return _row(job.pid, f"  rank {job.rank}", "", job.state, job)
+def hang_lines(group: JobGroup) -> list[str]:
+    """Under a stopped job (or one that crashed in its collectives): the case, then its ranks
+    folded by where they are."""
+    if group.hang is None:
+        return []
+    return [f"          {case_line(group.hang)}",
+            *(f"            {fold_line(f)}" for f in group.hang.folds)]  # fmt: skip
+
+
+def rank_line(job: JobSnapshot, group: JobGroup) -> str:
+    line = _row(job.pid, f"  rank {job.rank}", "", job.state, job)
+    place = _place(job, group)
+    return f"{line}  {place}" if place else line
 
 
 def print_jobs(found: Sequence[JobSnapshot], as_json: bool, ranks: bool, out: TextIO) -> None:
@@ -83,7 +107,9 @@ def print_jobs(found: Sequence[JobSnapshot], as_json: bool, ranks: bool, out: Te
     lines = [HEADER]
     for group in groups:
         lines.append(job_line(group, now))
-        lines += [rank_line(job) for job in group.ranks] if ranks and len(group.ranks) > 1 else []
+        lines += hang_lines(group)
+        if ranks and len(group.ranks) > 1:
+            lines += [rank_line(job, group) for job in group.ranks]
     out.write("\n".join(lines) + "\n")
 
 

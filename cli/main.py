@@ -87,6 +87,12 @@ def _dispatch_raw(argv: Sequence[str]) -> int | None:
 
 def _dispatch(args: argparse.Namespace) -> int:
     from traintop.cli import commands
+    from traintop.collectors import stall
+
+    try:  # the monitors' stall and hang limits: a bad setting is the user's, said in one line
+        stall.from_env()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
     handlers = {
         None: commands.monitor,

@@ -216,6 +216,10 @@ class JobCollector:
                 job.stack_key = key
         job.stacks.poll(now, job.hot)
 
+    def stacks_pending(self) -> bool:
+        """Whether a stack asked of some rank has not come back yet."""
+        return any(job.stacks.waiting for job in self._jobs.values())
+
     def share_process_scan(self, processes: ProcessTable) -> None:
         """Take DataLoader workers from ``processes``' scan, which runs just before each collect."""
         self._processes = processes

@@ -337,7 +337,21 @@ def remove_stale(directory: str | None = None, max_age_s: float = 600.0) -> list
             if idle and os.lstat(path).st_ino == seg.inode():
                 os.unlink(path)
                 removed.append(path)
-    return removed + _remove_stale_tmp(directory, max_age_s)
+                removed += ring_paths.remove_side_files(path)
+    return removed + _remove_stale_tmp(directory, max_age_s) + _remove_orphans(directory, max_age_s)
+
+
+def _remove_orphans(directory: str | None, max_age_s: float) -> list[Path]:
+    """Side files whose segment is gone (a writer killed before its cleanup, a segment another
+    budget removed), once as old as the grace period; no segment needs them any more."""
+    removed = []
+    for candidate in ring_paths.candidate_dirs(directory):
+        for path in ring_paths.orphan_side_files(candidate):
+            with contextlib.suppress(OSError):
+                if time.time() - os.lstat(path).st_mtime > max_age_s:
+                    os.unlink(path)
+                    removed.append(path)
+    return removed
 
 
 def _remove_stale_tmp(directory: str | None, max_age_s: float) -> list[Path]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from traintop.diagnosis.model import Finding, JobSummary, JobVerdict, Verdict
+from traintop.collectors.snapshot import Collective
+from traintop.diagnosis.model import Finding, Hang, JobSummary, JobVerdict, RankHang, Verdict
 
 
 def _round(value: float | None) -> float | None:
@@ -62,6 +63,55 @@ def job_to_dict(v: JobVerdict) -> dict[str, Any]:
         "straggler": None
         if s is None
         else {"rank": s.rank, "pid": s.pid, "gap": round(s.gap, 3), "text": s.text},
+        "hang": None if v.hang is None else hang_to_dict(v.hang),
+    }
+
+
+def hang_to_dict(h: Hang) -> dict[str, Any]:
+    """A stopped job's case (``per_job[].hang``): the kind, the collective the others wait in,
+    which ranks are in it and which are not, where each rank is, its stack, the folded lines."""
+    return {
+        "level": h.level,
+        "kind": h.kind,
+        "for_s": _round(h.for_s),
+        "summary": h.summary,
+        "group": h.group,
+        "seq": h.seq,
+        "op": h.op,
+        "shapes": list(h.shapes),
+        "inside": list(h.inside),
+        "missing": list(h.missing),
+        "waited_s": _round(h.waited_s),
+        "timeout_s": h.timeout_s,
+        "aborts_in_s": _round(h.aborts_in_s),
+        "folds": [{"ranks": list(f.ranks), "where": f.where} for f in h.folds],
+        "ranks": [_rank_hang(r) for r in h.ranks],
+        "evidence": list(h.evidence),
+    }
+
+
+def _rank_hang(r: RankHang) -> dict[str, Any]:
+    return {
+        "rank": r.rank,
+        "pid": r.pid,
+        "state": r.state,
+        "text": r.text,
+        "collective": None if r.collective is None else _collective(r.collective),
+        "stack_source": r.stack_source or None,
+        "stack": [[f.file, f.line, f.function, f.code] for f in r.frames],
+    }
+
+
+def _collective(c: Collective) -> dict[str, Any]:
+    return {
+        "group": c.group,
+        "seq": c.seq,
+        "op": c.op,
+        "shape": c.shape,
+        "inside": c.inside,
+        "age_s": _round(c.age_s),
+        "raised": c.raised,
+        "site": c.site,
     }
 
 

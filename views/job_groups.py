@@ -15,8 +15,10 @@ from dataclasses import dataclass, fields, replace
 
 from traintop.collectors.phase_names import is_comm_phase
 from traintop.collectors.snapshot import GpuStatus, HostInfo, JobSnapshot, PhaseShare, Snapshot
+from traintop.diagnosis.hang import crash_of, hang_of
 from traintop.diagnosis.job_groups import JobGroup as RankGroup
 from traintop.diagnosis.job_groups import group_jobs, settled
+from traintop.diagnosis.model import Hang
 from traintop.views.format import fmt_age
 
 LONG_PHASE_STEPS = 5.0  # a live job's current phase is shown once it outlasts 5 p50 steps
@@ -43,6 +45,7 @@ class JobGroup:
     started_at: float | None
     ended_at: float | None  # wall clock of an ended job's last step
     last_step_at: float | None  # wall clock of the newest step of any rank (None: none yet)
+    hang: Hang | None = None  # stopped stepping (or crashed in its collectives): the verdict's case
 
     @property
     def name(self) -> str:
@@ -109,6 +112,7 @@ def fold(group: RankGroup, now: float) -> JobGroup:
         started_at=_pick(min, (job.started_at for job in ranks)),
         ended_at=group.ended_at,
         last_step_at=_pick(max, (_stepped_at(job, now) for job in ranks)),
+        hang=hang_of(ranks) if group.live else crash_of(ranks),
     )
 
 

@@ -24,6 +24,7 @@ from traintop.diagnosis.verdict_history import METRICS, Metric, VerdictPoint, ru
 from traintop.diagnosis.verdict_runner import VerdictUpdate
 from traintop.tui.widgets.hanging_list import HangingList, Item
 from traintop.views.format import sparkline
+from traintop.views.hang_text import every_stack
 from traintop.views.verdict_text import fmt_since, focus_job, headline, label, marker, tone_style
 
 STAT_WIDTH = 8
@@ -31,6 +32,7 @@ LABEL_WIDTH = 11
 SECTIONS = (
     ("evidence", "Evidence"),
     ("remedies", "Remedies, most effective first"),
+    ("stacks", "Every rank's stack, innermost frame last"),
     ("also", "Also holds"),
     ("jobs", "Jobs on this box"),
 )
@@ -76,6 +78,10 @@ class DetailsScreen(ModalScreen[None]):
         self.query_one("#details-finding", Static).update(finding_text(verdict))
         self.query_one("#details-evidence", HangingList).set_items(evidence_items(verdict.primary))
         self.query_one("#details-remedies", HangingList).set_items(remedy_items(verdict.primary))
+        stacks = stack_items(verdict)
+        self.query_one("#details-stacks", HangingList).set_items(stacks)
+        for key in ("#details-stacks", "#details-stacks-heading"):
+            self.query_one(key).display = bool(stacks)
         self.query_one("#details-also", HangingList).set_items(also_items(verdict.also))
         self.query_one("#details-jobs", HangingList).set_items(job_items(verdict))
         self.query_one(HistoryView).history = update.history
@@ -146,6 +152,23 @@ def evidence_items(finding: Finding) -> list[Item]:
         ("• ", Content.assemble(item.text, (f"   [{item.panel} panel]", "dim")))
         for item in finding.evidence
     ]
+
+
+def stack_items(verdict: Verdict) -> list[Item]:
+    """Each rank of a stopped job with its whole stack (none for a job that steps)."""
+    job = focus_job(verdict)
+    if job is None or job.hang is None:
+        return []
+    items: list[Item] = []
+    for heading, lines in every_stack(job.hang):
+        items.append(("• ", Content.styled(heading, "bold")))
+        items += [("    ", Content.styled(line, _stack_style(line))) for line in lines]
+    return items
+
+
+def _stack_style(line: str) -> str:
+    """Source lines (indented) dim under their frame lines."""
+    return "dim" if line.startswith(" ") else ""
 
 
 def remedy_items(finding: Finding) -> list[Item]:

@@ -17,8 +17,10 @@ from textual.content import Content
 
 from traintop.collectors.phase_names import is_comm_phase
 from traintop.collectors.snapshot import JobSnapshot
+from traintop.diagnosis.model import Hang
 from traintop.tui.line import Line
 from traintop.views.format import fmt_seconds, fmt_share, split_bar
+from traintop.views.hang_text import detail_lines as hang_detail
 
 MIN_SPARK_SPAN = 0.10  # the sparkline spans at least 10 % of the peak, so noise stays flat
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
@@ -68,6 +70,15 @@ def relative_sparkline(values: Sequence[float], width: int) -> str:
     top = len(SPARK_LEVELS) - 1
     chars = (SPARK_LEVELS[min(round((v - low) / span * top), top)] for v in tail)
     return "".join(chars).rjust(width)
+
+
+def hang_lines(hang: Hang, width: int) -> list[Content]:
+    """A stopped job's case above its phase bar: the case in the warning (stalled) or error
+    colour, then its ranks folded by where they are."""
+    style = "bold $warning" if hang.level == "stalled" else "bold $error"
+    lines = hang_detail(hang)
+    head = Content.styled(lines[0], style).truncate(width, ellipsis=True)
+    return [head, *(Content(line).truncate(width, ellipsis=True) for line in lines[1:])]
 
 
 def detail_lines(job: JobSnapshot, history: Sequence[float], width: int) -> list[Content]:

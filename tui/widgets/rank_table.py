@@ -16,6 +16,7 @@ from traintop.collectors.snapshot import JobSnapshot
 from traintop.tui.widgets.jobs_table import STRAGGLER_GAP, state_cell, wait_style
 from traintop.tui.widgets.table import Cell, Column, fit_columns, row_line
 from traintop.views.format import fmt_bytes, fmt_number, fmt_seconds, fmt_share
+from traintop.views.hang_text import rank_text
 from traintop.views.job_groups import JobGroup, long_live_phase
 
 COLUMNS = (
@@ -62,6 +63,18 @@ def _gap(rank: int, gaps: dict[int, float]) -> Cell:
     return f"+{gap:.0%}", "bold $error" if gap > STRAGGLER_GAP else ""
 
 
+def _hang_place(group: JobGroup, job: JobSnapshot) -> Cell | None:
+    """In a stopped job: where the rank is ("in all_reduce #1042 for 1m12s · ...", "not
+    entered · ...", "gone (crashed)"); the ranks that hold the others in the error colour."""
+    hang = group.hang
+    known = hang is not None and hang.kind != "unknown"  # no ledger: the live phase says more
+    place = next((p for p in hang.ranks if p.pid == job.pid), None) if known else None
+    if place is None:
+        return None
+    odd = place.state != "inside" and hang.kind != "no_collective"
+    return rank_text(place), "bold $error" if odd else "$warning"
+
+
 def rank_cells(job: JobSnapshot, gaps: dict[int, float]) -> dict[str, Cell]:
     return {
         "RANK": (str(job.rank), "bold"),
@@ -84,5 +97,8 @@ def rank_rows(
     lines = []
     for index in rows:
         cells = rank_cells(group.ranks[index], group.gaps)
+        place = _hang_place(group, group.ranks[index])
+        if place is not None:
+            cells["PHASE"] = place
         lines.append(row_line([cells[c.label] for c in columns], columns, width, index == cursor))
     return lines
