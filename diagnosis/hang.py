@@ -90,7 +90,7 @@ def classify(ranks: Sequence[JobSnapshot], level: str, for_s: float, ended: bool
     main = _main(keys, inside)
     members = [r for r in ranks if r not in gone and _member(r, main, len(ranks))]
     kind = _kind(gone, inside, keys, members, main)
-    places = tuple(_place(r, final[r.rank], main, kind, r in gone) for r in ranks)
+    places = tuple(_place(r, final[r.rank], main, kind, r in gone, ended) for r in ranks)
     return _hang(level, kind, for_s, ranks, places, main, inside, keys)
 
 
@@ -126,22 +126,33 @@ def _kind(gone: list, inside: dict, keys: Counter, members: list, main: Collecti
 
 
 def _place(rank: JobSnapshot, c: Collective | None, main: Collective | None, kind: str,
-           gone: bool) -> RankHang:  # fmt: skip
+           gone: bool, ended: bool) -> RankHang:  # fmt: skip
     """One rank's state and the words for it."""
     stack = rank.stack
     frames, source = (stack.frames, stack.source) if stack is not None else ((), "")
     if gone:
         state, text = "gone", f"gone ({rank.state})"
     elif c is not None and main is not None and key_of(c) == key_of(main):
-        state, text = "inside", f"in {_named(c)} for {duration(c.age_s)}"
+        state, text = "inside", f"{_in(c, ended)} {_named(c)}{_for(c, ended)}"
     elif c is not None:
-        state, text = "elsewhere", f"in {_named(c)} ({c.group}) for {duration(c.age_s)}"
+        state, text = "elsewhere", f"{_in(c, ended)} {_named(c)} ({c.group}){_for(c, ended)}"
     else:
         last = _last_in(rank, main)
         state = "outside"
         text = f"not entered (last #{last.seq})" if last and kind == "not_entered" else (
             "not entered" if kind == "not_entered" else "in no collective")  # fmt: skip
     return RankHang(rank.rank, rank.pid, state, text, c or _last_in(rank, main), frames, source)
+
+
+def _in(c: Collective, ended: bool) -> str:
+    """How a rank is in its collective: waiting, or (an ended job) failed or died in it."""
+    if not ended:
+        return "in"
+    return "failed in" if c.raised else "died in"
+
+
+def _for(c: Collective, ended: bool) -> str:
+    return "" if ended else f" for {duration(c.age_s)}"
 
 
 def _last_in(rank: JobSnapshot, main: Collective | None) -> Collective | None:
@@ -222,7 +233,8 @@ def _summary(kind: str, places: tuple[RankHang, ...], main: Collective | None,
     if kind == "dead_rank":
         dead = [p for p in places if p.state == "gone"]
         waiting = _ranks_word(in_main)
-        tail = f"{waiting} wait in {_named(main)} ({main.group})" if main else "the others wait"
+        verb = "failed in" if main is not None and main.raised else "wait in"
+        tail = f"{waiting} {verb} {_named(main)} ({main.group})" if main else "the others wait"
         states = ", ".join(sorted({p.text for p in dead}))
         return f"{_ranks_word([p.rank for p in dead])} {states}; {tail}"
     if kind == "desync":

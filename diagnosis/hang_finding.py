@@ -33,11 +33,12 @@ REMEDIES = {
     ),
 }
 KIND_WORDS = {
-    "not_entered": "a rank never reached the collective",
-    "desync": "the ranks' collectives differ",
-    "not_finished": "a collective never finished",
-    "dead_rank": "a rank is gone",
-    "no_collective": "stuck outside any collective",
+    "not_entered": "not entered",
+    "desync": "desync",
+    "not_finished": "not finished",
+    "dead_rank": "dead rank",
+    "no_collective": "no collective",
+    "unknown": "no ledger",
 }
 
 

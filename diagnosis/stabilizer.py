@@ -114,9 +114,10 @@ class VerdictStabilizer:
         self, verdict: JobVerdict, key: frozenset[int], window: Sequence[Snapshot]
     ) -> JobVerdict:
         """The verdict shown while the job ran, in the past tense (host evidence included);
-        the engine's ring-only verdict when it was never shown running."""
+        the engine's ring-only verdict when it was never shown running, or when its ranks'
+        collectives say how it ended (a hang's post-mortem: that is why it ended)."""
         last = self._shown_jobs.get(key)
-        if last is None or last.primary.bottleneck == "unknown":
+        if last is None or last.primary.bottleneck == "unknown" or verdict.hang is not None:
             return verdict
         now = max((s.timestamp for s in window), default=0.0)
         ended = past(last.primary, verdict.state, verdict.ended_at, now)

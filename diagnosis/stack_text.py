@@ -39,16 +39,38 @@ def innermost_user(frames: Sequence[Frame]) -> int | None:
 
 def where(frames: Sequence[Frame]) -> str:
     """One line for a stack (outermost first): what the user's innermost frame called, and
-    where; the frame itself with its source line when it is where the rank waits."""
+    where; the frame itself with its source line when it is where the rank waits; and, when a
+    library called that frame back (a model's forward under DDP, a file's write under
+    torch.save), which library call it runs inside."""
     if not frames:
         return "no stack"
     index = innermost_user(frames)
     if index is None:
         return frame_text(frames[-1])
-    called = next((f for f in frames[index + 1 :] if f.function not in PASS_THROUGH), None)
+    called = _called(frames[index + 1 :])
     if called is None:
-        return frame_text(frames[index], code=True)
-    return f"{called.function} ({os.path.basename(called.file)}) at {frame_text(frames[index])}"
+        text = frame_text(frames[index], code=True)
+    else:
+        text = f"{called.function} ({os.path.basename(called.file)}) at {frame_text(frames[index])}"
+    return text + _inside(frames, index)
+
+
+def _called(frames: Sequence[Frame]) -> Frame | None:
+    """The first frame that is more than a pass-through (a decorator, Module.__call__)."""
+    return next((f for f in frames if f.function not in PASS_THROUGH), None)
+
+
+def _inside(frames: Sequence[Frame], index: int) -> str:
+    """ ", inside forward (distributed.py) at train.py:120 in step" when library frames called
+    frame ``index`` back; "" when the user's own code called it."""
+    start = index
+    while start > 0 and is_library(frames[start - 1]):
+        start -= 1
+    library = _called(frames[start:index])
+    if library is None:
+        return ""
+    caller = f" at {frame_text(frames[start - 1])}" if start > 0 else ""
+    return f", inside {library.function} ({os.path.basename(library.file)}){caller}"
 
 
 def frame_text(frame: Frame, code: bool = False) -> str:

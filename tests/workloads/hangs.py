@@ -5,15 +5,15 @@ Plain PyTorch with no traintop in it, started under `traintop run -- torchrun ..
 normal steps (about 20 ms each), then:
 
 * ``sleep``: rank 2 sleeps in ``log_metrics`` before the step's ``dist.all_reduce``;
-* ``skip``: rank 1 skips the step's all-reduce and goes on to the barrier after it;
+* ``skip``: rank 1 skips the step's all-reduce and goes on to the barrier that ends the epoch;
 * ``shapes``: ranks 2 and 3 reduce a tensor twice the size the others reduce;
 * ``gil``: rank 2 calls C (``sleep`` through ``ctypes.PyDLL``) that holds the GIL;
 * ``exit``: rank 3 leaves the loop and exits cleanly;
 * ``ddp``: under DDP, rank 1 sleeps inside its model's forward;
 * ``loader``: one process, whose DataLoader worker never returns a batch;
-* ``slow``: every rank's steps take four times as long from then on (it must not read hung);
-* ``checkpoint``: rank 0 saves a checkpoint that takes ``--save-s`` seconds while the others
-  wait in a barrier; then training goes on (it must not read hung).
+* ``checkpoint``: every rank's steps take four times as long for ``--steps`` steps (a job
+  that slows to a quarter of its rate), then rank 0 saves a checkpoint that takes ``--save-s``
+  seconds while the others wait in a barrier, then training goes on; it must never read hung.
 
 The gloo timeout (``--timeout-s``) is short, so no case lingers after its test.
 """
@@ -123,12 +123,15 @@ def train(opts: argparse.Namespace) -> None:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        time.sleep(STEP_S * (4 if opts.case == "slow" and step >= HANG_AT else 1))
+        slow = opts.case == "checkpoint" and HANG_AT <= step < 2 * HANG_AT
+        time.sleep(STEP_S * (4 if slow else 1))
         if distributed and opts.case != "ddp":
             log_metrics(loss, rank, opts.case, step)
         if step == HANG_AT and opts.case == "exit" and rank == 3:
             sys.exit(0)
-        if step == HANG_AT and opts.case == "checkpoint":
+        if step == HANG_AT and opts.case == "skip":
+            dist.barrier()  # the end of an epoch
+        if step == 2 * HANG_AT and opts.case == "checkpoint":
             if rank == 0:
                 save_checkpoint(model, opts.save_s)
             dist.barrier()
