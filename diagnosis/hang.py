@@ -241,6 +241,8 @@ def _summary(kind: str, places: tuple[RankHang, ...], main: Collective | None,
         parts = [f"{_ranks_word(sorted(r for r, c in inside.items() if key_of(c) == k))} in "
                  f"{k[2]} #{k[1]} ({k[0]}{', ' + k[3] if k[3] else ''})"
                  for k in sorted({key_of(c) for c in inside.values()})]  # fmt: skip
+        outside = [p for p in places if p.state == "outside"]
+        parts += [_at(p) for p in outside[:3]]
         return "the ranks are in collectives that differ: " + "; ".join(parts) + (
             " (the code took different paths)")  # fmt: skip
     shape = f", {main.shape}" if main.shape else ""

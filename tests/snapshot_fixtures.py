@@ -14,10 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from traintop.collectors.snapshot import (
+    Collective,
     CollectorError,
     CpuCore,
     CpuSnapshot,
     DiskSnapshot,
+    Frame,
     GpuProcess,
     GpuSnapshot,
     GpuStatus,
@@ -27,6 +29,7 @@ from traintop.collectors.snapshot import (
     NicSnapshot,
     PhaseShare,
     ProcessSnapshot,
+    RankStack,
     Snapshot,
     WorkerSnapshot,
 )
@@ -244,6 +247,47 @@ def ddp_rank(
 def ddp_job(world: int = 8, tick: int = 0, **kwargs) -> tuple[JobSnapshot, ...]:
     """Every rank of one DDP job on this box."""
     return tuple(ddp_rank(rank, world, tick, **kwargs) for rank in range(world))
+
+
+TORCH = "/opt/venv/lib/python3.11/site-packages/torch"
+TRAIN = "/home/ana/llama/train.py"
+WAITING = (
+    Frame(TRAIN, 214, "<module>", "main()"),
+    Frame(TRAIN, 188, "main", "train(model, loader, args)"),
+    Frame(TRAIN, 120, "train", "dist.all_reduce(loss_sum)"),
+    Frame(f"{TORCH}/distributed/c10d_logger.py", 83, "wrapper", "return func(*args, **kwargs)"),
+    Frame(f"{TORCH}/distributed/distributed_c10d.py", 3252, "all_reduce", "work.wait()"),
+)
+STUCK = (
+    *WAITING[:2],
+    Frame(TRAIN, 97, "train", "batch = fetch_shard(bucket, index)"),
+    Frame("/home/ana/llama/data.py", 41, "fetch_shard", "blob = client.get_object(key)"),
+    Frame("/opt/venv/lib/python3.11/site-packages/botocore/client.py", 569, "_api_call",
+          "return self._make_api_call(operation_name, kwargs)"),
+    Frame("/usr/lib/python3.11/socket.py", 706, "readinto", "return self._sock.recv_into(b)"),
+)  # fmt: skip
+
+
+def hung_job(waited_s: float = 72.0, world: int = 4, stuck: int = 2) -> tuple[JobSnapshot, ...]:
+    """A DDP job hung ``waited_s`` seconds: rank ``stuck`` blocks in a storage read while the
+    others wait for it in all_reduce #1042 (their ledgers and stacks say so)."""
+    jobs = []
+    for job in ddp_job(world, slow=None, name="llama-7b"):
+        waiting = job.rank != stuck
+        last = Collective("0:default_pg", 1042 if waiting else 1041, "all_reduce",
+                          "f32[1]", world, waited_s if waiting else waited_s + 0.4,
+                          None if waiting else 0.003, timeout_s=1800.0,
+                          site=f"train.py:train:{120}")  # fmt: skip
+        stack = RankStack(
+            WAITING if waiting else STUCK, 3.0, "helper", "comm" if waiting else "data"
+        )
+        jobs.append(replace(
+            job, state="stalled", steps_per_s=None, samples_per_s=None, batches_per_s=None,
+            last_step_age_s=waited_s + 0.5, live_phase="comm" if waiting else "data",
+            live_phase_s=waited_s, collectives=(last,), collectives_total=2084 + waiting,
+            stack=stack, stall_after_s=10.0, hang_after_s=60.0,
+        ))  # fmt: skip
+    return tuple(jobs)
 
 
 def sweep_run(index: int, tick: int = 0, *, state: str = "live", ended_s: float = 0.0):
