@@ -130,7 +130,10 @@ def _place(rank: JobSnapshot, c: Collective | None, main: Collective | None, kin
     """One rank's state and the words for it."""
     stack = rank.stack
     frames, source = (stack.frames, stack.source) if stack is not None else ((), "")
-    if gone:
+    fell = _raised(rank) if gone else None
+    if fell is not None:
+        state, text = "failed", f"failed in {_named(fell)}, then {rank.state}"
+    elif gone:
         state, text = "gone", f"gone ({rank.state})"
     elif c is not None and main is not None and key_of(c) == key_of(main):
         state, text = "inside", f"{_in(c, ended)} {_named(c)}{_for(c, ended)}"
@@ -231,12 +234,7 @@ def _summary(kind: str, places: tuple[RankHang, ...], main: Collective | None,
         first = places[0]
         return f"no rank is in a collective (a data or compute hang); {_at(first)}"
     if kind == "dead_rank":
-        dead = [p for p in places if p.state == "gone"]
-        waiting = _ranks_word(in_main)
-        verb = "failed in" if main is not None and main.raised else "wait in"
-        tail = f"{waiting} {verb} {_named(main)} ({main.group})" if main else "the others wait"
-        states = ", ".join(sorted({p.text for p in dead}))
-        return f"{_ranks_word([p.rank for p in dead])} {states}; {tail}"
+        return _dead(places, main, in_main)
     if kind == "desync":
         parts = [f"{_ranks_word(sorted(r for r, c in inside.items() if key_of(c) == k))} in "
                  f"{k[2]} #{k[1]} ({k[0]}{', ' + k[3] if k[3] else ''})"
@@ -264,6 +262,24 @@ def _silence(ranks: Sequence[JobSnapshot], for_s: float, level: str) -> str:
     hang_after = max(_limit(r, stall.HANG) for r in running)
     return (f"no rank finished a step for {duration(for_s)} (stalled after "
             f"{duration(stall_after)}, hung after {duration(hang_after)})")  # fmt: skip
+
+
+def _dead(places: tuple[RankHang, ...], main: Collective | None, in_main: tuple[int, ...]) -> str:
+    """ "rank 3 gone (finished); ranks 0, 2 failed in all_reduce #32 and ended; rank 1 waits
+    in it": who went first, who fell with the collective, who still waits."""
+    first = [p for p in places if p.state == "gone"]
+    fell = [p.rank for p in places if p.state == "failed"]
+    parts = [f"{_ranks_word([p.rank for p in first])} {', '.join(sorted({p.text for p in first}))}"
+             ] if first else []  # fmt: skip
+    if main is None:
+        return "; ".join([*parts, "the others wait"])
+    what = f"{_named(main)} ({main.group})"
+    if fell:
+        parts.append(f"{_ranks_word(fell)} failed in {what} and ended")
+    if in_main:
+        verb = "failed in" if main.raised else "wait in"
+        parts.append(f"{_ranks_word(in_main)} {verb} {'it' if fell else what}")
+    return "; ".join(parts)
 
 
 def _phase(rank: JobSnapshot) -> str:

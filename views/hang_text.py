@@ -25,7 +25,8 @@ def rank_text(place: RankHang) -> str:
     """A rank's place and, when its stack is known, where it is."""
     if not place.frames:
         site = place.collective.site if place.collective is not None else ""
-        return f"{place.text} · called at {site}" if site and place.state != "gone" else place.text
+        shown = site and place.state not in ("gone", "failed")
+        return f"{place.text} · called at {site}" if shown else place.text
     return f"{place.text} · {where(place.frames)}"
 
 
@@ -55,7 +56,7 @@ def every_stack(hang: Hang) -> list[tuple[str, list[str]]]:
 
 
 def _no_stack(place: RankHang) -> str:
-    if place.state == "gone":
+    if place.state in ("gone", "failed"):
         return "its process is gone: no stack to take"
     site = place.collective.site if place.collective is not None else ""
     return f"not taken yet{f'; its ledger: called at {site}' if site else ''}"

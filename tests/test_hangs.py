@@ -1,0 +1,345 @@
+"""Hangs on real jobs: every case of issue 25 at once, under `traintop run`, read by one
+recorder, `traintop diagnose` and `traintop jobs`, and replayed.
+
+Each case is tests/workloads/hangs.py, unchanged, as a 4-rank torchrun job on gloo (the
+DataLoader case as one process).  A hung rank uses no CPU, so all cases start together and one
+`traintop record` watches them all; the tests read what it kept (every snapshot and verdict),
+so they assert what the live monitor showed, tick by tick.  The checkpoint job (a quarter of
+its rate for a while, then a 30 s save on rank 0) is the longest: it starts first, and the
+others start once it steps, so its save overlaps their start-up (torch imports slowly: 37
+processes import it).  Every process tree is killed at the end; the gloo timeout would end
+them anyway.
+
+On gloo a rank that exits, or ranks that reduce different shapes, make their peers fail at
+once (NCCL's would wait for the timeout): those two cases end crashed, and the verdict is the
+job's post-mortem, read from the ledgers the moment the ranks end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.isolation import no_gpu_env
+from tests.snapshot_fixtures import machine
+from traintop.collectors.jobs import JobCollector
+from traintop.collectors.snapshot import JobSnapshot
+from traintop.diagnosis.hang import hang_of
+from traintop.diagnosis.job_groups import group_jobs
+from traintop.diagnosis.model import Hang, JobVerdict
+from traintop.store.reader import Recording
+from traintop.store.replay_source import ReplaySource
+from traintop.tui.replay_app import ReplayApp
+from traintop.tui.widgets.training import TrainingPanel
+from traintop.tui.widgets.verdict import VerdictBanner
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKLOAD = str(ROOT / "tests" / "workloads" / "hangs.py")
+TRAINTOP = [sys.executable, "-m", "traintop.cli.main"]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4"]
+CASES = ("checkpoint", "sleep", "skip", "shapes", "gil", "exit", "ddp")  # 4-rank torchrun jobs
+HUNG = ("sleep", "skip", "gil", "ddp", "loader")  # still hung when the fixture ends
+ENDED = ("shapes", "exit", "checkpoint")
+DEADLINE_S = 300.0
+SLACK_S = 3.0  # past the stall limit: the limit + 2 s of the issue, + a tick of a busy recorder
+
+
+@dataclass
+class Observed:
+    """What the monitor saw: the recording, `diagnose --json`, `jobs --json`."""
+
+    recording: Path
+    diagnose: dict
+    jobs: list
+    samples: list = field(default_factory=list)  # (snapshot, verdict), in order
+
+    def verdicts(self, case: str) -> Iterator[tuple[int, JobSnapshot, JobVerdict]]:
+        """(sample index, a rank, the job's verdict) of ``hang-<case>`` at every sample."""
+        for index, (snapshot, verdict) in enumerate(self.samples):
+            job = next((v for v in verdict.per_job if v.name == f"hang-{case}"), None)
+            ranks = [r for r in snapshot.jobs if r.name == f"hang-{case}"]
+            if job is not None and ranks:
+                yield index, ranks, job
+
+    def first_hang(self, case: str) -> tuple[int, list, Hang]:
+        """The first sample whose verdict on the job is a hang."""
+        return next((i, r, v.hang) for i, r, v in self.verdicts(case) if v.hang is not None)
+
+    def last_hang(self, case: str) -> Hang:
+        """The last sample's hang (an ended job's: its post-mortem)."""
+        return [v.hang for _i, _r, v in self.verdicts(case) if v.hang is not None][-1]
+
+
+def _start(argv: list[str], env: dict, log: Path) -> subprocess.Popen:
+    with log.open("w") as out:
+        return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+
+
+def _descendants(pids: set[int]) -> set[int]:
+    """``pids`` and every process below them (torchrun gives its ranks their own sessions)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    parents[int(entry)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, grew = set(pids), True
+    while grew:
+        more = {pid for pid, ppid in parents.items() if ppid in found} - found
+        found |= more
+        grew = bool(more)
+    return found
+
+
+def _kill_trees(procs: list[subprocess.Popen], ranks: set[int]) -> None:
+    for pid in _descendants({p.pid for p in procs} | ranks):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+    for proc in procs:
+        proc.wait(timeout=30)
+
+
+def _settled(jobs: tuple[JobSnapshot, ...]) -> tuple[bool, bool]:
+    """(every hung case is past its stall limit + SLACK_S, every ended case ended)."""
+    groups = {g.name: g for g in group_jobs(machine(gpus=0, jobs=jobs))}
+    stopped = [hang_of(groups[f"hang-{c}"].ranks) if f"hang-{c}" in groups else None for c in HUNG]
+    hung = all(h is not None and h.for_s > 10.0 + SLACK_S for h in stopped)
+    ended = all(f"hang-{c}" in groups and not groups[f"hang-{c}"].live for c in ENDED)
+    return hung, ended
+
+
+def _case(case: str, env: dict, tmp: Path) -> subprocess.Popen:
+    """``hang-<case>`` under `traintop run`: a 4-rank torchrun job, the loader case alone."""
+    if case == "loader":
+        job = [sys.executable, WORKLOAD, "--case", case, "--steps", "30"]
+    else:
+        job = [*TORCHRUN, WORKLOAD, "--case", case, "--steps", "30", "--timeout-s", "240"]
+    case_env = {**env, "TORCH_FR_BUFFER_SIZE": "64"} if case == "sleep" else env
+    return _start([*TRAINTOP, "run", "--name", f"hang-{case}", "--", *job], case_env,
+                  tmp / f"{case}.log")  # fmt: skip
+
+
+def _cli(args: list[str], env: dict) -> str:
+    done = subprocess.run([*TRAINTOP, *args], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
+    tmp = tmp_path_factory.mktemp("hangs")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINTOP", "TORCH_"))}
+    env.update(no_gpu_env(tmp), PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    recording = tmp / "hangs.ttrec"
+    procs = [_start([*TRAINTOP, "record", "-o", str(recording), "--interval", "1"], env,
+                    tmp / "record.log")]  # fmt: skip
+    procs.append(_case("checkpoint", env, tmp))
+    collector = JobCollector(directory=env["TRAINTOP_RING_DIR"])
+    ranks: set[int] = set()
+    diagnose, jobs = None, None
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            time.sleep(1.0)
+            found = collector.collect()
+            ranks |= {j.pid for j in found}
+            if len(procs) == 2 and len(found) == 4:  # the checkpoint job steps: the rest now
+                procs += [_case(case, env, tmp) for case in (*CASES[1:], "loader")]
+            hung, ended = _settled(found)
+            if hung and diagnose is None:
+                diagnose = json.loads(_cli(["diagnose", "--for", "2", "--json"], env))
+                jobs = json.loads(_cli(["jobs", "--json"], env))
+            if hung and ended and diagnose is not None:
+                break
+        else:
+            pytest.fail(f"the cases never settled; logs in {tmp}")
+    finally:
+        collector.close()
+        procs[0].send_signal(signal.SIGTERM)  # the recorder writes its last second and exits
+        procs[0].wait(timeout=60)
+        _kill_trees(procs[1:], ranks)
+    with Recording(recording) as rec:
+        samples = [rec.sample(i) for i in range(len(rec.samples))]
+    yield Observed(recording, diagnose, jobs, [(s, v) for s, v in samples if v is not None])
+
+
+def _frame_functions(hang: Hang, rank: int) -> set[tuple[str, str]]:
+    place = next(p for p in hang.ranks if p.rank == rank)
+    return {(os.path.basename(f.file), f.function) for f in place.frames}
+
+
+def _in_time(ranks: list[JobSnapshot], hang: Hang) -> float:
+    """The delay from the stall (the job's last step) to the first verdict, checked against
+    the job's stall limit + the issue's 2 s (+ SLACK_S for a busy box)."""
+    limit = max(r.stall_after_s for r in ranks if r.stall_after_s is not None)
+    assert hang.for_s <= limit + SLACK_S, (hang.for_s, limit)
+    return hang.for_s
+
+
+@pytest.mark.slow
+def test_a_rank_sleeping_before_its_collective_is_named(observed: Observed) -> None:
+    _, ranks, hang = observed.first_hang("sleep")
+    _in_time(ranks, hang)
+    assert (hang.level, hang.kind, hang.op, hang.missing, hang.inside) == (
+        "stalled", "not_entered", "all_reduce", (2,), (0, 1, 3))  # fmt: skip
+    assert ("hangs.py", "log_metrics") in _frame_functions(hang, 2)
+    assert "rank 2 is in hangs.py:" in hang.summary and "time.sleep(FOREVER_S)" in hang.summary
+
+
+@pytest.mark.slow
+def test_the_flight_recorder_holds_the_waiting_ranks_collective(observed: Observed) -> None:
+    """TORCH_FR_BUFFER_SIZE set for the sleep case: torch 2.13 records gloo groups too, and
+    the helper's reply carries what it holds unfinished (read_flight_recorder on real torch)."""
+    _, ranks, _hang = observed.first_hang("sleep")
+    waiting = [r for r in ranks if r.rank != 2 and r.stack is not None]
+    assert waiting and all(r.stack.pending for r in waiting)
+    assert {(c.group, c.op) for r in waiting for c in r.stack.pending} == {
+        ("0:default_pg", "all_reduce")
+    }
+
+
+@pytest.mark.slow
+def test_a_skipped_collective_is_a_desync(observed: Observed) -> None:
+    _, ranks, hang = observed.first_hang("skip")
+    _in_time(ranks, hang)
+    assert hang.kind == "desync" and hang.inside == (0, 2, 3) and hang.missing == (1,)
+    assert "rank 1 in barrier #31" in hang.summary
+    assert ("hangs.py", "train") in _frame_functions(hang, 1)
+    assert ("distributed_c10d.py", "barrier") in _frame_functions(hang, 1)
+
+
+@pytest.mark.slow
+def test_ranks_reducing_different_shapes_are_a_desync(observed: Observed) -> None:
+    """gloo fails the mismatched reduction at once: the post-mortem names both shapes."""
+    index, _ranks, hang = observed.first_hang("shapes")
+    assert (hang.level, hang.kind, hang.shapes) == ("crashed", "desync", ("f32[1024]", "f32[2048]"))
+    assert "ranks 2-3 in all_reduce #31 (0:default_pg, f32[2048])" in hang.summary
+    sites = {p.collective.site for p in hang.ranks if p.collective is not None}
+    assert sites == {"hangs.py:log_metrics:96"}  # no stack after a crash: the ledger says where
+    ended_at = next(i for i, _r, v in observed.verdicts("shapes") if not v.live)
+    assert index <= ended_at  # read the tick the job ended
+
+
+@pytest.mark.slow
+def test_c_code_holding_the_gil_is_found_through_faulthandler(observed: Observed) -> None:
+    _, ranks, hang = observed.first_hang("gil")
+    _in_time(ranks, hang)
+    assert hang.kind == "not_entered" and hang.missing == (2,)
+    place = next(p for p in hang.ranks if p.rank == 2)
+    assert place.stack_source == "signal"
+    assert ("hangs.py", "hold_the_gil") in _frame_functions(hang, 2)
+
+
+@pytest.mark.slow
+def test_a_rank_that_exits_is_the_dead_rank(observed: Observed) -> None:
+    """gloo: ranks whose ring neighbour left fail at once, the others wait a while longer for
+    their own peers (a live dead rank); either way the rank that went first is named."""
+    _index, _ranks, hang = observed.first_hang("exit")
+    assert hang.kind == "dead_rank" and 3 in hang.missing
+    assert hang.summary.startswith("rank 3 gone (finished); "), hang.summary
+    assert {p.collective.site for p in hang.ranks if p.rank != 3} == {"hangs.py:log_metrics:96"}
+    final = observed.last_hang("exit")
+    assert final.level == "crashed" and final.summary.startswith("rank 3 gone (finished); ")
+
+
+@pytest.mark.slow
+def test_a_sleeper_inside_ddps_forward_is_found_despite_the_cpp_all_reduce(observed) -> None:
+    _, ranks, hang = observed.first_hang("ddp")
+    _in_time(ranks, hang)
+    assert (hang.kind, hang.group, hang.missing) == ("not_entered", "backward", (1,))
+    assert ("hangs.py", "forward") in _frame_functions(hang, 1)
+    assert ("distributed.py", "forward") in _frame_functions(hang, 1)  # inside DDP's forward
+    assert any("issued from C++" in line for line in hang.evidence)
+
+
+@pytest.mark.slow
+def test_a_dataloader_worker_that_never_returns_is_a_data_hang(observed: Observed) -> None:
+    _, ranks, hang = observed.first_hang("loader")
+    _in_time(ranks, hang)
+    assert hang.kind == "no_collective" and hang.inside == ()
+    assert ("hangs.py", "train") in _frame_functions(hang, 0)
+    assert ("dataloader.py", "__next__") in _frame_functions(hang, 0)
+
+
+@pytest.mark.slow
+def test_a_slow_job_and_a_30_s_checkpoint_never_read_hung(observed: Observed) -> None:
+    """A quarter of its rate (no verdict of a stop at all), then rank 0 in torch.save while
+    the others wait in a barrier: stalled, never hung, and nothing captured while it stepped."""
+    levels = {v.hang.level if v.hang else None for _i, _r, v in observed.verdicts("checkpoint")}
+    assert levels == {None, "stalled"}
+    _, ranks, hang = observed.first_hang("checkpoint")
+    _in_time(ranks, hang)
+    assert hang.kind == "not_entered" and hang.missing == (0,) and hang.op == "barrier"
+    assert ("serialization.py", "save") in _frame_functions(hang, 0)
+    assert "inside save (serialization.py) at hangs.py" in hang.summary
+    healthy = [r for _i, rs, v in observed.verdicts("checkpoint") if v.hang is None for r in rs]
+    assert healthy and all(r.stack is None for r in healthy if (r.last_step_age_s or 0) < 5.0)
+
+
+@pytest.mark.slow
+def test_diagnose_and_jobs_say_it_too(observed: Observed) -> None:
+    per_job = {j["name"]: j for j in observed.diagnose["per_job"]}
+    kinds = {name[5:]: j["hang"]["kind"] for name, j in per_job.items() if j["hang"]}
+    kinds.pop("checkpoint", None)  # stalled or stepping, as the save goes when diagnose runs
+    assert kinds == {"sleep": "not_entered", "skip": "desync", "gil": "not_entered",
+                     "ddp": "not_entered", "loader": "no_collective", "shapes": "desync",
+                     "exit": "dead_rank"}  # fmt: skip
+    assert per_job["hang-sleep"]["hang"]["missing"] == [2]
+    sleeping = [r for r in observed.jobs if r["name"] == "hang-sleep"]
+    places = {r["rank"]: r["place"] for r in sleeping}
+    assert places[2].startswith("not entered (last #30) · hangs.py:89 in log_metrics")
+    assert places[0].startswith("in all_reduce #31 for ")
+
+
+@pytest.mark.slow
+def test_replay_shows_the_hung_jobs_and_every_ranks_stack(observed: Observed) -> None:
+    """The recording kept the verdicts: replayed, the jobs table says STALLED, the banner
+    names the hang, and `d` lists every rank's stack."""
+    index = max(i for i, _r, v in observed.verdicts("ddp") if v.hang is not None)
+
+    async def script() -> None:
+        with Recording(observed.recording) as rec:
+            source = ReplaySource(rec)
+            app = ReplayApp(source)
+            async with app.run_test(size=(200, 50)) as pilot:
+                await pilot.press("space")  # paused
+                source.seek_index(_sample_id(rec, observed, index))
+                for _ in range(100):  # the source decodes on its own thread
+                    await pilot.pause(0.05)
+                    table = app.query_one(TrainingPanel).render().plain
+                    if "▶ hang-ddp" in table:
+                        break
+                focused = next(line for line in table.splitlines() if "▶ hang-ddp" in line)
+                assert "STALLED" in focused or "HUNG" in focused, table
+                assert "not entered: rank 1 never reached backward #31" in table
+                assert "not entered (last #30) · hangs.py:52 in" in table
+                assert app.query_one(VerdictBanner).render().plain.startswith("◆ HANG")
+                await pilot.press("d")
+                await pilot.pause(0.3)
+                stacks = app.screen.query_one("#details-stacks").render().plain
+                assert "rank 0 (pid " in stacks and "line " in stacks
+
+    asyncio.run(script())
+
+
+def _sample_id(rec: Recording, observed: Observed, index: int) -> int:
+    """The recording's position of the ``index``-th sample that had a verdict."""
+    with_verdicts = [i for i in range(len(rec.samples)) if rec.sample(i)[1] is not None]
+    return with_verdicts[index]
