@@ -54,7 +54,7 @@ def read_entries(read: Callable[[int, int], bytes], head: Callable[[], int]) -> 
 
 def _entry(raw: bytes, index: int) -> Entry | None:
     offset = (index % ring.LEDGER_ENTRIES) * _SIZE
-    (tag, seq, enter, exit_, op, dtype, ndim, _flags, size, timeout, line, d0, d1, d2, d3,
+    (tag, seq, enter, exit_, op, dtype, ndim, _flags, line, d0, d1, d2, d3, size, timeout,
      name, site, tag_end) = ring.LEDGER_ENTRY.unpack_from(raw, offset)  # fmt: skip
     if tag != index + 1 or tag_end != index + 1:
         return None

@@ -43,13 +43,13 @@ import inspect
 import sys
 import threading
 from collections.abc import Callable
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
 
-from traintop.ledger import NO_SITE, NOT_WRITTEN, GroupInfo, Ledger
+from traintop.ledger import NOT_WRITTEN, GroupInfo, Ledger, group_info
 from traintop.phase_context import PhaseContext
 from traintop.probe import Probe
-from traintop.ring_format import BACKWARD_GROUP, DTYPES, GROUP_NAME_SIZE, NO_TENSOR, OPS, fixed_text
+from traintop.ring_format import BACKWARD_GROUP, DTYPES, LEDGER_GROUP, OPS
 
 COMM_PHASE = "comm"
 """The phase name the Training panel and the network rule read as waiting on peers."""
@@ -73,8 +73,6 @@ DTYPE_NAMES = {
     "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool",
     "complex64": "c64", "complex128": "c128", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2",
 }  # fmt: skip
-_PAD = ((0, 0, 0, 0), (0, 0, 0), (0, 0), (0,))
-_NO_DIMS = (0, 0, 0, 0)
 
 
 class WaitBooker:
@@ -90,16 +88,15 @@ class WaitBooker:
         self._queue = queue_callback
         self._distributed = distributed
         self._index: int | None = None
-        self._group: Callable[[], GroupInfo] | None = None  # the ledger's "backward" group
         self._word = NOT_WRITTEN  # the ledger entry of this backward's wait, until it returns
-        self._site = NO_SITE  # where backward() was called, for the ledger
+        self._caller: FrameType | None = None  # where backward() was called, for the ledger
 
     def arm(self, tensor: Any) -> Any:
         """Before ``tensor.backward()``: the hook's handle (remove it after), None if not armed."""
         if not self._probe._auto or tensor.grad_fn is None or not self._distributed():
             return None
         try:
-            self._site = self._probe._ledger.site(sys._getframe(2))  # the caller of backward()
+            self._caller = sys._getframe(2)  # the caller of backward(), on the stack throughout
             return tensor.register_hook(self._backward_started)
         except Exception as exc:
             self._probe._fail(exc)
@@ -123,16 +120,13 @@ class WaitBooker:
             self._probe._fail(exc)
             return
         self._probe._switch(self._index)
-        if self._group is not None:
-            try:
-                self._word = self._probe._ledger.enter(self._group(), BACKWARD_OP, 0, NO_TENSOR,
-                                                       _NO_DIMS, self._site)  # fmt: skip
-            except Exception:  # no default group to describe: the wait stays out of the ledger
-                self._word = NOT_WRITTEN
+        ledger = self._probe._ledger
+        if self._caller is not None and _backward_group(ledger) is not None:
+            self._word = ledger.collective(BACKWARD_GROUP, BACKWARD_OP, None, self._caller)
 
     def finish(self, raised: bool) -> None:
         """Backward returned (or raised): the wait it ended with is over."""
-        word, self._word = self._word, NOT_WRITTEN
+        word, self._word, self._caller = self._word, NOT_WRITTEN, None
         self._probe._ledger.exit(word, raised)
 
 
@@ -140,26 +134,14 @@ BACKWARD_OP = OPS.index("backward")
 
 
 class CollectiveBooker:
-    """Books blocking collective calls made on the training thread as "comm", nested, and
-    writes each into the ledger.
+    """Books blocking collective calls made on the training thread as "comm", nested; the
+    probe's ledger records each (its ``describe`` and ``dtypes`` set by ``install``)."""
 
-    ``groups`` describes a process group (None: the default one) for the ledger; ``dtypes``
-    maps a tensor's dtype to its ledger code.
-    """
-
-    def __init__(
-        self,
-        probe: Probe,
-        compiling: Callable[[], bool],
-        groups: Callable[[Any], GroupInfo] | None = None,
-        dtypes: dict[Any, int] | None = None,
-    ) -> None:
+    def __init__(self, probe: Probe, compiling: Callable[[], bool]) -> None:
         self._probe = probe
         self._compiling = compiling
         self._thread = threading.get_ident()  # the thread that imports torch runs the loop
         self._context: PhaseContext | None = None
-        self._groups = groups
-        self._dtypes = dtypes or {}
         self.ledger: Ledger = probe._ledger
 
     def watched(self) -> bool:
@@ -176,26 +158,6 @@ class CollectiveBooker:
             self._context = PhaseContext(probe, probe._slot(COMM_PHASE))
         return self._context
 
-    def enter(self, op: int, group: Any, tensor: Any, site: tuple[bytes, int]) -> int:
-        """Write the call into the ledger; its word for ``Ledger.exit`` (NOT_WRITTEN: none)."""
-        describe = self._groups
-        if describe is None:
-            return NOT_WRITTEN
-        ledger = self.ledger
-        try:
-            info = ledger.groups.get(group) or describe(group)
-        except Exception:  # no such group (yet): the call will say so itself
-            return NOT_WRITTEN
-        if isinstance(tensor, list | tuple):
-            tensor = tensor[0] if tensor else None
-        try:
-            shape = tensor.shape
-            ndim = len(shape)
-            dims = shape + _PAD[ndim] if ndim < 4 else shape[:4]
-            return ledger.enter(info, op, self._dtypes.get(tensor.dtype, 0), ndim, dims, site)
-        except Exception:  # not a tensor (objects, None): the call carries no shape
-            return ledger.enter(info, op, 0, NO_TENSOR, _NO_DIMS, site)
-
 
 def install(probe: Probe, torch: ModuleType) -> None:
     """Wrap ``Tensor.backward`` (already timed by ``torch_hooks``) to arm the booker, and the
@@ -205,9 +167,9 @@ def install(probe: Probe, torch: ModuleType) -> None:
         return
     engine = torch.autograd.Variable._execution_engine
     booker = WaitBooker(probe, engine.queue_callback, dist.is_initialized)
-    describe = _group_describer(probe._ledger, torch)
-    booker._group = lambda: _backward_group(probe._ledger, describe)
-    collectives = CollectiveBooker(probe, torch.compiler.is_compiling, describe, _dtypes(torch))
+    ledger = probe._ledger
+    ledger.describe, ledger.dtypes = _group_describer(ledger, torch), _dtypes(torch)
+    collectives = CollectiveBooker(probe, torch.compiler.is_compiling)
     home = dist.distributed_c10d
     wrapped = {name: _booked_collective(collectives, getattr(home, name)) for name in COLLECTIVES}
     torch.Tensor.backward = _armed_backward(booker, torch.Tensor.backward)
@@ -227,8 +189,7 @@ def _group_describer(ledger: Ledger, torch: ModuleType) -> Callable[[Any], Group
         desc = str(getattr(pg, "group_desc", "") or "")
         if desc and desc != "undefined":
             name = f"{name}:{desc}"
-        info = (fixed_text(name, GROUP_NAME_SIZE + 1), int(pg.size()), _timeout_ms(torch, pg))
-        ledger.groups[group] = info
+        info = ledger.groups[group] = group_info(name, int(pg.size()), _timeout_ms(torch, pg))
         return info
 
     return describe
@@ -245,12 +206,17 @@ def _timeout_ms(torch: ModuleType, pg: Any) -> int:
     return 0
 
 
-def _backward_group(ledger: Ledger, describe: Callable[[Any], GroupInfo]) -> GroupInfo:
-    """The default group's size and timeout under the name of the end-of-backward wait."""
+def _backward_group(ledger: Ledger) -> GroupInfo | None:
+    """The default group's size and timeout under the name of the end-of-backward wait (None:
+    no default group to describe)."""
     info = ledger.groups.get(BACKWARD_GROUP)
-    if info is None:
-        _name, size, timeout = ledger.groups.get(None) or describe(None)
-        info = ledger.groups[BACKWARD_GROUP] = (BACKWARD_GROUP.encode(), size, timeout)
+    if info is None and ledger.describe is not None:
+        try:
+            default = ledger.groups.get(None) or ledger.describe(None)
+        except Exception:
+            return None
+        size, timeout, _name = LEDGER_GROUP.unpack(default[0])
+        info = ledger.groups[BACKWARD_GROUP] = group_info(BACKWARD_GROUP, size, timeout)
     return info
 
 
@@ -272,6 +238,7 @@ def _booked_collective(booker: CollectiveBooker, original: Callable[..., Any]) -
     name = original.__name__
     op = OPS.index(name) if name in OPS else 0
     tensor_at, tensor_name = _param(params, TENSOR_PARAMS.get(name))
+    listed = tensor_name.endswith("_list")  # all_to_all: the shape is its first tensor's
     group_at, _ = _param(params, "group")
     ledger = booker.ledger
 
@@ -285,7 +252,9 @@ def _booked_collective(booker: CollectiveBooker, original: Callable[..., Any]) -
         n = len(args)
         group = args[group_at] if n > group_at else kwargs.get("group")
         tensor = args[tensor_at] if n > tensor_at else kwargs.get(tensor_name)
-        word = booker.enter(op, group, tensor, ledger.site(sys._getframe(1)))
+        if listed:
+            tensor = tensor[0] if tensor else None
+        word = ledger.collective(group, op, tensor, sys._getframe(1))
         context = booker.context()
         try:
             if context is None:

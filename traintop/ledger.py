@@ -8,57 +8,86 @@ header page (format 1.2, docs/ring-format.md): group, the group's sequence numbe
 of a group calls its collectives in one order, so the numbers agree across ranks), op, dtype
 and the first dims, the call site (file and function that called it, and the line), enter time,
 and the exit time when it returns.  The call site says where a rank waits even when no stack
-can be had (a rank that crashed, an older monitor).  A monitor reads the ledgers
-of every rank it sees; nothing is asked of the training process.
+can be had (a rank that crashed, an older monitor).  A monitor reads the ledgers of every rank
+it sees; nothing is asked of the training process.
 
-Cost, on the training thread: one ``pack_into`` at entry, one 8-byte store at exit
-(``benchmarks/bench_ledger.py``).  Before the segment exists (collectives before the first step)
-the entries go to a scratch page that is copied into the segment when it is made, so the
-sequence numbers stay whole.  Nothing here raises: a write that fails (a segment released at
-exit or in a forked child) sends the ledger back to its scratch page.
+Cost, on the training thread: one ``pack_into`` at entry, one 8-byte store at exit, about 2 µs a
+collective in all (``benchmarks/bench_ledger.py``): what is fixed per group (its size, timeout
+and name) is packed once, a call site's text is made once per function, and the whole entry
+takes one Python call.  Before the segment exists (collectives before the first step) the
+entries go to a scratch page that is copied into the segment when it is made, so the sequence
+numbers stay whole.  Nothing here raises: a write that fails (a segment released at exit or in
+a forked child) sends the ledger back to its scratch page.
 """
 
 from __future__ import annotations
 
 import os
+import struct
 import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 from traintop.ring_format import (
+    GROUP_NAME_SIZE,
     HEADER_SIZE,
     LEDGER_ENTRIES,
     LEDGER_ENTRY,
     LEDGER_EXIT_FIELD,
+    LEDGER_GROUP,
     LEDGER_HEAD_WORD,
     LEDGER_OFFSET,
     LEDGER_RAISED,
+    NO_TENSOR,
     SITE_SIZE,
     fixed_text,
 )
 
 _U32 = 0xFFFF_FFFF
 _SIZE = LEDGER_ENTRY.size
-NOT_WRITTEN = -1  # what ``enter`` returns when nothing was written (``exit`` then does nothing)
-GroupInfo = tuple[bytes, int, int]  # name (UTF-8, as stored), size, timeout in ms (0: unknown)
-NO_SITE = (b"", 0)
+NOT_WRITTEN = -1  # what ``collective`` returns when nothing was written (``exit`` does nothing)
+# A group as entries store it: its LEDGER_GROUP bytes (size, timeout, name), packed once, and
+# its sequence counter ([the last number given]): a list item costs less than a dict's.
+GroupInfo = tuple[bytes, list[int]]
+
+
+def group_info(name: str, size: int, timeout_ms: int) -> GroupInfo:
+    """What the ledger keeps of a group (values out of range clamped)."""
+    packed = LEDGER_GROUP.pack(min(max(size, 0), _U32), min(max(timeout_ms, 0), _U32),
+                               fixed_text(name, GROUP_NAME_SIZE + 1))  # fmt: skip
+    return packed, [0]
+
+
+def _packer(ndim: int) -> Any:
+    """``pack_into`` of an entry with ``ndim`` dims given (the rest pad bytes, zeroed by the
+    pack) and the group's fields as one ``32s``: no padded tuple made per call."""
+    dims = f"{ndim}I{4 * (4 - ndim)}x" if ndim else "16x"
+    return struct.Struct(f"<QQQQBBBBI{dims}32s32sQ").pack_into
+
+
+_PACKS = tuple(_packer(ndim) for ndim in range(5))
+_OFFSETS = tuple(LEDGER_OFFSET + slot * _SIZE for slot in range(LEDGER_ENTRIES))
 
 
 class Ledger:
     """One process's ledger.  Single writer: the training thread (``traintop.comm_hooks``)."""
 
-    __slots__ = ("_clock", "_n", "_pack", "_page", "_q", "_seqs", "_sites", "groups")
+    __slots__ = ("_clock", "_n", "_page", "_q", "_sites", "describe", "dtypes", "groups")
 
     def __init__(self, clock: Callable[[], int] = time.monotonic_ns) -> None:
         self._clock = clock
         self._n = 0
-        self._seqs: dict[bytes, int] = {}
-        self._pack = LEDGER_ENTRY.pack_into
         # Per process group object (None: the default group): what an entry says of it,
-        # resolved once (``traintop.comm_hooks``); emptied when a new default group is made.
+        # resolved once (``describe``); emptied when a new default group is made.
         self.groups: dict[Any, GroupInfo] = {}
-        self._sites: dict[Any, bytes] = {}  # code object -> b"train.py:step"
+        # Set by traintop.comm_hooks: what a group object is (``group_info``), and torch
+        # dtype -> code; without a describer nothing is recorded.
+        self.describe: Callable[[Any], GroupInfo] | None = None
+        self.dtypes: dict[Any, int] = {}
+        # id(code object) -> (the code object, b"train.py:step"): a code object hashes its whole
+        # body (1.4 µs); its id costs nothing, and the object kept beside it rules out reuse.
+        self._sites: dict[int, tuple[Any, bytes]] = {}
         self._scratch()
 
     def _scratch(self) -> None:
@@ -72,46 +101,56 @@ class Ledger:
         """Entries written so far."""
         return self._n
 
-    def site(self, frame: FrameType) -> tuple[bytes, int]:
-        """``frame``'s call site as an entry stores it, its text made once per function."""
-        code = frame.f_code
-        name = self._sites.get(code)
-        if name is None:
-            text = f"{os.path.basename(code.co_filename)}:{code.co_name}"
-            name = self._sites[code] = fixed_text(text, SITE_SIZE + 1)
-        return name, frame.f_lineno
-
-    def enter(self, group: GroupInfo, op: int, dtype: int, ndim: int, dims: tuple,
-              site: tuple[bytes, int] = NO_SITE) -> int:  # fmt: skip
-        """Publish "inside ``op`` of ``group`` since now"; the word to hand to ``exit``.
-
-        ``dims`` holds four ints (the first dims, padded with zeros); ``site`` is the caller's
-        ``b"train.py:step"`` and line."""
-        n = self._n
-        name = group[0]
-        seq = self._seqs.get(name, 0) + 1
-        offset = LEDGER_OFFSET + n % LEDGER_ENTRIES * _SIZE
+    def collective(self, group: Any, op: int, tensor: Any, caller: FrameType) -> int:
+        """Publish "inside ``op`` of ``group`` since now", called from ``caller``; the word to
+        hand to ``exit``.  ``group`` is a process group (None: the default one) or a key the
+        caller put in ``groups``; ``tensor`` a tensor, or anything else (no shape).  The hot
+        path, in one Python call (a call costs 70 ns here)."""
+        describe = self.describe
+        if describe is None:
+            return NOT_WRITTEN
         try:
-            self._pack(self._page, offset, n + 1, seq, self._clock(), 0, op, dtype, ndim, 0,
-                       group[1], group[2], site[1], *dims, name, site[0], n + 1)  # fmt: skip
-        except Exception:  # a value out of range: clamped once more, else nothing written
-            if not self._clamped(offset, n, seq, group, op, dtype, ndim, dims, site):
+            info = self.groups.get(group) or describe(group)
+        except Exception:  # no such group (yet): the call will say so itself
+            return NOT_WRITTEN
+        code = caller.f_code
+        site = self._sites.get(id(code))
+        if site is None or site[0] is not code:
+            site = self._site(code)
+        try:  # tuple(): star-unpacking a torch.Size costs 400 ns, a tuple 40
+            shape, dtype = tuple(tensor.shape), self.dtypes.get(tensor.dtype, 0)
+            ndim = len(shape)
+        except AttributeError:  # not a tensor (objects, None): the call carries no shape
+            shape, dtype, ndim = (), 0, NO_TENSOR
+        if ndim > 4:
+            shape = shape[:4]
+        n, counter = self._n, info[1]
+        offset, seq = _OFFSETS[n % LEDGER_ENTRIES], counter[0] + 1
+        try:
+            _PACKS[len(shape)](self._page, offset, n + 1, seq, self._clock(), 0, op, dtype, ndim,
+                               0, caller.f_lineno, *shape, info[0], site[1], n + 1)  # fmt: skip
+        except Exception:  # a dim past u32: clamped once more, else nothing written
+            if not self._clamped(offset, n, seq, op, dtype, shape, info[0], site[1], caller):
                 return NOT_WRITTEN
-        self._seqs[name] = seq
-        self._n = n + 1
+        counter[0], self._n = seq, n + 1
         try:
             self._q[LEDGER_HEAD_WORD] = n + 1
         except Exception:  # the segment was released under us: back to the scratch page
             self._scratch()
         return (offset + LEDGER_EXIT_FIELD) >> 3
 
-    def _clamped(self, offset: int, n: int, seq: int, group: GroupInfo, op: int, dtype: int,
-                 ndim: int, dims: tuple, site: tuple[bytes, int]) -> bool:  # fmt: skip
+    def _site(self, code: Any) -> tuple[Any, bytes]:
+        text = f"{os.path.basename(code.co_filename)}:{code.co_name}"
+        site = self._sites[id(code)] = (code, fixed_text(text, SITE_SIZE + 1))
+        return site
+
+    def _clamped(self, offset: int, n: int, seq: int, op: int, dtype: int, shape: tuple,
+                 group: bytes, site: bytes, caller: FrameType) -> bool:  # fmt: skip
         try:
-            fitted = [min(max(int(d), 0), _U32) for d in dims]
-            self._pack(self._page, offset, n + 1, seq, self._clock(), 0, op, dtype,
-                       min(ndim, 254), 0, min(group[1], _U32), min(group[2], _U32),
-                       min(site[1], _U32), *fitted, group[0], site[0], n + 1)  # fmt: skip
+            dims = [min(max(int(d), 0), _U32) for d in shape]
+            _PACKS[len(dims)](self._page, offset, n + 1, seq, self._clock(), 0, op, dtype,
+                              len(dims), 0, min(caller.f_lineno, _U32), *dims, group, site,
+                              n + 1)  # fmt: skip
         except Exception:
             self._scratch()
             return False

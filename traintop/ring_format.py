@@ -74,13 +74,14 @@ def totals_offset(at: int) -> int:
 # Collective ledger (1.2): the newest LEDGER_ENTRIES collectives the probe timed, entry i in slot
 # i % LEDGER_ENTRIES at LEDGER_OFFSET: tag (= i + 1), the group's sequence number, enter and exit
 # ns (exit 0 while inside; its lowest bit set when the call raised), op, dtype, ndim (NO_TENSOR:
-# the call carries none), flags (0), the group's size, its timeout in ms (0: unknown), the call
-# site's line, the first four dims (each clamped to u32), the group's name, the call site
-# ("train.py:step": the file's base name and the calling function), tag again.  An entry is
-# written with one pack, then LEDGER_HEAD_WORD (the publication); the exit is one aligned
-# 8-byte store.
+# the call carries none), flags (0), the call site's line, the first four dims (each clamped to
+# u32), the group's size, its timeout in ms (0: unknown), its name, the call site ("train.py:
+# step": the file's base name and the calling function), tag again.  The group's three fields
+# are contiguous (LEDGER_GROUP: the writer packs them once per group).  An entry is written with
+# one pack, then LEDGER_HEAD_WORD (the publication); the exit is one aligned 8-byte store.
 LEDGER_OFFSET, LEDGER_ENTRIES = 2560, 12
-LEDGER_ENTRY = struct.Struct("<QQQQBBBBIII4I24s32sQ")
+LEDGER_ENTRY = struct.Struct("<QQQQBBBBI4III24s32sQ")
+LEDGER_GROUP = struct.Struct("<II24s")  # size, timeout ms, name: bytes 56..88 of an entry
 LEDGER_EXIT_FIELD = 24  # byte offset of the exit word in an entry
 LEDGER_RAISED = 1  # the exit word's lowest bit: the call raised (a peer's crash, a timeout)
 NO_TENSOR = 0xFF
