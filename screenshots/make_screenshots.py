@@ -17,7 +17,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.job_fixtures import data_bound_job  # noqa: E402
-from tests.snapshot_fixtures import EPOCH, ScriptedSource, ddp_job, feed, series, sweep  # noqa: E402
+from tests.snapshot_fixtures import (  # noqa: E402
+    EPOCH,
+    ScriptedSource,
+    ddp_job,
+    feed,
+    hung_job,
+    series,
+    sweep,
+)
 from traintop.tui.app import build_app  # noqa: E402
 
 OUT = ROOT / "screenshots"
@@ -37,13 +45,14 @@ SHOTS = (
 
 
 async def shoot(
-    filename: str, size: tuple[int, int], machine_args: dict, keys: tuple[str, ...]
+    filename: str, size: tuple[int, int], machine_args: dict, keys: tuple[str, ...], ticks=None
 ) -> Path:
-    """Run the app at ``size`` on a scripted machine, press ``keys`` and save one SVG.
+    """Run the app at ``size`` on a scripted machine (or on ``ticks``), press ``keys`` and
+    save one SVG.
 
     ``feed`` waits for the verdict thread after every tick, so the banner is settled too.
     """
-    ticks = series(TICKS, **machine_args)
+    ticks = ticks or series(TICKS, **machine_args)
     source = ScriptedSource(ticks[:1])
     app = build_app(source, clock=lambda: EPOCH + TICKS, hostname="gpu-node-07")
     async with app.run_test(size=size) as pilot:
@@ -103,6 +112,16 @@ async def shoot_replay(filename: str = "traintop-replay.svg", size=(200, 50)) ->
                 return path
 
 
+def hung_box() -> list:
+    """A 4-GPU box whose DDP job hung 1m12s ago: rank 2 blocks in a storage read, the others
+    wait for it in all_reduce #1042, and the GPUs idle (tests/snapshot_fixtures.hung_job)."""
+    from dataclasses import replace
+
+    ticks = series(TICKS, gpus=4, cores=32, job_source=lambda tick: hung_job(53.0 + tick))
+    idle = {"util_gpu_pct": 0.0, "util_mem_pct": 0.0, "power_w": 88.0, "clocks_event_reasons": 1}
+    return [replace(t, gpus=tuple(replace(g, **idle) for g in t.gpus)) for t in ticks]
+
+
 def preserve_spaces(svg: str) -> str:
     """Keep the leading no-break spaces of each text run: without xml:space="preserve",
     librsvg (and so most image viewers and converters) drops them and runs fields together,
@@ -115,6 +134,7 @@ def main() -> int:
     time.tzset()
     for filename, size, machine_args, keys in SHOTS:
         print(asyncio.run(shoot(filename, size, machine_args, keys)))
+    print(asyncio.run(shoot("traintop-hang.svg", (200, 50), {}, ("j",), hung_box())))
     print(asyncio.run(shoot_fleet()))
     print(asyncio.run(shoot_replay()))
     return 0
