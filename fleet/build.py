@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from statistics import fmean
 
 from traintop.diagnosis.job_groups import ENDED_ORDER
+from traintop.diagnosis.model import LIVE_STATES
 from traintop.fleet.model import (
     FleetGpu,
     FleetJob,
@@ -96,17 +97,35 @@ def _num(text: str) -> tuple[int, str]:
 
 
 def _rank_fields(samples: Iterable[Sample], job_id: str) -> dict[int, dict]:
-    """Per rank of ``job_id``: hostname, local rank, state, rates, quantiles."""
-    ranks: dict[int, dict] = defaultdict(dict)
+    """Per rank of ``job_id``: hostname, local rank, state, rates, quantiles.
+
+    One rank number may name two sets of series: a running run's, and an ended one's that
+    used the same rendezvous under another name or on another node (an exporter serves one
+    label set once).  The running one is the rank, else the one that ended last."""
+    series: dict[tuple, dict] = defaultdict(dict)
     for labels, value in samples:
         name = labels.get("__name__", "")
         if job_of(labels) != job_id or not name.startswith("traintop_job") or "rank" not in labels:
             continue
-        row = ranks[int(labels["rank"])]
+        key = (
+            int(labels["rank"]),
+            labels.get("job_name"),
+            host_of(labels),
+            labels.get("local_rank"),
+        )
+        row = series[key]
         row.setdefault("hostname", host_of(labels))
         row.setdefault("local_rank", int(labels.get("local_rank", "0")))
         _rank_value(row, name, labels, value)
+    ranks: dict[int, dict] = {}
+    for (rank, *_), row in series.items():
+        if rank not in ranks or _precedence(row) > _precedence(ranks[rank]):
+            ranks[rank] = row
     return ranks
+
+
+def _precedence(row: dict) -> tuple[bool, float]:
+    return row.get("state") not in ENDED_ORDER, row.get("ended_at", 0.0)
 
 
 def _rank_value(row: dict, name: str, labels: dict[str, str], value: float) -> None:
@@ -127,32 +146,42 @@ def job_state(states: set[str]) -> str | None:
     return None
 
 
+class _Seen:
+    """What the samples say of one job, gathered sample by sample."""
+
+    def __init__(self, job_id: str, name: str) -> None:
+        self.job_id, self.name = job_id, name
+        self.ranks: set[str] = set()
+        self.states: set[str] = set()
+        self.size: int | None = None
+        self.ended_at: float | None = None
+
+    def add(self, labels: dict[str, str], value: float) -> None:
+        self.ranks.add(labels["rank"])
+        if "world_size" in labels:
+            self.size = int(labels["world_size"])
+        name, state = labels.get("__name__"), labels.get("traintop_job_state", "")
+        if name == "traintop_job_state" and value == 1:
+            self.states.add(state)
+            if state in LIVE_STATES:  # a running run's name, where an ended one shares the id
+                self.name = labels.get("job_name", self.job_id)
+        elif name == ENDED_AT:
+            self.ended_at = max(value, self.ended_at or value)
+
+    def job(self) -> FleetJob:
+        state = job_state(self.states)
+        return FleetJob(self.job_id, self.name, len(self.ranks), self.size, state, self.ended_at)
+
+
 def _jobs(samples: list[Sample]) -> tuple[FleetJob, ...]:
     """Every job with ranks somewhere: running ones first, most ranks first; then the ended
     ones, the newest end first."""
-    names: dict[str, str] = {}
-    ranks: dict[str, set[str]] = defaultdict(set)
-    sizes: dict[str, int] = {}
-    states: dict[str, set[str]] = defaultdict(set)
-    ends: dict[str, float] = {}
+    seen: dict[str, _Seen] = {}
     for labels, value in samples:
         job = job_of(labels)
-        if "rank" not in labels or not job:
-            continue
-        names[job] = labels.get("job_name", job)
-        ranks[job].add(labels["rank"])
-        if "world_size" in labels:
-            sizes[job] = int(labels["world_size"])
-        name = labels.get("__name__")
-        if name == "traintop_job_state" and value == 1:
-            states[job].add(labels.get("traintop_job_state", ""))
-        elif name == ENDED_AT:
-            ends[job] = max(value, ends.get(job, value))
-    jobs = (
-        FleetJob(j, names[j], len(ranks[j]), sizes.get(j), job_state(states[j]), ends.get(j))
-        for j in names
-    )
-    return tuple(sorted(jobs, key=_job_order))
+        if "rank" in labels and job:
+            seen.setdefault(job, _Seen(job, labels.get("job_name", job))).add(labels, value)
+    return tuple(sorted((s.job() for s in seen.values()), key=_job_order))
 
 
 def _job_order(job: FleetJob) -> tuple:

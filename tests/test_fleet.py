@@ -191,3 +191,19 @@ def test_a_crashed_rank_whose_series_went_is_dropped_not_kept_stale():
     later = fleet({k: [rank_1_crashed(s, False) for s in v] for k, v in nodes.items()},
                   previous=first)  # fmt: skip
     assert [(r.rank, r.state) for r in later.ranks] == [(0, "live")]
+
+
+def test_an_ended_run_on_the_same_rendezvous_gives_way_to_the_running_one():
+    """The same MASTER_ADDR:PORT reused by the next run (another name): one job id, and its
+    ranks are the running run's, never the dead one's figures or name."""
+    nodes = beside_ended(live=True)
+    for snap_list in nodes.values():
+        for i, snap in enumerate(snap_list):
+            old = tuple(
+                replace(r, name="llama-old", job_id=LIVE_JOB, world_size=2) for r in snap.jobs[2:4]
+            )
+            snap_list[i] = replace(snap, jobs=(*snap.jobs[:2], *old))
+    snap = fleet(nodes)
+    assert [(j.job_id, j.name, j.state) for j in snap.jobs] == [(LIVE_JOB, "llama-7b", "live")]
+    assert [(r.rank, r.state) for r in snap.ranks] == [(0, "live"), (1, "live")]
+    assert all(r.steps_per_s is not None for r in snap.ranks)
