@@ -81,7 +81,7 @@ def add_fleet_parser(sub: argparse._SubParsersAction) -> None:
         "--job",
         metavar="NAME",
         default=None,
-        help="the training job (name or job id; default: the one with most ranks)",
+        help="the training job (name or job id; default: the running one with most ranks)",
     )
     p.add_argument(
         "--interval",
