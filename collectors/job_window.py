@@ -14,7 +14,7 @@ poll needs only its newest ``NEWEST`` steps, for these samples and the recent st
 ``collectors/ring_totals.py`` gives the totals of the rest.
 Finished or crashed jobs freeze their window at their last step, so the monitor keeps showing
 the last numbers, unless the rank had stopped stepping before it ended (a stall, then a kill):
-then its final rates are 0, as a window without steps reads while a rank runs.
+then its final rates are 0, as a stalled rank's are while it runs.
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ class JobWindow:
         self.last_end_ns: int | None = None  # end of the newest step ever read (kept past trims)
         self._mem: int | None = None
         self._counts_samples = self._times_gpu = False  # seen in any step so far
+        self._p50: float | None = None  # the last median step (step_time_p50_s)
         self.job_id = job_key(header)
 
     def follow_header(self, header: SegmentHeader) -> None:
@@ -143,7 +144,11 @@ class JobWindow:
         return self._sorted
 
     def step_time_p50_s(self) -> float | None:
-        return _percentile(self._percentile_lists()[0], 0.5)
+        """The median step of the window, else of the last window that held steps: a rank
+        whose steps outlast the window is not stalled between two of them."""
+        if self._chunks:
+            self._p50 = _percentile(self._percentile_lists()[0], 0.5)
+        return self._p50
 
     def last_step_age_s(self, now_s: float) -> float | None:
         """Seconds since the last step ended; since the writer started if it never stepped."""
@@ -164,8 +169,8 @@ class JobWindow:
         """Summarise; a job that no longer runs is measured up to its last step, not to now.
 
         ``live`` is the phase the trainer is in and for how long (``jobs.live_phase``);
-        ``ended_at`` when an ended rank ended (wall clock); ``stopped``: it had stopped
-        stepping before it ended, so its rates are 0 (see ``jobs._Job.ending``).
+        ``ended_at`` when an ended rank ended (wall clock); ``stopped``: it is stalled, or had
+        stalled before it ended, so its rates are 0 (see ``jobs._Job.ending``).
         """
         running = state in ("live", "stalled")
         ref_ns = int(now_s * _NS) if running or self.last_end_ns is None else self.last_end_ns
@@ -187,7 +192,7 @@ class JobWindow:
             live_phase=live[0],
             live_phase_s=live[1],
             ended_at=ended_at,
-            **(self._no_steps() if stopped else self._rates(ref_ns)),
+            **(self._stopped() if stopped else self._rates(ref_ns)),
             **self._times(),
             **self._memory(),
         )
@@ -200,8 +205,10 @@ class JobWindow:
 
     def _rates(self, ref_ns: int) -> dict:
         span = self._span_s(ref_ns)
-        if span is None:
-            return self._no_steps()
+        if span is None:  # no step in the window: slow steps, or none yet
+            return dict.fromkeys(
+                ("steps_per_s", "samples_per_s", "batches_per_s", "gpu_busy_share")
+            )
         steps, samples, batches, gpu_ns, gpu_steps = self._totals
         gpu = gpu_ns / _NS / span if gpu_steps else None
         return {
@@ -213,9 +220,9 @@ class JobWindow:
             "gpu_busy_share": None if gpu is None else min(1.0, measured(gpu)),
         }
 
-    def _no_steps(self) -> dict:
-        """The rates of a window without a step: 0 once the rank has stepped (its samples and
-        GPU share too, where it counts them), so a rank that stopped reads as stopped; unknown
+    def _stopped(self) -> dict:
+        """The rates of a rank that stopped stepping: 0 once it has stepped (its samples and
+        GPU share too, where it counts them), not the rate from before it stopped; unknown
         before its first step."""
         stepped = self.last_end_ns is not None
         return {

@@ -250,6 +250,7 @@ class JobCollector:
             return _aged(kept, job.window.last_step_age_s(now))
         live = live_phase(job, state, now)  # (None, None) for an ended job: none to keep
         ended_at, stopped = job.ending()
+        stopped = stopped or state == "stalled"  # no step for the stall limit: its rate is 0
         snapshot = job.window.snapshot(
             now, state, workers.get(job.header.pid, ()), live, ended_at=ended_at, stopped=stopped
         )

@@ -124,14 +124,30 @@ def test_a_crash_before_the_monitor_looked_ends_at_its_last_sign_of_life(setup):
     assert job.ended_at == pytest.approx(_wall(w, end / 1e9 + 9.0), abs=1e-6)
 
 
-def test_a_stalled_rank_reads_0_steps_per_s_once_its_window_is_empty(setup):
-    """No step in the whole window is a measured 0, not an unknown rate."""
+@pytest.mark.parametrize("quiet_s", [6.0, 12.0])
+def test_a_stalled_rank_reads_0_steps_per_s(setup, quiet_s):
+    """Stalled, with steps left in its window or none: it steps at 0/s, not at a rate from
+    before it stopped, and not at an unknown one."""
     w, clock, col = setup
     end = _steps(w, 0, 10**12, 100)
-    clock.t = end / 1e9 + 12.0
+    clock.t = end / 1e9 + quiet_s
     (job,) = col.collect()
     assert job.state == "stalled" and job.ended_at is None
     assert (job.steps_per_s, job.samples_per_s, job.gpu_busy_share) == (0.0, 0.0, 0.0)
+    assert job.step_time_p50_s == (pytest.approx(0.010) if quiet_s < 10 else None)
+
+
+def test_slow_steps_keep_an_unknown_rate_between_steps_not_0(setup):
+    """20 s steps leave the 10 s window empty most of the time, yet the rank is not stalled
+    (the limit is 5 steps): its rate is unknown there, never a 0 a rate alert would page on."""
+    w, clock, col = setup
+    end = _steps(w, 0, 10**12, 3, data_ms=5_000, fwd_ms=5_000, bwd_ms=10_000)
+    for quiet_s in (6.0, 15.0, 40.0, 99.0):
+        clock.t = end / 1e9 + quiet_s
+        (job,) = col.collect()
+        assert job.state == "live" and job.steps_per_s != 0.0, quiet_s
+    clock.t = end / 1e9 + 101.0
+    assert col.collect()[0].steps_per_s == 0.0  # 5 steps of 20 s without one: stalled
 
 
 def test_a_rank_before_its_first_step_has_no_rate(setup):
