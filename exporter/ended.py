@@ -13,7 +13,7 @@ running one, and of two ended runs with one label set the newer is kept.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
@@ -27,28 +27,33 @@ DEFAULT_KEEP_ENDED_S = 900.0
 T = TypeVar("T")
 
 
+Key = tuple[str, ...]
+
+
 class Kept(Generic[T]):
     """Ended items by key, each with its end, served until ``keep_s`` after that end."""
 
     def __init__(self, keep_s: float) -> None:
         self._keep_s = keep_s
-        self._items: dict[Hashable, tuple[float, T]] = {}
+        self._items: dict[Key, tuple[float, T]] = {}
 
     def update(
-        self, now: float, ended: Iterable[tuple[Hashable, float, T]], running: set[Hashable]
+        self, now: float, ended: Iterable[tuple[Key, float, T]], running: set[Key]
     ) -> tuple[T, ...]:
         """Take this sample's ended items (the newest end wins a key), drop those a running
         item's key now names or whose grace period is over; what is left, by key."""
+        items = self._items
         for key, end, item in ended:
-            held = self._items.get(key)
+            held = items.get(key)
             if held is None or end >= held[0]:
-                self._items[key] = (end, item)
-        self._items = {
-            key: held
-            for key, held in self._items.items()
-            if key not in running and now - held[0] <= self._keep_s
-        }
-        return tuple(self._items[key][1] for key in sorted(self._items, key=repr))
+                items[key] = (end, item)
+        for key in [k for k, (end, _) in items.items() if k in running or now - end > self._keep_s]:
+            del items[key]
+        return tuple(item for _, (_, item) in sorted(items.items(), key=_by_key))
+
+
+def _by_key(entry: tuple[Key, object]) -> Key:
+    return entry[0]
 
 
 def end_of(job: JobSnapshot, now: float) -> float:
