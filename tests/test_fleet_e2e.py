@@ -6,7 +6,10 @@ Two network namespaces stand for two machines, each with its own hostname, fake 
 ranks (two per node) all-reduce across the veth, node-b's ranks doing more work per step as a
 throttled GPU would.  `traintop fleet` in tmux must show both nodes and name node-b as the
 cause; the metric names must be dcgm-exporter's; a hundred parallel scrapers must not slow
-the exporter's sampler or the job; a node that dies must turn stale, not crash the view.
+the exporter's sampler or the job; runs that end on node-a beside the live job (a bigger one
+that finishes, one killed while it waits for data) must step aside, in the exporter, the
+dashboard's sums and the fleet, and be gone after ``--keep-ended``; a node that dies must turn
+stale, not crash the view.
 """
 
 from __future__ import annotations
