@@ -237,6 +237,9 @@ class JobSnapshot:
     # own.
     job_id: str = ""
     started_at: float | None = None  # wall clock, seconds since the epoch, when the ring was made
+    # An ended rank's end (wall clock): its writer's close, else when it was last seen alive
+    # (collectors/jobs.py _Job._end); None while it runs.
+    ended_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
