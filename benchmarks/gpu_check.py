@@ -1,0 +1,195 @@
+"""Check every GPU path of traintop on a real card, in one command; report in a folder.
+
+``python benchmarks/gpu_check.py --out DIR [--budget-s 480] [--fake-nvml] [--work DIR]``
+
+Writes DIR/report.json (every figure), DIR/summary.md (read this first), DIR/gpu-panel.svg (the
+monitor, headless) and DIR/flight-recorder.json (PyTorch's dump).  Covers: each NVML field the
+monitor shows against nvidia-smi read at the same moment, ``traintop query`` against nvidia-smi,
+temperature thresholds, PCIe throughput under copies, the time each NVML call takes; a bf16
+transformer under ``traintop run`` (steps/s, step count, GPU time per step, phase split, the
+verdict, the GPU-process join) with the exporter, ``snapshot --json`` and the monitor read while
+it runs; the probe's paired cost; a starved DataLoader, ``.item()`` stalls and a full card; the
+NCCL flight recorder.  Each check passes, fails or is skipped with its reason; one failing never
+stops the others; the exit status is 0 only when none failed.  ``--fake-nvml`` runs the same
+script on tests/fakenvml without a GPU (the CUDA parts skipped, the job a toy on the CPU): CI
+runs it so that the check is sound on the day a card is lent.  docs/gpu-check.md has the details.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gpucheck import fake, report
+from gpucheck.context import Context, make_context
+from gpucheck.flight import flight_checks
+from gpucheck.jobs import Job
+from gpucheck.machine import environment, machine_facts
+from gpucheck.nvml_checks import (
+    fields_vs_nvidia_smi,
+    nvml_cost,
+    pcie_check,
+    query_vs_nvidia_smi,
+    thresholds,
+)
+from gpucheck.results import FAIL, Check, run, skipped
+from gpucheck.surfaces import exporter, screenshot, snapshot_json
+from gpucheck.train_checks import compute_checks, data_job, memory_job, probe_cost, sync_job
+
+BUDGET_S = 480.0  # the issue's 8 minutes on one GPU
+
+
+def nvml_steps(ctx: Context) -> list[Check]:
+    return [
+        run(
+            "nvml_fields",
+            "every NVML field the monitor shows, against nvidia-smi --query-gpu (idle)",
+            fields_vs_nvidia_smi,
+            ctx,
+        ),
+        run(
+            "query_vs_nvidia_smi",
+            "traintop query against nvidia-smi, same field list",
+            query_vs_nvidia_smi,
+            ctx,
+        ),
+        run(
+            "temperature_thresholds",
+            "slowdown, shutdown and max operating temperatures",
+            thresholds,
+            ctx,
+        ),
+        run("nvml_cost", "time per NVML call and per monitor tick on this card", nvml_cost, ctx),
+        run(
+            "pcie_throughput",
+            "PCIe rx/tx against nvidia-smi -q, under copies each way",
+            pcie_check,
+            ctx,
+        ),
+    ]
+
+
+def under_load(ctx: Context) -> Callable[[Job | None], list[Check]]:
+    """The checks made while the compute job steps: what users read, with a job on the card
+    (or without one, when the job could not run)."""
+
+    def checks(job: Job | None) -> list[Check]:
+        name, pid = (f"check-{job.name}", job.pid) if job else (None, None)
+        return [
+            run(
+                "nvml_fields_load",
+                "every NVML field against nvidia-smi, the job running",
+                fields_vs_nvidia_smi,
+                ctx,
+            ),
+            run(
+                "exporter",
+                "traintop exporter scraped once: dcgm-exporter series, real values",
+                exporter,
+                ctx,
+                name,
+            ),
+            run(
+                "snapshot_json",
+                "traintop snapshot --json against nvidia-smi, the job listed",
+                snapshot_json,
+                ctx,
+                pid,
+            ),
+            run(
+                "screenshot",
+                "the monitor headless (Textual run_test): SVG of the GPU panel",
+                screenshot,
+                ctx,
+                pid,
+                name,
+            ),
+        ]
+
+    return checks
+
+
+def cuda_steps(ctx: Context) -> list[Check]:
+    if ctx.no_cuda:
+        reason = f"no CUDA: {ctx.no_cuda}"
+        return [run(i, t, skipped, reason) for i, t, _ in CUDA_JOBS]
+    return [run(i, t, body, ctx) for i, t, body in CUDA_JOBS]
+
+
+CUDA_JOBS = (
+    ("data_job", "a starved DataLoader: a data verdict, GPU utilization low", data_job),
+    ("sync_job", "a .item() after every micro-step: sync_stall", sync_job),
+    ("memory_job", "most of the card's memory held: the memory finding", memory_job),
+    ("probe_cost", "the probe's cost per step, paired with and without traintop run", probe_cost),
+)
+
+# (seconds a step needs at least, name, what it runs); in this order, while time is left
+PLAN: tuple[tuple[float, str, Callable[[Context], list[Check]]], ...] = (
+    (60, "nvml", nvml_steps),
+    (90, "compute_job", lambda ctx: compute_checks(ctx, under_load(ctx))),
+    (60, "flight_recorder", flight_checks),
+    (200, "cuda_jobs", cuda_steps),
+)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, required=True, help="folder for the report")
+    p.add_argument("--budget-s", type=float, default=BUDGET_S, help="stop starting checks after")
+    p.add_argument("--fake-nvml", action="store_true", help="run on tests/fakenvml (no GPU)")
+    p.add_argument("--work", type=Path, help="folder for job logs and records (kept)")
+    return p.parse_args(argv)
+
+
+def run_plan(ctx: Context) -> list[Check]:
+    checks = []
+    for need_s, name, step in PLAN:
+        if ctx.remaining() < need_s:
+            checks.append(
+                run(name, name, skipped, f"no time left ({ctx.remaining():.0f} s < {need_s} s)")
+            )
+        else:
+            checks += step(ctx)
+    return checks
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    if args.fake_nvml:
+        fake.restart_on_fake([sys.argv[0], *argv])
+    work = args.work or Path(tempfile.mkdtemp(prefix="traintop-gpu-check-"))
+    smi = fake.stand_in() if args.fake_nvml else ["nvidia-smi"]
+    ctx = make_context(args.out, work, args.fake_nvml, smi, args.budget_s)
+    started, t0 = time.strftime("%Y-%m-%d %H:%M:%S %Z"), time.monotonic()
+    try:
+        facts = machine_facts(ctx)
+        ctx.no_cuda = (
+            fake.NO_CUDA
+            if ctx.fake
+            else (None if facts.get("cuda") else "torch sees no CUDA device")
+        )
+        checks = [run("environment", "the machine can run the check", environment, ctx, facts)]
+        checks += run_plan(ctx)
+    finally:
+        shutil.rmtree(ctx.ring_dir, ignore_errors=True)
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    meta = {
+        "mode": "fake NVML" if ctx.fake else "real GPU",
+        "started": started,
+        "seconds": round(time.monotonic() - t0, 1),
+        "machine": facts,
+    }
+    report.write_json(args.out / "report.json", meta, checks)
+    (args.out / "summary.md").write_text(report.summary_markdown(meta, checks))
+    print(f"gpu_check: {report.counts(checks)}; {args.out / 'summary.md'}")
+    return 1 if any(c.status == FAIL for c in checks) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
