@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gpucheck import fake, report
@@ -44,34 +45,30 @@ from gpucheck.train_checks import compute_checks, data_job, memory_job, probe_co
 BUDGET_S = 480.0  # the 8 minutes on one GPU
 
 
+NVML = (
+    ("nvml_fields", "every NVML field the monitor shows, against nvidia-smi (idle)",
+     fields_vs_nvidia_smi),
+    ("query_vs_nvidia_smi", "traintop query against nvidia-smi, same field list",
+     query_vs_nvidia_smi),
+    ("temperature_thresholds", "slowdown, shutdown and max operating temperatures", thresholds),
+    ("nvml_cost", "time per NVML call and per monitor tick on this card", nvml_cost),
+    ("pcie_throughput", "PCIe rx/tx against nvidia-smi -q, under copies each way", pcie_check),
+)  # fmt: skip
+# While the compute job steps, side by side (each reads nvidia-smi around its own reading);
+# the monitor's screenshot meanwhile, in this thread: (id, title, body(ctx, pid, job name))
+BESIDE = (
+    ("nvml_fields_load", "every NVML field against nvidia-smi, the job running",
+     lambda ctx, pid, name: fields_vs_nvidia_smi(ctx)),
+    ("exporter", "traintop exporter scraped once: dcgm-exporter series, real values",
+     lambda ctx, pid, name: exporter(ctx, name)),
+    ("snapshot_json", "traintop snapshot --json against nvidia-smi, the job listed",
+     lambda ctx, pid, name: snapshot_json(ctx, pid)),
+)  # fmt: skip
+SCREENSHOT = "the monitor headless (Textual run_test): SVG of the GPU panel"
+
+
 def nvml_steps(ctx: Context) -> list[Check]:
-    return [
-        run(
-            "nvml_fields",
-            "every NVML field the monitor shows, against nvidia-smi --query-gpu (idle)",
-            fields_vs_nvidia_smi,
-            ctx,
-        ),
-        run(
-            "query_vs_nvidia_smi",
-            "traintop query against nvidia-smi, same field list",
-            query_vs_nvidia_smi,
-            ctx,
-        ),
-        run(
-            "temperature_thresholds",
-            "slowdown, shutdown and max operating temperatures",
-            thresholds,
-            ctx,
-        ),
-        run("nvml_cost", "time per NVML call and per monitor tick on this card", nvml_cost, ctx),
-        run(
-            "pcie_throughput",
-            "PCIe rx/tx against nvidia-smi -q, under copies each way",
-            pcie_check,
-            ctx,
-        ),
-    ]
+    return [run(check_id, title, body, ctx) for check_id, title, body in NVML]
 
 
 def under_load(ctx: Context) -> Callable[[Job | None], list[Check]]:
@@ -80,36 +77,10 @@ def under_load(ctx: Context) -> Callable[[Job | None], list[Check]]:
 
     def checks(job: Job | None) -> list[Check]:
         name, pid = (f"check-{job.name}", job.pid) if job else (None, None)
-        return [
-            run(
-                "nvml_fields_load",
-                "every NVML field against nvidia-smi, the job running",
-                fields_vs_nvidia_smi,
-                ctx,
-            ),
-            run(
-                "exporter",
-                "traintop exporter scraped once: dcgm-exporter series, real values",
-                exporter,
-                ctx,
-                name,
-            ),
-            run(
-                "snapshot_json",
-                "traintop snapshot --json against nvidia-smi, the job listed",
-                snapshot_json,
-                ctx,
-                pid,
-            ),
-            run(
-                "screenshot",
-                "the monitor headless (Textual run_test): SVG of the GPU panel",
-                screenshot,
-                ctx,
-                pid,
-                name,
-            ),
-        ]
+        with ThreadPoolExecutor(len(BESIDE)) as pool:
+            beside = [pool.submit(run, i, t, body, ctx, pid, name) for i, t, body in BESIDE]
+            shot = run("screenshot", SCREENSHOT, screenshot, ctx, pid, name)
+        return [*(future.result() for future in beside), shot]
 
     return checks
 

@@ -13,7 +13,7 @@ import socket
 import sys
 
 from gpucheck.context import HERE, Context
-from gpucheck.results import Check, Result, failed, judged, passed, run, skipped
+from gpucheck.results import Check, Result, failed, judged, run, skipped
 
 FLIGHT_JOB = HERE / "flight_job.py"
 ENTRY_KEYS = ("collective_seq_id", "profiling_name", "state", "process_group", "input_sizes")
@@ -51,12 +51,17 @@ def _judge_dump(summary: dict, raw: dict) -> Result:
 
 
 def _judge_reader(summary: dict) -> Result:
+    """traintop's reader (in the job's process) must see the all-reduces the dump holds."""
     reader = summary["reader"]
     if reader["status"] == "not available in this tree":
         return skipped(f"not available in this tree ({reader['entry_point']} not found)")
     if reader["status"] != "ok":
         return failed(f"traintop's reader failed: {reader.get('error')}")
-    return passed("traintop read the recorder", result=reader["result"])
+    entries = reader["entries"] or []
+    seen = [e for e in entries if "all_reduce" in str(e.get("op", e.get("profiling_name")))]
+    reason = f"traintop read {len(entries)} entries, {len(seen)} all-reduces"
+    return judged(len(seen) >= summary["all_reduces"], reason, entries=entries[:8],
+                  recorder_on_by=summary["recorder_on_by"])  # fmt: skip
 
 
 def flight_checks(ctx: Context) -> list[Check]:

@@ -102,9 +102,10 @@ class Job:
         self.wait_file(".steady")
         return time.monotonic() - self.started
 
-    def finish(self, timeout: float = 120.0) -> dict[str, Any]:
-        """Stop the job (SIGTERM ends its loop cleanly) and read its own record."""
-        if self.proc.poll() is None:
+    def finish(self, stop: bool = True, timeout: float = 120.0) -> dict[str, Any]:
+        """Stop the job (SIGTERM ends its loop cleanly), or wait for it to end by itself, and
+        read its own record."""
+        if stop and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
             code = self.proc.wait(timeout)

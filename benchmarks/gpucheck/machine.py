@@ -13,8 +13,10 @@ import socket
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
+import traintop
 from gpucheck import nvsmi
 from gpucheck.context import Context
 from gpucheck.results import Result, judged
@@ -23,7 +25,7 @@ from traintop.collectors.gpu import GpuCollector
 NVML_BINDINGS_FLOOR = (12, 560)  # pyproject.toml: nvidia-ml-py>=12.560
 PACKAGES = ("traintop", "nvidia-ml-py", "textual", "rich", "psutil", "prometheus-client", "numpy")
 TORCH_PROBE = (
-    "import json, torch; c = torch.cuda.is_available(); print(json.dumps({"
+    "import json, torch, torch.distributed; c = torch.cuda.is_available(); print(json.dumps({"
     "'torch': torch.__version__, 'cuda': c, 'cuda_runtime': torch.version.cuda,"
     " 'device': torch.cuda.get_device_name(0) if c else None,"
     " 'bf16': c and torch.cuda.is_bf16_supported(),"
@@ -58,6 +60,7 @@ def machine_facts(ctx: Context) -> dict[str, Any]:
         "nvml": status.message or "available",
     }
     facts |= {name: _version(name) for name in PACKAGES}
+    facts["traintop_from"] = str(Path(traintop.__file__).parent)  # installed, not the tree
     return facts | (torch_facts(ctx) if not ctx.fake else {"torch": "not started (fake mode)"})
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
+STARTED = time.monotonic()  # the log's clock: when each answer came, from the start
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,8 @@ def run(check_id: str, title: str, body: Callable[..., Result], *args: Any) -> C
     except Exception as exc:  # one broken check must not cost the others their answer
         result = failed(f"error: {type(exc).__name__}: {exc}", traceback=traceback.format_exc())
     seconds = round(time.monotonic() - started, 2)
-    print(f"gpu_check: {result.status:4} {check_id}: {result.reason}", flush=True)
+    at = time.monotonic() - STARTED
+    print(f"gpu_check {at:5.0f} s: {result.status:4} {check_id}: {result.reason}", flush=True)
     return Check(check_id, title, result.status, result.reason, seconds, result.data)
 
 

@@ -44,9 +44,9 @@ DCGM_AS_SMI = {
 }
 SERVING = re.compile(r"serving (http://\S+/metrics)")
 SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} (\S+)$", re.M)
-SCRAPE_AFTER_S = 2.5  # two samples at 1 s: the PCIe rates exist
+SCRAPE_AFTER_S = 2.2  # two samples 1 s apart after the reading: the PCIe rates exist
 SCREEN = (160, 50)
-SCREEN_S = 3.0
+SCREEN_S = 2.0  # two ticks of the sampler: rates and history on screen
 
 
 def _metrics(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:

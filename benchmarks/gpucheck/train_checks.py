@@ -306,8 +306,7 @@ def _paired_run(ctx: Context, n: int, instrumented: bool) -> float:
     args = ("--steady-s", str(PAIRED_STEADY_S))
     with Job(ctx, name, "compute", *args, traintop=instrumented) as job:
         job.wait_steady()
-        job.proc.wait(PAIRED_STEADY_S + 120)
-        return _median_step_ms(job.finish())
+        return _median_step_ms(job.finish(stop=False))
 
 
 def probe_cost(ctx: Context) -> Result:
