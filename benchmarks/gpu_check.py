@@ -3,7 +3,7 @@
 ``python benchmarks/gpu_check.py --out DIR [--budget-s 480] [--fake-nvml] [--work DIR]``
 
 Writes DIR/report.json (every figure), DIR/summary.md (read this first), DIR/gpu-panel.svg (the
-monitor, headless) and DIR/flight-recorder.json (PyTorch's dump).  Covers: each NVML field the
+monitor, headless), DIR/flight-recorder.json (PyTorch's dump) and DIR/job-logs.tar.gz.  Covers: each NVML field the
 monitor shows against nvidia-smi read at the same moment, ``traintop query`` against nvidia-smi,
 temperature thresholds, PCIe throughput under copies, the time each NVML call takes; a bf16
 transformer under ``traintop run`` (steps/s, step count, GPU time per step, phase split, the
@@ -117,16 +117,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def run_plan(ctx: Context) -> list[Check]:
-    checks = []
+def run_plan(ctx: Context, checks: list[Check], save: Callable[[], None]) -> None:
+    """Each step while time is left, the report saved after each: a run cut short by the
+    device's time limit still leaves every answer it reached."""
     for need_s, name, step in PLAN:
         if ctx.remaining() < need_s:
-            checks.append(
-                run(name, name, skipped, f"no time left ({ctx.remaining():.0f} s < {need_s} s)")
-            )
+            checks.append(run(name, name, skipped, f"no time left ({ctx.remaining():.0f} s)"))
         else:
             checks += step(ctx)
-    return checks
+        save()
 
 
 def main(argv: list[str]) -> int:
@@ -136,28 +135,23 @@ def main(argv: list[str]) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="traintop-gpu-check-"))
     smi = fake.stand_in() if args.fake_nvml else ["nvidia-smi"]
     ctx = make_context(args.out, work, args.fake_nvml, smi, args.budget_s)
-    started, t0 = time.strftime("%Y-%m-%d %H:%M:%S %Z"), time.monotonic()
+    t0 = time.monotonic()
+    facts = machine_facts(ctx)
+    ctx.no_cuda = fake.NO_CUDA if ctx.fake else None if facts.get("cuda") else "torch sees no CUDA"
+    meta = {"mode": "fake NVML" if ctx.fake else "real GPU",
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": facts}  # fmt: skip
+    checks = [run("environment", "the machine can run the check", environment, ctx, facts)]
+
+    def save() -> None:
+        report.save(args.out, {**meta, "seconds": round(time.monotonic() - t0, 1)}, checks)
+
     try:
-        facts = machine_facts(ctx)
-        ctx.no_cuda = (
-            fake.NO_CUDA
-            if ctx.fake
-            else (None if facts.get("cuda") else "torch sees no CUDA device")
-        )
-        checks = [run("environment", "the machine can run the check", environment, ctx, facts)]
-        checks += run_plan(ctx)
+        run_plan(ctx, checks, save)
     finally:
+        report.archive_logs(work, args.out / "job-logs.tar.gz")
         shutil.rmtree(ctx.ring_dir, ignore_errors=True)
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    meta = {
-        "mode": "fake NVML" if ctx.fake else "real GPU",
-        "started": started,
-        "seconds": round(time.monotonic() - t0, 1),
-        "machine": facts,
-    }
-    report.write_json(args.out / "report.json", meta, checks)
-    (args.out / "summary.md").write_text(report.summary_markdown(meta, checks))
     print(f"gpu_check: {report.counts(checks)}; {args.out / 'summary.md'}")
     return 1 if any(c.status == FAIL for c in checks) else 0
 

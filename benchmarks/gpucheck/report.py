@@ -7,6 +7,7 @@ tables, so the first real card's answer can be read without the script open besi
 from __future__ import annotations
 
 import json
+import tarfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,18 @@ def counts(checks: list[Check]) -> dict[str, int]:
     return {status: sum(c.status == status for c in checks) for status in (PASS, FAIL, SKIP)}
 
 
-def write_json(path: Path, meta: dict[str, Any], checks: list[Check]) -> None:
+def save(out: Path, meta: dict[str, Any], checks: list[Check]) -> None:
+    """report.json and summary.md, as far as the run has got."""
     body = {"version": 1, **meta, "counts": counts(checks), "checks": [asdict(c) for c in checks]}
-    path.write_text(json.dumps(body, indent=1, default=str) + "\n")
+    (out / "report.json").write_text(json.dumps(body, indent=1, default=str) + "\n")
+    (out / "summary.md").write_text(summary_markdown(meta, checks))
+
+
+def archive_logs(work: Path, path: Path) -> None:
+    """The jobs' own output, one file (the device returns few files)."""
+    with tarfile.open(path, "w:gz") as tar:
+        for log in sorted(work.glob("*.log")):
+            tar.add(log, arcname=log.name)
 
 
 def _cell(value: Any) -> str:
