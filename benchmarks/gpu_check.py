@@ -2,17 +2,18 @@
 
 ``python benchmarks/gpu_check.py --out DIR [--budget-s 480] [--fake-nvml] [--work DIR]``
 
-Writes DIR/report.json (every figure), DIR/summary.md (read this first), DIR/gpu-panel.svg (the
-monitor, headless), DIR/flight-recorder.json (PyTorch's dump) and DIR/job-logs.tar.gz.  Covers: each NVML field the
-monitor shows against nvidia-smi read at the same moment, ``traintop query`` against nvidia-smi,
-temperature thresholds, PCIe throughput under copies, the time each NVML call takes; a bf16
-transformer under ``traintop run`` (steps/s, step count, GPU time per step, phase split, the
-verdict, the GPU-process join) with the exporter, ``snapshot --json`` and the monitor read while
-it runs; the probe's paired cost; a starved DataLoader, ``.item()`` stalls and a full card; the
-NCCL flight recorder.  Each check passes, fails or is skipped with its reason; one failing never
-stops the others; the exit status is 0 only when none failed.  ``--fake-nvml`` runs the same
-script on tests/fakenvml without a GPU (the CUDA parts skipped, the job a toy on the CPU): CI
-runs it so that the check is sound on the day a card is lent.  docs/gpu-check.md has the details.
+Writes DIR/summary.md (read this first), DIR/report.json (every figure), DIR/gpu-panel.svg (the
+monitor, headless), DIR/flight-recorder.json (PyTorch's dump) and DIR/job-logs.tar.gz.  Covers:
+each NVML field the monitor shows against nvidia-smi read at the same moment, ``traintop
+query`` against nvidia-smi, temperature thresholds, PCIe throughput under copies, the time each
+NVML call takes; a bf16 transformer under ``traintop run`` (steps/s, step count, GPU time per
+step, phase split, the verdict, the GPU-process join) with the exporter, ``snapshot --json``
+and the monitor read while it runs; the probe's paired cost; a starved DataLoader, ``.item()``
+stalls and a full card; the NCCL flight recorder.  Each check passes, fails or is skipped with
+its reason; one failing never stops the others; the exit status is 0 only when none failed.
+``--fake-nvml`` runs the same script on tests/fakenvml without a GPU (the CUDA parts skipped,
+the job a toy on the CPU): CI runs it so that the check is sound on the day a card is lent.
+docs/gpu-check.md has the details.
 """
 
 from __future__ import annotations

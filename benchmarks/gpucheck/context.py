@@ -59,19 +59,10 @@ class Context:
             check=False,
         )
 
-    def popen(self, argv: list[str], log: Path, **kwargs) -> subprocess.Popen[bytes]:
-        """Start a command in its own session, stdout and stderr into ``log``."""
-        with open(log, "wb") as sink:
-            return subprocess.Popen(
-                argv,
-                cwd=self.work,
-                env=self.env,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                **kwargs,
-            )
+    def start(self, argv: list[str], **streams) -> subprocess.Popen:
+        """Start a command in the work folder, no stdin; ``streams`` as for Popen."""
+        return subprocess.Popen(argv, cwd=self.work, env=self.env, stdin=subprocess.DEVNULL,
+                                **streams)  # fmt: skip
 
 
 def make_context(out: Path, work: Path, fake: bool, nvidia_smi: list[str], budget_s: float):

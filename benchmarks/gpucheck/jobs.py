@@ -41,24 +41,18 @@ class Job:
         self.ctx, self.name = ctx, name
         self.out = ctx.work / f"{name}.json"
         self.log = ctx.work / f"{name}.log"
-        toy = ["--tiny", "--settle-s", "0.5"] if ctx.no_cuda else []
-        argv = [
-            sys.executable,
-            str(TRAIN_JOB),
-            mode,
-            "--out",
-            str(self.out),
-            "--device",
-            ctx.device,
-            *toy,
-            *args,
-        ]
+        toy = ("--tiny", "--warmup-steps", "3", "--settle-s", "0.5") if ctx.no_cuda else ()
+        argv = [sys.executable, str(TRAIN_JOB), mode, "--out", str(self.out),
+                "--device", ctx.device, *toy, *args]  # fmt: skip
         if traintop:
             argv = ctx.traintop("run", "--name", f"check-{name}", "--", *argv)
         for stale in (self.out, *(self.out.with_suffix(s) for s in (".steady", ".phase"))):
             stale.unlink(missing_ok=True)  # a kept work folder holds the last run's files
         self.started = time.monotonic()
-        self.proc = ctx.popen(argv, self.log)
+        with open(self.log, "wb") as sink:  # its own session: killed with its workers
+            self.proc = ctx.start(
+                argv, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     @property
     def pid(self) -> int:
@@ -79,7 +73,8 @@ class Job:
             return f"(no log: {exc})"
 
     def wait_file(self, suffix: str, timeout: float = STEADY_TIMEOUT_S) -> str:
-        """The content of FILE<suffix> once the job writes it; JobFailed if it dies first."""
+        """The content of FILE<suffix> once the job writes it (atomically); JobFailed if it
+        dies first."""
         path, deadline = self.out.with_suffix(suffix), time.monotonic() + timeout
         while time.monotonic() < deadline:
             if path.exists():
@@ -103,17 +98,12 @@ class Job:
         return time.monotonic() - self.started
 
     def finish(self, stop: bool = True, timeout: float = 120.0) -> dict[str, Any]:
-        """Stop the job (SIGTERM ends its loop cleanly), or wait for it to end by itself, and
-        read its own record."""
+        """Stop the job (SIGTERM ends its loop cleanly), or let it end by itself, and read its
+        own record as soon as it is written: torch takes seconds to tear down after that, and
+        every step is already in the ring."""
         if stop and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise JobFailed(f"{self.name} did not stop:\n{self.log_tail()}") from None
-        if code != 0 or not self.out.exists():
-            raise JobFailed(f"{self.name} exited {code}:\n{self.log_tail()}")
-        return json.loads(self.out.read_text())
+        return json.loads(self.wait_file(self.out.suffix, timeout))
 
 
 class Watch:
@@ -144,15 +134,7 @@ class Diagnose:
     def __init__(self, ctx: Context, pid: int, for_s: float) -> None:
         argv = ctx.traintop("diagnose", "--for", str(for_s), "--json", "--job", str(pid))
         self.for_s = for_s
-        self.proc = subprocess.Popen(
-            argv,
-            cwd=ctx.work,
-            env=ctx.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        self.proc = ctx.start(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def verdict(self) -> dict[str, Any]:
         out, err = self.proc.communicate(timeout=self.for_s + 60)
@@ -163,10 +145,10 @@ class Diagnose:
         return json.loads(out)
 
 
-def ring_records(ctx: Context, pid: int) -> tuple[tuple[str, ...], list[Record]]:
-    """The phase names and every record still in the job's ring segment (it outlives the job)."""
+def ring_records(ctx: Context, pid: int) -> list[Record]:
+    """Every record still in the job's ring segment (the segment outlives the job)."""
     paths = sorted(Path(ctx.ring_dir).glob(f"{pid}-r*.ring"))
     if not paths:
         raise RuntimeError(f"no ring segment of pid {pid} in {ctx.ring_dir}")
     with open_segment(paths[-1]) as segment:
-        return tuple(segment.header.phases), list(segment.last(segment.header.capacity - 1))
+        return list(segment.last(segment.header.capacity - 1))

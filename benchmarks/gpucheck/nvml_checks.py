@@ -44,9 +44,9 @@ def _verdict(results: list[list[FieldResult]], what: str, **data: Any) -> Result
     return judged(not wrong and count > 0, reason, gpus=gpus, **data)
 
 
-def fields_vs_nvidia_smi(ctx: Context, collector: GpuCollector | None = None) -> Result:
+def fields_vs_nvidia_smi(ctx: Context) -> Result:
     """Every field the monitor shows against ``nvidia-smi --query-gpu`` between two readings."""
-    collector = collector or GpuCollector()
+    collector = GpuCollector()
     before = readings(collector)
     smi = nvsmi.query(ctx, SMI_FIELDS)
     after = readings(collector)
@@ -156,7 +156,7 @@ def _implied(q: dict[str, str], margin: str) -> float:
     return current + headroom - (nvsmi.q_number(q.get(margin)) or 0.0)
 
 
-def pcie_vs_nvidia_smi(ctx: Context, phase: str = "idle") -> list[dict[str, Any]]:
+def pcie_vs_nvidia_smi(ctx: Context, phase: str) -> list[dict[str, Any]]:
     """traintop's PCIe rates (cumulative counters, per tick) against nvidia-smi -q's Tx/Rx
     Throughput (NVML's 20 ms window), KB/s both, nvidia-smi between two in-phase readings."""
     collector = GpuCollector()
@@ -201,8 +201,25 @@ def _close(row: dict[str, Any], direction: str) -> bool:
     return any(0.5 <= (v + 1) / (theirs + 1) <= 2.0 for v in ours)
 
 
+def pcie_check(ctx: Context) -> Result:
+    """PCIe rx/tx against nvidia-smi: on a card while pinned copies run host-to-device, then
+    device-to-host (the direction each counter names is read off, not assumed); with the fake,
+    at its scripted rates."""
+    if ctx.no_cuda:
+        return pcie_judged(pcie_vs_nvidia_smi(ctx, "scripted"))
+    rows = []
+    with Job(ctx, "copy", "copy", traintop=False) as job:
+        for phase in ("h2d", "d2h"):
+            job.wait_for(".phase", phase)
+            rows += pcie_vs_nvidia_smi(ctx, phase)
+        copied = job.finish(stop=False)["bytes_per_s"]
+    result = pcie_judged(rows)
+    return Result(result.status, result.reason, {**result.data, "copy_bytes_per_s": copied})
+
+
 def _calls(nv, h) -> list[tuple[str, Callable[[], Any], int]]:
-    """Each NVML call the collector makes per tick, then those sized for later use."""
+    """Each NVML call the collector makes per tick, then calls it could make (thresholds are
+    read once; samples, process utilization and the 20 ms PCIe window are not used yet)."""
     calls = [
         ("UtilizationRates", lambda: nv.nvmlDeviceGetUtilizationRates(h)),
         ("MemoryInfo v2", lambda: nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)),
@@ -303,19 +320,3 @@ def nvml_cost(_ctx: Context) -> Result:
         tick_ms_median=round(median, 3),
         tick_ms_p95=round(ticks[int(0.95 * (len(ticks) - 1))], 3),
     )
-
-
-def pcie_check(ctx: Context) -> Result:
-    """PCIe rx/tx against nvidia-smi: on a card while pinned copies run host-to-device, then
-    device-to-host (the direction each counter names is read off, not assumed); with the fake,
-    at its scripted rates."""
-    if ctx.no_cuda:
-        return pcie_judged(pcie_vs_nvidia_smi(ctx, "scripted"))
-    rows = []
-    with Job(ctx, "copy", "copy", traintop=False) as job:
-        for phase in ("h2d", "d2h"):
-            job.wait_for(".phase", phase)
-            rows += pcie_vs_nvidia_smi(ctx, phase)
-        copied = job.finish(stop=False)["bytes_per_s"]
-    result = pcie_judged(rows)
-    return Result(result.status, result.reason, {**result.data, "copy_bytes_per_s": copied})

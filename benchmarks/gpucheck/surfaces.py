@@ -46,6 +46,7 @@ SERVING = re.compile(r"serving (http://\S+/metrics)")
 SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} (\S+)$", re.M)
 SCRAPE_AFTER_S = 2.2  # two samples 1 s apart after the reading: the PCIe rates exist
 SCREEN = (160, 50)
+SHOT_TRIES = 5
 SCREEN_S = 2.0  # two ticks of the sampler: rates and history on screen
 
 
@@ -61,9 +62,7 @@ def _metrics(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
 def _scrape(ctx: Context) -> tuple[str, nvsmi.Query, nvsmi.Query]:
     """Start the exporter, read nvidia-smi, let it sample, scrape once, read nvidia-smi again."""
     argv = ctx.traintop("exporter", "--listen", "127.0.0.1:0", "--interval", "1")
-    proc = subprocess.Popen(
-        argv, cwd=ctx.work, env=ctx.env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
+    proc = ctx.start(argv, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()
         match = SERVING.search(line)
@@ -152,8 +151,17 @@ def _snapshot_gpu(gpu: dict, status: dict, count: int, before, after) -> list:
 
 
 async def _shoot(app, seconds: float) -> str:
+    """The screen after ``seconds`` of live ticks; a tick that is rebuilding rows right then
+    leaves a widget without a screen (Textual's NoScreen): the next frame is whole."""
+    from textual.dom import NoScreen
+
     async with app.run_test(size=SCREEN) as pilot:
         await pilot.pause(seconds)
+        for _ in range(SHOT_TRIES - 1):
+            try:
+                return app.export_screenshot()
+            except NoScreen:
+                await pilot.pause(0.2)
         return app.export_screenshot()
 
 

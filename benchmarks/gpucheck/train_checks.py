@@ -48,7 +48,6 @@ class Observed:
     result: dict[str, Any]
     snapshots: list[Snapshot]
     verdict: dict[str, Any] | None
-    phases: tuple[str, ...]
     records: list[Record]
 
     @property
@@ -67,23 +66,27 @@ def observe(
     name: str,
     mode: str,
     *args: str,
-    during: Callable[[Job], list[Check]] | None = None,
-) -> tuple[Observed, list[Check]]:
+    during: Callable[[Job], None] | None = None,
+) -> Observed:
     """Run a job to steady state, watch it for the window (diagnose beside it when on a card,
-    ``during`` meanwhile), stop it, and gather what each side saw."""
+    ``during`` meanwhile: checks of their own), stop it, and gather what each side saw."""
     window = CPU_WINDOW_S if ctx.no_cuda else WINDOW_S
     with Job(ctx, name, mode, *args) as job:
         ready = job.wait_steady()
         watch = Watch(ctx, job.pid)
         diagnose = None if ctx.no_cuda else Diagnose(ctx, job.pid, window)
-        until = time.monotonic() + window
-        extra = during(job) if during else []
-        time.sleep(max(0.0, until - time.monotonic()))
-        verdict = diagnose.verdict() if diagnose else None
-        snapshots = watch.stop()
+        try:
+            until = time.monotonic() + window
+            if during:
+                during(job)
+            time.sleep(max(0.0, until - time.monotonic()))
+            verdict = diagnose.verdict() if diagnose else None
+        finally:
+            snapshots = watch.stop()
+            if diagnose:
+                diagnose.proc.kill()  # a no-op once it answered
         result = job.finish()
-    phases, records = ring_records(ctx, job.pid)
-    return Observed(job.pid, ready, result, snapshots, verdict, phases, records), extra
+    return Observed(job.pid, ready, result, snapshots, verdict, ring_records(ctx, job.pid))
 
 
 def _first_start(result: dict[str, Any]) -> int:
@@ -265,14 +268,8 @@ def compute_checks(ctx: Context, during: Callable[[Job | None], list[Check]]) ->
     job fails, the surfaces are still checked (without it) and the failure is one check."""
     checks: list[Check] = []
     try:
-        obs, _ = observe(
-            ctx,
-            "compute",
-            "compute",
-            "--profile-steps",
-            PROFILE_STEPS,
-            during=lambda job: checks.extend(during(job)) or [],
-        )
+        obs = observe(ctx, "compute", "compute", "--profile-steps", PROFILE_STEPS,
+                      during=lambda job: checks.extend(during(job)))  # fmt: skip
     except Exception as exc:  # the job's own failure; the checks that need no job still run
         reason = f"{type(exc).__name__}: {exc}"
         return (checks or during(None)) + [run("compute_job", COMPUTE_TITLE, failed, reason)]
@@ -333,7 +330,7 @@ def probe_cost(ctx: Context) -> Result:
 
 def data_job(ctx: Context) -> Result:
     """A DataLoader too slow for the card: a data verdict, and NVML reads the card underused."""
-    obs, _ = observe(ctx, "data", "data")
+    obs = observe(ctx, "data", "data")
     util = _util_median(obs)
     verdict = verdict_is(obs, DATA_VERDICTS)
     low = util is not None and util < LOW_UTIL_PCT
@@ -343,7 +340,7 @@ def data_job(ctx: Context) -> Result:
 
 def sync_job(ctx: Context) -> Result:
     """A ``.item()`` after every micro-step: sync_stall, and how busy the card really was."""
-    obs, _ = observe(ctx, "sync", "sync", "--profile-steps", PROFILE_STEPS)
+    obs = observe(ctx, "sync", "sync", "--profile-steps", PROFILE_STEPS)
     verdict, truth = verdict_is(obs, frozenset({"sync_stall"})), busy_truth(obs)
     reason = f"{verdict.reason}; {truth.reason}"
     return judged(
@@ -357,7 +354,7 @@ def sync_job(ctx: Context) -> Result:
 
 def memory_job(ctx: Context) -> Result:
     """A job whose tensors fill the card: the memory finding, with the job's own allocation."""
-    obs, _ = observe(ctx, "memory", "memory")
+    obs = observe(ctx, "memory", "memory")
     v = obs.verdict or {}
     named = [v.get("bottleneck"), *(a.get("bottleneck") for a in v.get("also") or ())]
     gpu = obs.snapshots[-1].gpus[0] if obs.snapshots and obs.snapshots[-1].gpus else None

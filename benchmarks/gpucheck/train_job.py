@@ -2,8 +2,9 @@
 PyTorch loop that ``traintop run`` instruments with no code change, timing itself as the
 reference traintop's figures are checked against.
 
-``python train_job.py MODE --out FILE [--device cuda|cpu] [--tiny] [--steady-s S] [--max-s S]
-[--profile-steps N] [--latency-ms MS] [--headroom-mib MIB] [--phase-s S]``
+``python train_job.py MODE --out FILE [--device cuda|cpu] [--tiny] [--warmup-steps N]
+[--settle-s S] [--steady-s S] [--max-s S] [--profile-steps N] [--latency-ms MS]
+[--headroom-mib MIB] [--phase-s S]`` (``--help`` says what each does)
 
 MODE: ``compute`` (the card is the limit), ``data`` (every sample waits ``--latency-ms`` in the
 DataLoader: the card starves), ``sync`` (four micro-batches per optimizer step, a ``.item()``
@@ -15,8 +16,8 @@ The job times itself with the clock traintop uses (CLOCK_MONOTONIC) and splits e
 traintop's hooks split it: data = the wait in ``next()``, forward = from the batch's arrival to
 ``backward()``, backward, optimizer = ``opt.step()``, other = the rest; a step ends when
 ``opt.step()`` returns, where a ``torch.cuda.Event`` is recorded (the point where traintop's
-boundary records its own).  Once steady (10 warm-up steps, then >= 10 steps and
->= ``--settle-s``) it writes FILE.steady; it stops on SIGTERM, ``--steady-s`` after that, or
+boundary records its own).  Once steady (``--warmup-steps``, then as many again and at least
+``--settle-s``) it writes FILE.steady; it stops on SIGTERM, ``--steady-s`` after that, or
 at ``--max-s``, profiles ``--profile-steps`` more steps (the kernels' own busy time, which
 event spans cannot see), and writes FILE as JSON.
 """
@@ -37,7 +38,6 @@ from torch.utils.data import DataLoader, Dataset
 FULL = {"vocab": 8192, "width": 1024, "layers": 8, "heads": 16, "seq": 512, "batch": 16}
 TINY = {"vocab": 256, "width": 64, "layers": 2, "heads": 4, "seq": 32, "batch": 4}
 PHASES = ("data", "forward", "backward", "optimizer", "other")
-WARMUP_STEPS, STEADY_STEPS = 10, 10
 MIB = 1 << 20
 COPY_BYTES = 256 * MIB
 
@@ -145,36 +145,48 @@ class Job:
         self.opt.zero_grad(set_to_none=True)
 
 
+def publish(path: Path, text: str) -> None:
+    """Write whole or not at all: the GPU check polls these files while the job runs."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 def hold_memory(headroom_mib: int) -> torch.Tensor:
     """A ballast that leaves ``headroom_mib`` of the card free (plain cudaMalloc, no UVM)."""
     free, _ = torch.cuda.mem_get_info()
     return torch.empty(max(0, free - headroom_mib * MIB), dtype=torch.uint8, device="cuda")
 
 
+def _steady(job: Job, warm_at: float | None) -> bool:
+    """Warm-up done, as many steps again since, and ``--settle-s`` of them."""
+    steps, warm = len(job.end_ns), job.opts.warmup_steps
+    return (
+        warm_at is not None
+        and steps >= 2 * warm
+        and time.monotonic() - warm_at >= job.opts.settle_s
+    )
+
+
+def _done(job: Job, steady_at: int | None) -> bool:
+    """Told to stop (SIGTERM), or ``--steady-s`` of steady stepping behind us."""
+    if job.stop or steady_at is None or not job.opts.steady_s:
+        return job.stop
+    return (job.end_ns[-1] - job.end_ns[steady_at - 1]) / 1e9 >= job.opts.steady_s
+
+
 def train(job: Job, out: Path) -> int | None:
     """Step until told to stop; the index of the first steady step (None if never steady)."""
     started, steady_at, warm_at = time.monotonic(), None, None
-    while not job.stop and time.monotonic() - started < job.opts.max_s:
+    while not _done(job, steady_at) and time.monotonic() - started < job.opts.max_s:
         job.record(job.step())
-        steps = len(job.end_ns)
-        if steps == WARMUP_STEPS:
+        if len(job.end_ns) == job.opts.warmup_steps:
             warm_at = time.monotonic()
             if job.opts.mode == "memory":
                 job.ballast = hold_memory(job.opts.headroom_mib)
-        if (
-            steady_at is None
-            and warm_at
-            and steps >= WARMUP_STEPS + STEADY_STEPS
-            and time.monotonic() - warm_at >= job.opts.settle_s
-        ):
-            steady_at = steps
-            out.with_suffix(".steady").write_text(str(time.monotonic_ns()))
-        if (
-            steady_at is not None
-            and job.opts.steady_s
-            and (job.end_ns[-1] - job.end_ns[steady_at - 1]) / 1e9 >= job.opts.steady_s
-        ):
-            break
+        if steady_at is None and _steady(job, warm_at):
+            steady_at = len(job.end_ns)
+            publish(out.with_suffix(".steady"), str(time.monotonic_ns()))
     return steady_at
 
 
@@ -254,14 +266,14 @@ def run_copies(opts: argparse.Namespace, out: Path) -> dict:
     device = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda")
     rates = {}
     for direction, (dst, src) in (("h2d", (device, host)), ("d2h", (host, device))):
-        out.with_suffix(".phase").write_text(direction)
+        publish(out.with_suffix(".phase"), direction)
         start, copied = time.monotonic(), 0
         while time.monotonic() - start < opts.phase_s:
             dst.copy_(src, non_blocking=True)
             torch.cuda.synchronize()
             copied += COPY_BYTES
         rates[direction] = copied / (time.monotonic() - start)
-    out.with_suffix(".phase").write_text("done")
+    publish(out.with_suffix(".phase"), "done")
     return {"mode": "copy", "bytes_per_s": rates}
 
 
@@ -271,6 +283,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--device", default="cuda")
     p.add_argument("--tiny", action="store_true", help="a toy model (CPU smoke runs)")
+    p.add_argument("--warmup-steps", type=int, default=10, help="then as many again to steady")
     p.add_argument("--settle-s", type=float, default=3.0, help="warm-up to steady, at least")
     p.add_argument("--steady-s", type=float, default=0.0, help="stop this long after steady")
     p.add_argument("--max-s", type=float, default=180.0)
@@ -285,9 +298,7 @@ def main(argv: list[str]) -> int:
     opts = parse(argv)
     result = run_copies(opts, opts.out) if opts.mode == "copy" else run_training(opts, opts.out)
     result["pid"] = os.getpid()
-    tmp = opts.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result))
-    tmp.replace(opts.out)
+    publish(opts.out, json.dumps(result))
     return 0
 
 
