@@ -39,7 +39,7 @@ from gpucheck.nvml_checks import (
     query_vs_nvidia_smi,
     thresholds,
 )
-from gpucheck.results import FAIL, Check, run, skipped
+from gpucheck.results import FAIL, Check, Result, run, skipped
 from gpucheck.surfaces import exporter, screenshot, snapshot_json
 from gpucheck.train_checks import compute_checks, data_job, memory_job, probe_cost, sync_job
 
@@ -86,27 +86,32 @@ def under_load(ctx: Context) -> Callable[[Job | None], list[Check]]:
     return checks
 
 
-def cuda_steps(ctx: Context) -> list[Check]:
-    if ctx.no_cuda:
-        reason = f"no CUDA: {ctx.no_cuda}"
-        return [run(i, t, skipped, reason) for i, t, _ in CUDA_JOBS]
-    return [run(i, t, body, ctx) for i, t, body in CUDA_JOBS]
+def cuda_job(check_id: str, title: str, body: Callable[[Context], Result]):
+    """A plan step of one job that needs CUDA: run, or skipped with the reason there is none."""
+
+    def step(ctx: Context) -> list[Check]:
+        if ctx.no_cuda:
+            return [run(check_id, title, skipped, f"no CUDA: {ctx.no_cuda}")]
+        return [run(check_id, title, body, ctx)]
+
+    return step
 
 
-CUDA_JOBS = (
-    ("data_job", "a starved DataLoader: a data verdict, GPU utilization low", data_job),
-    ("sync_job", "a .item() after every micro-step: sync_stall", sync_job),
-    ("memory_job", "most of the card's memory held: the memory finding", memory_job),
-    ("probe_cost", "the probe's cost per step, paired with and without traintop run", probe_cost),
-)
-
-# (seconds a step needs at least, name, what it runs); in this order, while time is left
+# (seconds a step needs at least, name, what it runs), in this order while time is left: the
+# cheap, broad checks first, the paired cost (four jobs) last
 PLAN: tuple[tuple[float, str, Callable[[Context], list[Check]]], ...] = (
     (60, "nvml", nvml_steps),
     (90, "compute_job", lambda ctx: compute_checks(ctx, under_load(ctx))),
-    (60, "flight_recorder", flight_checks),
-    (200, "cuda_jobs", cuda_steps),
-)
+    (45, "flight_recorder", flight_checks),
+    (45, "data_job", cuda_job("data_job", "a starved DataLoader: a data verdict, low GPU use",
+                              data_job)),
+    (45, "sync_job", cuda_job("sync_job", "a .item() after every micro-step: sync_stall",
+                              sync_job)),
+    (45, "memory_job", cuda_job("memory_job", "most of the card's memory held: the memory "
+                                "finding", memory_job)),
+    (100, "probe_cost", cuda_job("probe_cost", "the probe's cost per step, paired with and "
+                                 "without traintop run", probe_cost)),
+)  # fmt: skip
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -123,7 +128,8 @@ def run_plan(ctx: Context, checks: list[Check], save: Callable[[], None]) -> Non
     device's time limit still leaves every answer it reached."""
     for need_s, name, step in PLAN:
         if ctx.remaining() < need_s:
-            checks.append(run(name, name, skipped, f"no time left ({ctx.remaining():.0f} s)"))
+            left = f"no time left: {ctx.remaining():.0f} s of the budget, {need_s:g} s needed"
+            checks.append(run(name, name, skipped, left))
         else:
             checks += step(ctx)
         save()

@@ -31,15 +31,15 @@ MOVES = "moves between readings a moment apart"
 TOLERANCES: dict[str, Tolerance] = {
     "utilization.gpu": Tolerance(10, why="% of the driver's last sample period (1/6 to 1 s)"),
     "utilization.memory": Tolerance(10, why="% of the driver's last sample period (1/6 to 1 s)"),
-    "memory.used": Tolerance(2, why="MiB; the job's allocations " + MOVES),
-    "memory.free": Tolerance(2, why="MiB; the job's allocations " + MOVES),
-    "temperature.gpu": Tolerance(1, why="whole °C; " + MOVES),
-    "power.draw": Tolerance(5, 0.05, why="W, a 1 s average on Ampere and newer; " + MOVES),
+    "memory.used": Tolerance(2, why="MiB: the job allocates between readings"),
+    "memory.free": Tolerance(2, why="MiB: the job allocates between readings"),
+    "temperature.gpu": Tolerance(1, why="whole °C: " + MOVES),
+    "power.draw": Tolerance(5, 0.05, why="W, a 1 s average on Ampere and newer: " + MOVES),
     "power.limit": Tolerance(0.5, why="W, printed with two decimals"),
     "enforced.power.limit": Tolerance(0.5, why="W, printed with two decimals"),
-    "clocks.sm": Tolerance(30, why="MHz; boost moves it in 15 MHz bins"),
-    "clocks.mem": Tolerance(1, why="MHz; " + MOVES),
-    "fan.speed": Tolerance(2, why="%; " + MOVES),
+    "clocks.sm": Tolerance(30, why="MHz: boost moves it in 15 MHz bins"),
+    "clocks.mem": Tolerance(1, why="MHz: " + MOVES),
+    "fan.speed": Tolerance(2, why="%: " + MOVES),
 }
 EXACT = Tolerance()
 
@@ -104,19 +104,18 @@ def compare_field(name: str, reference: Any, ours: tuple[Any, ...]) -> FieldResu
     present = [value for value in ours if value is not None]
     if reference is None or not present:
         ok = reference is None and not present
-        return FieldResult(name, ok, reference, ours, "both must call it unsupported")
+        return FieldResult(name, ok, reference, ours, "both n/a")
     if isinstance(reference, float) and all(isinstance(v, (int, float)) for v in present):
         return _numeric(name, reference, ours, [float(v) for v in present])
     ok = any(_same(reference, value) for value in present)
-    return FieldResult(name, ok, reference, ours, "equal to one reading")
+    return FieldResult(name, ok, reference, ours, "equal")
 
 
 def _numeric(name: str, reference: float, ours: tuple, present: list[float]) -> FieldResult:
     tolerance = TOLERANCES.get(name, EXACT)
     slack = tolerance.allows(reference)
     ok = min(present) - slack <= reference <= max(present) + slack
-    rule = f"within ±{slack:g} of the readings around it ({tolerance.why})"
-    return FieldResult(name, ok, reference, ours, rule)
+    return FieldResult(name, ok, reference, ours, f"±{slack:g}" if slack else "exact")
 
 
 def _same(reference: Any, value: Any) -> bool:
@@ -126,7 +125,9 @@ def _same(reference: Any, value: Any) -> bool:
 
 
 def compare_all(reference: dict[str, Any], readings: list[dict[str, Any]]) -> list[FieldResult]:
-    """Every field of ``reference`` against the same field of each reading."""
+    """Every field of ``reference`` against the same field of each reading (``rule`` in each
+    row: "±N" around the readings, "exact", "equal" for text and masks, "both n/a"; why each
+    tolerance is what it is: :func:`tolerance_table`)."""
     return [
         compare_field(name, value, tuple(reading.get(name) for reading in readings))
         for name, value in reference.items()

@@ -24,7 +24,9 @@ def counts(checks: list[Check]) -> dict[str, int]:
 def save(out: Path, meta: dict[str, Any], checks: list[Check]) -> None:
     """report.json and summary.md, as far as the run has got."""
     body = {"version": 1, **meta, "counts": counts(checks), "checks": [asdict(c) for c in checks]}
-    (out / "report.json").write_text(json.dumps(body, indent=1, default=str) + "\n")
+    (out / "report.json").write_text(
+        json.dumps(body, indent=1, default=str, ensure_ascii=False) + "\n"
+    )
     (out / "summary.md").write_text(summary_markdown(meta, checks))
 
 
@@ -36,7 +38,8 @@ def archive_logs(work: Path, path: Path) -> None:
 
 
 def _cell(value: Any) -> str:
-    text = json.dumps(value, default=str) if isinstance(value, (dict, list)) else str(value)
+    text = (json.dumps(value, default=str, ensure_ascii=False)
+            if isinstance(value, (dict, list)) else str(value))  # fmt: skip
     return text.replace("|", "\\|").replace("\n", " ")
 
 
