@@ -2,5 +2,7 @@
 
 Each module holds one family of checks (NVML fields, the training jobs, the surfaces users read,
 the flight recorder) or what they share (the context, nvidia-smi, the comparison rules, the
-report).  ``train_job.py`` and ``flight_job.py`` are not imported: they run as the workloads.
+report).  ``workloads/`` holds the scripts the check runs as processes (the training job, the
+one-rank process group); they import nothing from here, and run from a folder of their own so
+that no module of this package can shadow one of torch's imports.
 """

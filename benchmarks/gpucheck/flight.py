@@ -15,7 +15,7 @@ import sys
 from gpucheck.context import HERE, Context
 from gpucheck.results import Check, Result, failed, judged, run, skipped
 
-FLIGHT_JOB = HERE / "flight_job.py"
+FLIGHT_JOB = HERE / "workloads" / "flight_job.py"
 ENTRY_KEYS = ("collective_seq_id", "profiling_name", "state", "process_group", "input_sizes")
 
 

@@ -26,7 +26,7 @@ from traintop.collectors.ring_reader import Record, open_segment
 from traintop.collectors.sampler import Sampler
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
 
-TRAIN_JOB = HERE / "train_job.py"
+TRAIN_JOB = HERE / "workloads" / "train_job.py"
 STEADY_TIMEOUT_S = 150.0  # the first CUDA start on a fresh machine loads kernels for a while
 
 
