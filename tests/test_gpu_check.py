@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from gpucheck.fields import compare_field  # noqa: E402
-from gpucheck.nvml_checks import _threshold_row  # noqa: E402
+from gpucheck.nvml_checks import _threshold_row, pcie_judged  # noqa: E402
 from gpucheck.nvsmi import cell_value, parse_csv  # noqa: E402
 from gpucheck.results import FAIL, PASS, passed, run  # noqa: E402
 
@@ -109,6 +109,19 @@ def test_thresholds_from_margins_when_the_driver_prints_only_t_limit() -> None:
     assert _threshold_row({"index": 0, "temp_slowdown_c": 87.0}, q, *keys)["ok"]
     assert not _threshold_row({"index": 0, "temp_slowdown_c": 92.0}, q, *keys)["ok"]
     assert not _threshold_row({"index": 0, "temp_slowdown_c": None}, q, *keys)["ok"]
+
+
+def _pcie(rx: list[int], rx_smi: float, tx: list[int], tx_smi: float) -> dict:
+    return {"phase": "h2d", "gpu": 0, "rx_traintop_kbs": rx, "rx_nvidia_smi_kbs": rx_smi,
+            "tx_traintop_kbs": tx, "tx_nvidia_smi_kbs": tx_smi}  # fmt: skip
+
+
+def test_pcie_agrees_within_a_factor_of_two_or_when_both_are_quiet() -> None:
+    copying = 50_000_000.0  # KB/s: a pinned host-to-device copy on PCIe 5
+    assert pcie_judged([_pcie([48_000_000], copying, [900_000], 2_000_000.0)]).status == PASS
+    assert pcie_judged([_pcie([900_000], copying, [48_000_000], 2_000_000.0)]).status == FAIL
+    assert pcie_judged([_pcie([48_000], copying, [0], 1.0)]).status == FAIL  # KB read as bytes
+    assert pcie_judged([_pcie([], copying, [], None)]).status == FAIL  # traintop reads none
 
 
 def test_a_check_that_raises_fails_alone() -> None:
