@@ -77,6 +77,7 @@ def flight_checks(ctx: Context) -> list[Check]:
 
 
 def _flight(ctx: Context) -> list[Check]:
+    """The job under ``traintop run``; its dump kept in the output folder, both answers."""
     backend = "gloo" if ctx.no_cuda else "nccl"
     out = ctx.work / "flight.json"
     argv = [

@@ -69,6 +69,7 @@ def _details(data: dict[str, Any]) -> list[str]:
 
 
 def summary_markdown(meta: dict[str, Any], checks: list[Check]) -> str:
+    """The machine, a table of every check's answer, then each check's figures."""
     n = counts(checks)
     machine = meta.get("machine", {})
     lines = [

@@ -96,11 +96,7 @@ def exporter(ctx: Context, job_name: str | None) -> Result:
         if name in gpu0
     ]
     wrong = [r.field for r in rows if not r.ok]
-    rate = [
-        v
-        for labels, v in series.get("traintop_job_steps_per_second", ())
-        if labels.get("job_name") == job_name
-    ]
+    rate = _job_rate(series, job_name)
     job_ok = job_name is None or bool(rate and rate[0] > 0)
     reason = (
         f"{len(gpu0)} GPU series; missing {missing or 'none'}; disagree with nvidia-smi: "
@@ -113,6 +109,12 @@ def exporter(ctx: Context, job_name: str | None) -> Result:
         compared=[r.row() for r in rows],
         job_steps_per_second=rate,
     )
+
+
+def _job_rate(series: dict[str, list], job_name: str | None) -> list[float]:
+    """The exported steps/s of the job's ranks (one here)."""
+    rows = series.get("traintop_job_steps_per_second", ())
+    return [value for labels, value in rows if labels.get("job_name") == job_name]
 
 
 def snapshot_json(ctx: Context, job_pid: int | None) -> Result:
@@ -173,7 +175,7 @@ def screenshot(ctx: Context, job_pid: int | None, job_name: str | None) -> Resul
     except ImportError as exc:  # textual travels as a wheel: benchmarks/gpu_wheels.sh
         return failed(f"the monitor cannot start here: {exc}")
     jobs = JobCollector(directory=str(ctx.ring_dir))
-    jobs.focus_pid = job_pid
+    jobs.focus_pid = job_pid  # attached, as `traintop attach PID` opens it
     collectors = build_collectors(jobs=jobs)
     sampler = Sampler(collectors, interval_s=1.0)
     first = sampler.sample_once()

@@ -197,7 +197,8 @@ def kernel_busy(job: Job, steps: int) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    # GPU activity only: tracing every CPU op would slow the launches and widen the gaps
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             job.step()
             job.opt.zero_grad(set_to_none=True)
@@ -209,17 +210,22 @@ def kernel_busy(job: Job, steps: int) -> dict:
     )
     if not spans:
         return {"error": "the profiler saw no GPU activity"}
-    busy, reach = 0.0, spans[0][0]
-    for start, end in spans:  # the union of the intervals: overlapping kernels count once
-        busy += max(0.0, end - max(start, reach))
-        reach = max(reach, end)
-    span = reach - spans[0][0]
+    busy, span = covered_us(spans), max(end for _, end in spans) - spans[0][0]
     return {
         "steps": steps,
         "busy_share": busy / span if span else None,
         "span_ms": span / 1000,
         "busy_ms": busy / 1000,
     }
+
+
+def covered_us(spans: list[tuple[float, float]]) -> float:
+    """The length of the union of sorted intervals: overlapping kernels count once."""
+    busy, reach = 0.0, spans[0][0]
+    for start, end in spans:
+        busy += max(0.0, end - max(start, reach))
+        reach = max(reach, end)
+    return busy
 
 
 def gpu_ms(job: Job) -> list[float | None]:
@@ -242,6 +248,7 @@ def memory_facts() -> dict:
 
 
 def run_training(opts: argparse.Namespace, out: Path) -> dict:
+    """Train until stopped, then profile, and return the job's own record."""
     job = Job(opts)
     signal.signal(signal.SIGTERM, lambda *_: setattr(job, "stop", True))
     steady = train(job, out)
