@@ -210,7 +210,10 @@ class JobWindow:
                 ("steps_per_s", "samples_per_s", "batches_per_s", "gpu_busy_share")
             )
         steps, samples, batches, gpu_ns, gpu_steps = self._totals
-        gpu = gpu_ns / _NS / span if gpu_steps else None
+        # The probe times the GPU on one step in 16 (traintop/cuda_timing.py): the mean GPU time
+        # of the steps that carry one, over the mean step.  Divided by the whole window, the
+        # timed steps' GPU time read 16 times too low, and a compute-bound job as GPU-starved.
+        gpu = gpu_ns / gpu_steps / _NS * steps / span if gpu_steps else None
         return {
             "steps_per_s": measured(steps / span),
             # A loop that counts no samples (no DataLoader, no tensor input found) has no rate:

@@ -62,6 +62,21 @@ def test_statistics_over_the_window(setup):
     assert job.last_step_age_s == pytest.approx(0.0)
 
 
+def test_gpu_busy_share_comes_from_the_steps_the_probe_timed(setup):
+    """The probe times one step in 16 on the GPU (traintop/cuda_timing.py): a job whose timed
+    steps keep the GPU busy 95 % of their 20 ms is 95 % busy, not 95 % / 16."""
+    w, clock, col = setup
+    t = 1000 * 10**9
+    for k in range(400):
+        timed = k % 16 == 0
+        w.record(k, t, (2 * MS, 8 * MS, 10 * MS), 32, gpu_ns=19 * MS if timed else 0,
+                 flags=FLAG_GPU_VALID if timed else 0)  # fmt: skip
+        t += 20 * MS
+    clock.t = t / 1e9
+    (job,) = col.collect()
+    assert job.gpu_busy_share == pytest.approx(0.95)
+
+
 def test_window_slides_and_slow_data_shows(setup):
     w, clock, col = setup
     end = _steps(w, 0, 10**12, 1000)  # 10 s fast
@@ -189,7 +204,8 @@ def test_many_steps_per_tick_give_exact_rates_and_shares(setup):
     assert job.steps_per_s == six_digits(2000 / span)
     assert job.samples_per_s == six_digits(sum(s for _, s, _ in steps) / span)
     assert job.data_wait_share == six_digits(sum(p[0] for p, _, _ in steps) / total)
-    assert job.gpu_busy_share == six_digits(sum(g for _, _, g in steps) * 200_000 / total)
+    # 4 steps in 5 carry a GPU time: the others were not timed, and count as unknown, not idle
+    assert job.gpu_busy_share == six_digits(200_000 * 2000 / total)
     newest = sorted(sum(p) for p, _, _ in steps[-128:])
     assert job.step_time_p95_s == six_digits(newest[int(0.95 * 128)] / 1e9)
     assert job.recent_step_times_s[-1] == pytest.approx(sum(steps[-1][0]) / 1e9)
