@@ -161,7 +161,9 @@ def exporter(args: argparse.Namespace) -> int:
         print("traintop: error: --tls-cert-file and --tls-key-file go together", file=sys.stderr)
         return 2
     tls = (args.tls_cert_file, args.tls_key_file) if args.tls_cert_file else None
-    config = ExporterConfig(args.listen, args.interval, args.host_metrics, package_version(), tls)
+    config = ExporterConfig(
+        args.listen, args.interval, args.host_metrics, package_version(), tls, args.keep_ended
+    )
     collectors = build_collectors(jobs=JobCollector())
     try:
         with sigterm_as_interrupt():

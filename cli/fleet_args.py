@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from traintop.cli.arg_types import interval, seconds
+from traintop.exporter.ended import DEFAULT_KEEP_ENDED_S
 from traintop.exporter.listen import DEFAULT_HOST, DEFAULT_PORT, parse_listen
 
 EXPORTER_INTERVAL_S = 5.0
@@ -33,7 +34,8 @@ def _header(text: str) -> tuple[str, str]:
 
 
 def add_exporter_parser(sub: argparse._SubParsersAction) -> None:
-    """``traintop exporter [--listen HOST:PORT] [--interval S] [--host-metrics]``."""
+    """``traintop exporter [--listen HOST:PORT] [--interval S] [--host-metrics]
+    [--keep-ended S]``."""
     p = sub.add_parser("exporter", help="serve GPU, job and verdict metrics to Prometheus")
     p.add_argument(
         "--listen",
@@ -56,6 +58,14 @@ def add_exporter_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also export host CPU, memory, disk and NIC rates (node-exporter covers them)",
     )
+    p.add_argument(
+        "--keep-ended",
+        type=seconds,
+        default=DEFAULT_KEEP_ENDED_S,
+        metavar="S",
+        help="serve an ended run's state, end time and last verdict this long after it ended "
+        f"({DEFAULT_KEEP_ENDED_S:g}); its rates go at once",
+    )
 
 
 def add_fleet_parser(sub: argparse._SubParsersAction) -> None:
@@ -71,7 +81,7 @@ def add_fleet_parser(sub: argparse._SubParsersAction) -> None:
         "--job",
         metavar="NAME",
         default=None,
-        help="the training job (name or job id; default: the one with most ranks)",
+        help="the training job (name or job id; default: the running one with most ranks)",
     )
     p.add_argument(
         "--interval",

@@ -40,6 +40,7 @@ def rank_object(job: JobSnapshot, group: JobGroup) -> dict:
         "job_id": job.job_id,
         "job": group.key,
         "started_at": job.started_at,
+        "ended_at": job.ended_at,
         "state": job.state,
         "steps_total": job.steps_total,
         "steps_per_s": job.steps_per_s,

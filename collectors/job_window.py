@@ -13,7 +13,8 @@ The window's samples are sorted again on every tick, the largest part of a fast 
 poll needs only its newest ``NEWEST`` steps, for these samples and the recent step times;
 ``collectors/ring_totals.py`` gives the totals of the rest.
 Finished or crashed jobs freeze their window at their last step, so the monitor keeps showing
-the last numbers.
+the last numbers, unless the rank had stopped stepping before it ended (a stall, then a kill):
+then its final rates are 0, as a stalled rank's are while it runs.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class JobWindow:
         self.steps_total = 0
         self.last_end_ns: int | None = None  # end of the newest step ever read (kept past trims)
         self._mem: int | None = None
+        self._counts_samples = self._times_gpu = False  # seen in any step so far
+        self._p50: float | None = None  # the last median step (step_time_p50_s)
         self.job_id = job_key(header)
 
     def follow_header(self, header: SegmentHeader) -> None:
@@ -109,6 +112,8 @@ class JobWindow:
         return block.tail_from(newest - self._window_ns)
 
     def _push(self, chunk: _Chunk) -> None:
+        self._counts_samples = self._counts_samples or chunk.samples > 0
+        self._times_gpu = self._times_gpu or chunk.gpu_steps > 0
         self._chunks.append(chunk)
         self._account(chunk, 1)
         self._sorted = None
@@ -139,7 +144,11 @@ class JobWindow:
         return self._sorted
 
     def step_time_p50_s(self) -> float | None:
-        return _percentile(self._percentile_lists()[0], 0.5)
+        """The median step of the window, else of the last window that held steps: a rank
+        whose steps outlast the window is not stalled between two of them."""
+        if self._chunks:
+            self._p50 = _percentile(self._percentile_lists()[0], 0.5)
+        return self._p50
 
     def last_step_age_s(self, now_s: float) -> float | None:
         """Seconds since the last step ended; since the writer started if it never stepped."""
@@ -153,11 +162,16 @@ class JobWindow:
         state: str,
         workers: tuple[WorkerSnapshot, ...],
         live: tuple[str | None, float | None] = (None, None),
+        *,
+        ended_at: float | None = None,
+        stopped: bool = False,
         **extras: object,
     ) -> JobSnapshot:
         """Summarise; a job that no longer runs is measured up to its last step, not to now.
 
         ``live`` is the phase the trainer is in and for how long (``jobs.live_phase``);
+        ``ended_at`` when an ended rank ended (wall clock); ``stopped``: it is stalled, or had
+        stalled before it ended, so its rates are 0 (see ``jobs._Job.ending``).
         ``extras`` are more JobSnapshot fields (the ledger, the stack, the stall limits).
         """
         running = state in ("live", "stalled")
@@ -179,7 +193,8 @@ class JobWindow:
             recent_step_times_s=tuple(self._recent),
             live_phase=live[0],
             live_phase_s=live[1],
-            **self._rates(ref_ns),
+            ended_at=ended_at,
+            **(self._stopped() if stopped else self._rates(ref_ns)),
             **self._times(),
             **self._memory(),
             **extras,
@@ -193,12 +208,15 @@ class JobWindow:
 
     def _rates(self, ref_ns: int) -> dict:
         span = self._span_s(ref_ns)
-        if span is None:
+        if span is None:  # no step in the window: slow steps, or none yet
             return dict.fromkeys(
                 ("steps_per_s", "samples_per_s", "batches_per_s", "gpu_busy_share")
             )
         steps, samples, batches, gpu_ns, gpu_steps = self._totals
-        gpu = gpu_ns / _NS / span if gpu_steps else None
+        # The probe times the GPU on one step in 16 (traintop/cuda_timing.py): the mean GPU time
+        # of the steps that carry one, over the mean step.  Divided by the whole window, the
+        # timed steps' GPU time read 16 times too low, and a compute-bound job as GPU-starved.
+        gpu = gpu_ns / gpu_steps / _NS * steps / span if gpu_steps else None
         return {
             "steps_per_s": measured(steps / span),
             # A loop that counts no samples (no DataLoader, no tensor input found) has no rate:
@@ -206,6 +224,18 @@ class JobWindow:
             "samples_per_s": measured(samples / span) if samples else None,
             "batches_per_s": measured(batches / span),
             "gpu_busy_share": None if gpu is None else min(1.0, measured(gpu)),
+        }
+
+    def _stopped(self) -> dict:
+        """The rates of a rank that stopped stepping: 0 once it has stepped (its samples and
+        GPU share too, where it counts them), not the rate from before it stopped; unknown
+        before its first step."""
+        stepped = self.last_end_ns is not None
+        return {
+            "steps_per_s": 0.0 if stepped else None,
+            "samples_per_s": 0.0 if self._counts_samples else None,
+            "batches_per_s": 0.0 if stepped else None,
+            "gpu_busy_share": 0.0 if self._times_gpu else None,
         }
 
     def _times(self) -> dict:

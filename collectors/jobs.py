@@ -42,6 +42,7 @@ STALL_MIN_S = 5.0
 STALL_STEP_FACTOR = 5.0
 LIVE_RESOLUTION_NS = 16  # the live word keeps its start time rounded down to 16 ns
 STACK_REFRESH_S = 15.0  # a stalled rank's stack is asked for again after this long
+_NS = 1e9
 
 
 class _Job:
@@ -63,13 +64,16 @@ class _Job:
         self.entries: list[Entry] = []  # the ledger as last read (format 1.2)
         self.stacks = StackClient(segment.path, segment.header)
         self.stack_key: tuple[int, int, int] | None = None  # where the rank was when asked
+        self.seen_live_s: float | None = None  # the last tick that found its writer alive
+        self.end_s: float | None = None  # when an ended rank ended, on the monitor's clock
 
     def gone(self) -> bool:
         """Unlinked and no longer written: the cleaner (or the writer) removed it."""
         return self.liveness != "live"
 
-    def poll(self, newest: int | None) -> None:
-        """Read new records; an ended segment is read to its end once, then closed for good.
+    def poll(self, newest: int | None, now: float) -> None:
+        """Read new records; an ended segment is read to its end once, then closed for good,
+        and when it ended is settled (``end_s``).
 
         A segment gone bad keeps its last numbers and shows as crashed.  ``newest``: see
         ``Segment.poll`` (None when every record is wanted, by a recorder).
@@ -79,12 +83,42 @@ class _Job:
         try:
             stepped = len(self._read(newest).records) > 0
             self.liveness = self.segment.liveness(stepped)
-            if self.liveness != "live":  # what the writer published up to its exit: all of it
-                self._read(None)
-                self.segment.close()
+            if self.liveness == "live":
+                self.seen_live_s = now
+                return
+            self._read(None)  # what the writer published up to its exit: all of it
+            self.segment.close()
         except (SegmentError, OSError):
             self.segment.close()
             self.liveness = "crashed"
+        self.end_s = self._end(now)
+
+    def _end(self, now: float) -> float:
+        """When the rank ended: a finished writer's own close time (the heartbeat it writes
+        on close), else the last tick that found its writer alive, else its last sign of life
+        in the ring (it ended before this monitor looked); never after ``now``."""
+        same_clock = self.header.same_host_clock()
+        if self.liveness == "finished" and self.hot is not None and same_clock:
+            return min(now, self.hot.heartbeat_ns / _NS)
+        if self.seen_live_s is not None:
+            return self.seen_live_s
+        signs = [self.header.created_monotonic_ns, self.window.last_end_ns or 0]
+        if self.hot is not None and same_clock:
+            signs.append(self.hot.live_start_ns)  # a phase entered after the last step
+        return min(now, max(signs) / _NS)
+
+    def ending(self) -> tuple[float | None, bool]:
+        """An ended rank's end as wall-clock time (None: running, or a writer of another boot)
+        and whether it had stopped stepping before it ended: its last step is older, at its
+        end, than the stall limit, so its final rate is 0, not the rate before the stall."""
+        if self.end_s is None:
+            return None, False
+        last = self.window.last_end_ns
+        stopped = last is not None and self.end_s - last / _NS > stall_limit_s(self.window)
+        if not self.header.same_host_clock():
+            return None, stopped
+        offset_ns = self.header.created_realtime_ns - self.header.created_monotonic_ns
+        return offset_ns / _NS + self.end_s, stopped
 
     def carries(self, now: float) -> bool:
         """Whether this rank, not in turn, may keep its shown snapshot: its writer still holds
@@ -96,6 +130,8 @@ class _Job:
             live = self.segment.liveness(stepped=True) == "live"
         except (SegmentError, OSError):  # the poll that follows finds out what it is
             return False
+        if live:
+            self.seen_live_s = now
         return live and _state(self, now) == self.shown.state
 
     def _read(self, newest: int | None) -> PollResult:
@@ -163,7 +199,7 @@ class JobCollector:
         for job in jobs:
             job.due = job.due or not job.carries(now)
             if job.due or newest is None:  # a recorder needs every record, on every tick
-                job.poll(newest)
+                job.poll(newest, now)
         self._hand_on_records()
         _mark_restarts(jobs)
         asks, self._sample_asks = self._sample_asks, {}
@@ -269,7 +305,17 @@ class JobCollector:
             return _aged(kept, job.window.last_step_age_s(now))
         live = live_phase(job, state, now)  # (None, None) for an ended job: none to keep
         extras = self._extras(job, now)
-        snapshot = job.window.snapshot(now, state, workers.get(job.header.pid, ()), live, **extras)
+        ended_at, stopped = job.ending()
+        stopped = stopped or state == "stalled"  # no step for the stall limit: its rate is 0
+        snapshot = job.window.snapshot(
+            now,
+            state,
+            workers.get(job.header.pid, ()),
+            live,
+            ended_at=ended_at,
+            stopped=stopped,
+            **extras,
+        )
         job.shown, job.shown_at = snapshot, now
         return snapshot
 
@@ -350,9 +396,14 @@ def _state(job: _Job, now: float) -> str:
     age = job.window.last_step_age_s(now)
     if age is None or age <= STALL_MIN_S:  # below any limit: no percentile to sort for it
         return "live"
-    p50 = job.window.step_time_p50_s()
-    limit = max(STALL_MIN_S, STALL_STEP_FACTOR * p50) if p50 is not None else STALL_MIN_S
-    return "stalled" if age > limit else "live"
+    return "stalled" if age > stall_limit_s(job.window) else "live"
+
+
+def stall_limit_s(window: JobWindow) -> float:
+    """How long a rank may go without a step before it counts as stalled: ``STALL_MIN_S``, or
+    ``STALL_STEP_FACTOR`` median steps when that is longer (slow steps are not a stall)."""
+    p50 = window.step_time_p50_s()
+    return max(STALL_MIN_S, STALL_STEP_FACTOR * p50) if p50 is not None else STALL_MIN_S
 
 
 def _mark_restarts(jobs: list[_Job]) -> None:

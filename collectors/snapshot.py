@@ -303,6 +303,9 @@ class JobSnapshot:
     # own.
     job_id: str = ""
     started_at: float | None = None  # wall clock, seconds since the epoch, when the ring was made
+    # An ended rank's end (wall clock): its writer's close, else when it was last seen alive
+    # (collectors/jobs.py _Job._end); None while it runs.
+    ended_at: float | None = None
     # The newest collective of each group in the rank's ledger (format 1.2), oldest first; the
     # number of collectives it entered, None where the segment keeps no ledger (older writers).
     collectives: tuple[Collective, ...] = ()

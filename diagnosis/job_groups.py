@@ -28,7 +28,7 @@ class JobGroup:
 
     job_id: str
     ranks: tuple[JobSnapshot, ...]
-    ended_at: float | None  # wall clock of the last step of an ended job, else None
+    ended_at: float | None  # wall clock of an ended job's end (see _ended_at), else None
 
     @property
     def live(self) -> bool:
@@ -58,15 +58,18 @@ def _key(job: JobSnapshot) -> str:
 
 
 def _ended_at(latest: Snapshot, ranks: Iterable[JobSnapshot]) -> float | None:
-    """When the job's last step ended (wall clock): the snapshot's time minus the age of each
-    rank's last step; a rank that never stepped ended no later than it started.
+    """When the job ended (wall clock): its last rank's end as the collector settled it
+    (``JobSnapshot.ended_at``); for a rank without one (a recording made before it), when its
+    last step ended: the snapshot's time minus the age of that step; a rank that never stepped
+    ended no later than it started.
 
     To ``END_DECIMALS`` decimals: the stamp and the age come from two clocks read a few
     milliseconds apart, so the difference moved every tick, and every verdict and row made
     of it had to be made again for each run a sweep left behind."""
     now = latest.timestamp
     ends = [
-        round(now - r.last_step_age_s, END_DECIMALS) if r.last_step_age_s is not None
+        r.ended_at if r.ended_at is not None
+        else round(now - r.last_step_age_s, END_DECIMALS) if r.last_step_age_s is not None
         else r.started_at
         for r in ranks
     ]  # fmt: skip

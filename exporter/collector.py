@@ -17,7 +17,7 @@ from traintop.exporter.gpu_families import gpu_families
 from traintop.exporter.host_families import host_families
 from traintop.exporter.job_families import job_families
 from traintop.exporter.published import Latest, Published
-from traintop.exporter.verdict_families import verdict_families
+from traintop.exporter.verdict_families import final_families, verdict_families
 
 
 class SnapshotCollector(Collector):
@@ -34,8 +34,10 @@ class SnapshotCollector(Collector):
             return
         yield from self._meta(published)
         yield from gpu_families(published.snapshot)
-        yield from job_families(published.snapshot)
-        yield from verdict_families(published.verdicts, published.snapshot.host.hostname)
+        host = published.snapshot.host.hostname
+        yield from job_families(published.ranks, host)
+        yield from verdict_families(published.verdicts, host)
+        yield from final_families(published.finals, host)
         if self._host_metrics:
             yield from host_families(published.snapshot)
 

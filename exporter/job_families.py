@@ -5,6 +5,10 @@ Every series carries ``job`` (the job id shared by all ranks of one job on every
 PromQL selector finds a multi-node job's ranks on every node.  Prometheus sets its own ``job``
 label on scrape: the scrape config in docs/prometheus keeps ours with ``honor_labels: true``;
 without it ours arrives as ``exported_job``, which ``traintop fleet`` reads too.
+
+Rates, shares, quantiles and phases describe a running rank (``LIVE_GAUGES``): an ended rank
+has none, so no ``sum()`` counts it; it keeps its identity, state and step count and gains its
+end time, for the grace period ``exporter/ended.py`` keeps it.
 """
 
 from __future__ import annotations
@@ -19,16 +23,31 @@ from prometheus_client.core import (
 )
 from prometheus_client.metrics_core import Metric
 
-from traintop.collectors.snapshot import JobSnapshot, Snapshot
+from traintop.collectors.snapshot import JobSnapshot
 from traintop.diagnosis.signals import comm_phases
+from traintop.exporter.published import ServedRanks
 
 RANK_LABELS = ("job", "job_name", "rank", "local_rank", "hostname")
 STATES = ("live", "stalled", "finished", "crashed", "restarted")
 QUANTILES = (("0.5", "step_time_p50_s"), ("0.95", "step_time_p95_s"))
 
 Reader = Callable[[JobSnapshot], float | None]
+Rows = list[tuple[JobSnapshot, list[str]]]
 
-RANK_GAUGES: tuple[tuple[str, str, Reader], ...] = (
+
+def rank_labels(job: JobSnapshot, hostname: str) -> list[str]:
+    """The label values that name one rank of one job on one host."""
+    return [job.job_id, job.name, str(job.rank), str(job.local_rank), hostname]
+
+
+def communication_share(job: JobSnapshot) -> float | None:
+    """Summed share of phases named like collectives; None when no such phase is timed
+    (the zero-code shim times all-reduce inside backward, so absence is not a zero)."""
+    comm = [p.share for p in comm_phases(job)]
+    return sum(comm) if comm else None
+
+
+LIVE_GAUGES: tuple[tuple[str, str, Reader], ...] = (
     ("traintop_job_steps_per_second", "Optimizer steps per second.", lambda j: j.steps_per_s),
     ("traintop_job_samples_per_second", "Samples per second.", lambda j: j.samples_per_s),
     (
@@ -47,23 +66,19 @@ RANK_GAUGES: tuple[tuple[str, str, Reader], ...] = (
         lambda j: j.last_step_age_s,
     ),
     (
-        "traintop_job_started_timestamp_seconds",
-        "Wall-clock time the rank's ring was created, seconds since the epoch.",
-        lambda j: j.started_at,
+        "traintop_job_communication_share",
+        "Share of step time in communication phases (0-1), where the job times them.",
+        communication_share,
     ),
 )
-
-
-def rank_labels(job: JobSnapshot, hostname: str) -> list[str]:
-    """The label values that name one rank of one job on one host."""
-    return [job.job_id, job.name, str(job.rank), str(job.local_rank), hostname]
-
-
-def communication_share(job: JobSnapshot) -> float | None:
-    """Summed share of phases named like collectives; None when no such phase is timed
-    (the zero-code shim times all-reduce inside backward, so absence is not a zero)."""
-    comm = [p.share for p in comm_phases(job)]
-    return sum(comm) if comm else None
+STARTED = (
+    "traintop_job_started_timestamp_seconds",
+    "Wall-clock time the rank's ring was created, seconds since the epoch.",
+)
+ENDED = (
+    "traintop_job_ended_timestamp_seconds",
+    "Wall-clock time an ended rank ended, seconds since the epoch (served for --keep-ended).",
+)
 
 
 def _gauge(name: str, doc: str, rows: list[tuple[list[str], float | None]]) -> Metric:
@@ -74,7 +89,7 @@ def _gauge(name: str, doc: str, rows: list[tuple[list[str], float | None]]) -> M
     return family
 
 
-def _quantiles(rows: list[tuple[JobSnapshot, list[str]]]) -> Metric:
+def _quantiles(rows: Rows) -> Metric:
     family = GaugeMetricFamily(
         "traintop_job_step_time_seconds",
         "Step time quantile over the recent window.",
@@ -88,7 +103,7 @@ def _quantiles(rows: list[tuple[JobSnapshot, list[str]]]) -> Metric:
     return family
 
 
-def _phases(rows: list[tuple[JobSnapshot, list[str]]]) -> Metric:
+def _phases(rows: Rows) -> Metric:
     family = GaugeMetricFamily(
         "traintop_job_phase_seconds",
         "Mean seconds per step spent in each phase over the recent window.",
@@ -100,21 +115,21 @@ def _phases(rows: list[tuple[JobSnapshot, list[str]]]) -> Metric:
     return family
 
 
-def _states(rows: list[tuple[JobSnapshot, list[str]]]) -> Metric:
+def _states(rows: Rows) -> Metric:
     family = StateSetMetricFamily("traintop_job_state", "The rank's state.", labels=RANK_LABELS)
     for job, labels in rows:
         family.add_metric(labels, {state: job.state == state for state in STATES})
     return family
 
 
-def _steps(rows: list[tuple[JobSnapshot, list[str]]]) -> Metric:
+def _steps(rows: Rows) -> Metric:
     family = CounterMetricFamily("traintop_job_steps", "Steps finished.", labels=RANK_LABELS)
     for job, labels in rows:
         family.add_metric(labels, job.steps_total)
     return family
 
 
-def _info(rows: list[tuple[JobSnapshot, list[str]]]) -> Metric:
+def _info(rows: Rows) -> Metric:
     family = InfoMetricFamily(
         "traintop_job", "The rank's process and job size.", labels=RANK_LABELS
     )
@@ -123,16 +138,16 @@ def _info(rows: list[tuple[JobSnapshot, list[str]]]) -> Metric:
     return family
 
 
-def job_families(snapshot: Snapshot) -> Iterator[Metric]:
-    """Every per-rank family over the snapshot's jobs (empty families when none run)."""
-    rows = [(j, rank_labels(j, snapshot.host.hostname)) for j in snapshot.jobs]
-    for name, doc, read in RANK_GAUGES:
-        yield _gauge(name, doc, [(labels, read(job)) for job, labels in rows])
-    comm = [(labels, communication_share(job)) for job, labels in rows]
-    yield _gauge(
-        "traintop_job_communication_share",
-        "Share of step time in communication phases (0-1), where the job times them.",
-        comm,
-    )
-    for build in (_quantiles, _phases, _states, _steps, _info):
-        yield build(rows)
+def job_families(ranks: ServedRanks, hostname: str) -> Iterator[Metric]:
+    """Every per-rank family (empty families when no rank is served): the running ranks'
+    figures, and identity, state, steps and start of every served rank, ended ones too."""
+    live = [(j, rank_labels(j, hostname)) for j in ranks.live]
+    ended = [(j, rank_labels(j, hostname)) for j in ranks.ended]
+    for name, doc, read in LIVE_GAUGES:
+        yield _gauge(name, doc, [(labels, read(job)) for job, labels in live])
+    yield _quantiles(live)
+    yield _phases(live)
+    yield _gauge(*STARTED, [(labels, job.started_at) for job, labels in live + ended])
+    yield _gauge(*ENDED, [(labels, job.ended_at) for job, labels in ended])
+    for build in (_states, _steps, _info):
+        yield build(live + ended)

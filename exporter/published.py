@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traintop.collectors.snapshot import Snapshot
+from traintop.collectors.snapshot import JobSnapshot, Snapshot
 from traintop.diagnosis.api import Finding
 
 
@@ -23,13 +23,27 @@ class ExportedVerdict:
     since_s: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class ServedRanks:
+    """The ranks a scrape describes: ``live`` (running, stalled ones too) with every series,
+    ``ended`` (within the grace period, see ``exporter/ended.py``) with state and end only."""
+
+    live: tuple[JobSnapshot, ...]
+    ended: tuple[JobSnapshot, ...]
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Published:
-    """What a scrape formats; ``version`` grows by one per sample so output can be cached."""
+    """What a scrape formats; ``version`` grows by one per sample so output can be cached.
+
+    ``verdicts``: one per running job (else the host's); ``finals``: the last verdict of each
+    job that ended within the grace period."""
 
     version: int
     snapshot: Snapshot
     verdicts: tuple[ExportedVerdict, ...]
+    ranks: ServedRanks
+    finals: tuple[ExportedVerdict, ...]
 
 
 class Latest:

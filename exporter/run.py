@@ -17,6 +17,7 @@ from traintop.collectors.sampler import Collectors, Sampler
 from traintop.collectors.snapshot import Snapshot
 from traintop.diagnosis.api import VerdictWindow
 from traintop.exporter.collector import SnapshotCollector
+from traintop.exporter.ended import DEFAULT_KEEP_ENDED_S, EndedRuns
 from traintop.exporter.listen import ListenAddress
 from traintop.exporter.published import Latest, Published
 from traintop.exporter.server import MetricsApp, bind
@@ -38,19 +39,25 @@ class ExporterConfig:
     host_metrics: bool = False
     version: str = "0+unknown"
     tls: tuple[str, str] | None = None  # certificate and key files: serve HTTPS
+    keep_ended_s: float = DEFAULT_KEEP_ENDED_S  # how long an ended run's state is served
 
 
 class Publisher:
-    """The sampler's callback: verdicts for the snapshot, then one reference swap."""
+    """The sampler's callback: verdicts for the snapshot and what of it a scrape serves (ended
+    runs only for their grace period), then one reference swap."""
 
-    def __init__(self, latest: Latest) -> None:
+    def __init__(self, latest: Latest, keep_ended_s: float = DEFAULT_KEEP_ENDED_S) -> None:
         self._latest = latest
         self._verdicts = VerdictWindow()
+        self._ended = EndedRuns(keep_ended_s)
         self._versions = itertools.count()
 
     def __call__(self, snapshot: Snapshot) -> None:
-        verdicts = exported(self._verdicts.update(snapshot))
-        self._latest.put(Published(next(self._versions), snapshot, verdicts))
+        verdict = self._verdicts.update(snapshot)
+        ranks = self._ended.ranks(snapshot)
+        finals = self._ended.verdicts(verdict, snapshot.timestamp)
+        version = next(self._versions)
+        self._latest.put(Published(version, snapshot, exported(verdict), ranks, finals))
 
 
 def build_metrics_app(config: ExporterConfig, latest: Latest) -> MetricsApp:
@@ -72,7 +79,7 @@ def serve(config: ExporterConfig, collectors: Collectors) -> None:
         where = config.listen.url(tls=config.tls is not None)
         raise ListenError(f"cannot serve {where}: {exc.strerror or exc}") from None
     sampler = Sampler(collectors, interval_s=config.interval_s)
-    publish = Publisher(latest)
+    publish = Publisher(latest, config.keep_ended_s)
     publish(sampler.sample_once())  # the first scrape already has data
     sampler.start(publish)
     url = config.listen.url(server.server_address[1], tls=config.tls is not None)

@@ -3,7 +3,9 @@
 Only the primary finding is exported, one series per job, so a Grafana state timeline of the
 ``bottleneck`` label is the verdict's history and an alert is one comparison.  The summary text
 stays out of the labels: it holds numbers, and a label that changes every sample would make a
-new series every sample.
+new series every sample.  A job that ended has no current bottleneck: its last verdict is
+``traintop_final_bottleneck``, for the grace period, so an alert or a state timeline of the
+current one never reads a dead job, and ``traintop fleet`` can say what held it back at its end.
 """
 
 from __future__ import annotations
@@ -40,3 +42,20 @@ def verdict_families(
             since.add_metric(labels, item.since_s)
     yield primary
     yield since
+
+
+def final_families(
+    finals: tuple[ExportedVerdict, ...], hostname: str
+) -> Iterator[GaugeMetricFamily]:
+    """Each job that ended within the grace period: its last bottleneck, with its confidence."""
+    family = GaugeMetricFamily(
+        "traintop_final_bottleneck",
+        "An ended job's last bottleneck on this host (served for --keep-ended); the value is "
+        "the confidence (0-1).",
+        labels=VERDICT_LABELS,
+    )
+    for item in finals:
+        finding = item.finding
+        labels = [item.job, item.job_name, hostname, finding.bottleneck, finding.severity]
+        family.add_metric(labels, finding.confidence)
+    yield family

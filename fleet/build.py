@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from statistics import fmean
 
+from traintop.diagnosis.job_groups import ENDED_ORDER
+from traintop.diagnosis.model import LIVE_STATES
 from traintop.fleet.model import (
     FleetGpu,
     FleetJob,
@@ -23,7 +25,7 @@ from traintop.fleet.model import (
     FleetVerdict,
 )
 from traintop.fleet.query import Sample
-from traintop.fleet.verdict import job_verdict, mark_straggler
+from traintop.fleet.verdict import ended_verdict, job_verdict, mark_straggler
 
 GPU_FIELDS = {
     "DCGM_FI_DEV_GPU_UTIL": "util_pct",
@@ -41,12 +43,14 @@ QUERIES = {
     "gpus": '{__name__=~"' + "|".join(GPU_FIELDS) + '"}',
     # Only the series the view reads: phases alone would be five more per rank.
     "jobs": '{__name__=~"traintop_job_(steps_per_second|step_time_seconds|data_wait_share'
-    '|communication_share|state|info)|traintop_bottleneck"}',
+    '|communication_share|state|info|ended_timestamp_seconds)|traintop_(final_)?bottleneck"}',
 }
+ENDED_AT = "traintop_job_ended_timestamp_seconds"
 RANK_FIELDS = {
     "traintop_job_steps_per_second": "steps_per_s",
     "traintop_job_data_wait_share": "data_wait_share",
     "traintop_job_communication_share": "comm_share",
+    ENDED_AT: "ended_at",
 }
 QUANTILE_FIELDS = {"0.5": "step_p50_s", "0.95": "step_p95_s"}
 
@@ -93,17 +97,35 @@ def _num(text: str) -> tuple[int, str]:
 
 
 def _rank_fields(samples: Iterable[Sample], job_id: str) -> dict[int, dict]:
-    """Per rank of ``job_id``: hostname, local rank, state, rates, quantiles."""
-    ranks: dict[int, dict] = defaultdict(dict)
+    """Per rank of ``job_id``: hostname, local rank, state, rates, quantiles.
+
+    One rank number may name two sets of series: a running run's, and an ended one's that
+    used the same rendezvous under another name or on another node (an exporter serves one
+    label set once).  The running one is the rank, else the one that ended last."""
+    series: dict[tuple, dict] = defaultdict(dict)
     for labels, value in samples:
         name = labels.get("__name__", "")
         if job_of(labels) != job_id or not name.startswith("traintop_job") or "rank" not in labels:
             continue
-        row = ranks[int(labels["rank"])]
+        key = (
+            int(labels["rank"]),
+            labels.get("job_name"),
+            host_of(labels),
+            labels.get("local_rank"),
+        )
+        row = series[key]
         row.setdefault("hostname", host_of(labels))
         row.setdefault("local_rank", int(labels.get("local_rank", "0")))
         _rank_value(row, name, labels, value)
+    ranks: dict[int, dict] = {}
+    for (rank, *_), row in series.items():
+        if rank not in ranks or _precedence(row) > _precedence(ranks[rank]):
+            ranks[rank] = row
     return ranks
+
+
+def _precedence(row: dict) -> tuple[bool, float]:
+    return row.get("state") not in ENDED_ORDER, row.get("ended_at", 0.0)
 
 
 def _rank_value(row: dict, name: str, labels: dict[str, str], value: float) -> None:
@@ -115,37 +137,78 @@ def _rank_value(row: dict, name: str, labels: dict[str, str], value: float) -> N
         row["state"] = labels.get("traintop_job_state")
 
 
+def job_state(states: set[str]) -> str | None:
+    """A job's state from its ranks': live while one steps, stalled while one is stalled,
+    else the worst end (``traintop.diagnosis.job_groups`` folds them the same way)."""
+    for state in ("live", "stalled", *ENDED_ORDER):
+        if state in states:
+            return state
+    return None
+
+
+class _Seen:
+    """What the samples say of one job, gathered sample by sample."""
+
+    def __init__(self, job_id: str, name: str) -> None:
+        self.job_id, self.name = job_id, name
+        self.ranks: set[str] = set()
+        self.states: set[str] = set()
+        self.size: int | None = None
+        self.ended_at: float | None = None
+
+    def add(self, labels: dict[str, str], value: float) -> None:
+        self.ranks.add(labels["rank"])
+        if "world_size" in labels:
+            self.size = int(labels["world_size"])
+        name, state = labels.get("__name__"), labels.get("traintop_job_state", "")
+        if name == "traintop_job_state" and value == 1:
+            self.states.add(state)
+            if state in LIVE_STATES:  # a running run's name, where an ended one shares the id
+                self.name = labels.get("job_name", self.job_id)
+        elif name == ENDED_AT:
+            self.ended_at = max(value, self.ended_at or value)
+
+    def job(self) -> FleetJob:
+        state = job_state(self.states)
+        return FleetJob(self.job_id, self.name, len(self.ranks), self.size, state, self.ended_at)
+
+
 def _jobs(samples: list[Sample]) -> tuple[FleetJob, ...]:
-    """Every job with ranks somewhere, most ranks first."""
-    names: dict[str, str] = {}
-    ranks: dict[str, set[str]] = defaultdict(set)
-    sizes: dict[str, int] = {}
-    for labels, _ in samples:
+    """Every job with ranks somewhere: running ones first, most ranks first; then the ended
+    ones, the newest end first."""
+    seen: dict[str, _Seen] = {}
+    for labels, value in samples:
         job = job_of(labels)
         if "rank" in labels and job:
-            names[job] = labels.get("job_name", job)
-            ranks[job].add(labels["rank"])
-            if "world_size" in labels:
-                sizes[job] = int(labels["world_size"])
-    jobs = (FleetJob(j, names[j], len(ranks[j]), sizes.get(j)) for j in names)
-    return tuple(sorted(jobs, key=lambda j: (-j.ranks, j.name, j.job_id)))
+            seen.setdefault(job, _Seen(job, labels.get("job_name", job))).add(labels, value)
+    return tuple(sorted((s.job() for s in seen.values()), key=_job_order))
+
+
+def _job_order(job: FleetJob) -> tuple:
+    if job.ended:
+        return (1, -(job.ended_at or 0.0), job.name, job.job_id)
+    return (0, -job.ranks, job.name, job.job_id)
 
 
 def pick_job(jobs: tuple[FleetJob, ...], wanted: str | None) -> FleetJob | None:
-    """The job named (by name or id), else the one with most ranks."""
+    """The job named (by name or id), else the running one with most ranks (``jobs`` lists
+    those first), else the one that ended last."""
     if wanted is None:
         return jobs[0] if jobs else None
     return next((j for j in jobs if wanted in (j.name, j.job_id)), None)
 
 
-def _verdicts(samples: list[Sample], job_id: str | None) -> dict[str, FleetVerdict]:
-    """Each node's verdict for the job, else its host-wide one (``job_name`` empty)."""
+def _verdicts(samples: list[Sample], job: FleetJob | None) -> dict[str, FleetVerdict]:
+    """Each node's verdict for the job, else its host-wide one (``job_name`` empty); for an
+    ended job, each node's last verdict on it (the host's present says nothing about it)."""
+    ended = job is not None and job.ended
+    metric = "traintop_final_bottleneck" if ended else "traintop_bottleneck"
     found: dict[str, tuple[int, FleetVerdict]] = {}
     for labels, value in samples:
-        if labels.get("__name__") != "traintop_bottleneck":
+        if labels.get("__name__") != metric:
             continue
-        mine = job_id is not None and job_of(labels) == job_id
-        if not mine and labels.get("job_name"):
+        mine = job is not None and job_of(labels) == job.job_id
+        if not mine and (ended or labels.get("job_name")):
             continue
         verdict = FleetVerdict(
             labels.get("bottleneck", "unknown"), labels.get("severity", "info"), value
@@ -168,28 +231,34 @@ def _node_meta(answers: Answers, stale_after_s: float) -> dict[str, tuple[str, f
 
 
 def _rank(rank: int, row: dict) -> FleetRank:
+    """One rank; an ended one without figures, whatever an exporter from before ended runs
+    stepped aside still serves: its last rate would read as a running rank's."""
+    figures = {} if row.get("state") in ENDED_ORDER else row
     return FleetRank(
         rank=rank,
         hostname=row["hostname"],
         local_rank=row.get("local_rank"),
         state=row.get("state"),
-        steps_per_s=row.get("steps_per_s"),
-        step_p50_s=row.get("step_p50_s"),
-        step_p95_s=row.get("step_p95_s"),
-        data_wait_share=row.get("data_wait_share"),
-        comm_share=row.get("comm_share"),
+        steps_per_s=figures.get("steps_per_s"),
+        step_p50_s=figures.get("step_p50_s"),
+        step_p95_s=figures.get("step_p95_s"),
+        data_wait_share=figures.get("data_wait_share"),
+        comm_share=figures.get("comm_share"),
+        ended_at=row.get("ended_at"),
     )
 
 
 def _ranks(
     answers: Answers, job: FleetJob, stale: set[str], previous: FleetSnapshot | None
 ) -> tuple[FleetRank, ...]:
-    """The job's ranks; those on stale nodes, or gone since the last refresh, as stale."""
+    """The job's ranks; those on stale nodes, or gone since the last refresh, as stale (a
+    rank that had ended is gone for good: its grace period on the exporter is over)."""
     fresh = _rank_fields(answers.jobs, job.job_id)
     ranks = {r: _rank(r, row) for r, row in fresh.items()}
     if previous is not None and previous.job is not None and previous.job.job_id == job.job_id:
         for old in previous.ranks:
-            ranks.setdefault(old.rank, replace(old, straggler=False))
+            if not old.ended:
+                ranks.setdefault(old.rank, replace(old, straggler=False))
     for rank, row in ranks.items():
         if row.hostname in stale or rank not in fresh:
             ranks[rank] = replace(row, state="stale")
@@ -240,9 +309,10 @@ def build_fleet(
     stale = {host for host, (_, _, is_stale) in meta.items() if is_stale}
     ranks = _ranks(answers, job, stale, previous) if job is not None else ()
     gpus = _gpus(answers.gpus)
-    verdicts = _verdicts(answers.jobs, job.job_id if job else None)
+    verdicts = _verdicts(answers.jobs, job)
     hosts = sorted(set(meta) | set(gpus) | {r.hostname for r in ranks})
     nodes = tuple(_node(h, meta, gpus, ranks, verdicts) for h in hosts)
+    judge = ended_verdict if job is not None and job.ended else job_verdict
     return FleetSnapshot(
         timestamp=answers.now,
         source=source,
@@ -250,6 +320,6 @@ def build_fleet(
         jobs=jobs,
         nodes=nodes,
         ranks=ranks,
-        verdict=job_verdict(nodes, ranks) if nodes else None,
+        verdict=judge(nodes, ranks) if nodes else None,
         error=_missing_job(wanted, jobs),
     )

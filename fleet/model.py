@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from traintop.diagnosis.job_groups import ENDED_ORDER
+
+ENDED_STATES = frozenset(ENDED_ORDER)
+
 
 @dataclass(frozen=True, slots=True)
 class FleetGpu:
@@ -51,6 +55,12 @@ class FleetRank:
     data_wait_share: float | None
     comm_share: float | None
     straggler: bool = False
+    ended_at: float | None = None  # wall clock, for a rank that ended (its exporter's word)
+
+    @property
+    def ended(self) -> bool:
+        """Finished, crashed or restarted: no figure of it describes the present."""
+        return self.state in ENDED_STATES
 
     @property
     def work_s(self) -> float | None:
@@ -77,12 +87,19 @@ class FleetNode:
 
 @dataclass(frozen=True, slots=True)
 class FleetJob:
-    """A training job seen anywhere in the fleet."""
+    """A training job seen anywhere in the fleet; ``state`` as the monitor's jobs table folds
+    its ranks' (live, stalled, else the worst end), ``ended_at`` its last rank's end."""
 
     job_id: str
     name: str
     ranks: int
     world_size: int | None
+    state: str | None = None
+    ended_at: float | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED_STATES
 
 
 @dataclass(frozen=True, slots=True, eq=False)

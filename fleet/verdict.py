@@ -181,3 +181,11 @@ def job_verdict(nodes: tuple[FleetNode, ...], ranks: tuple[FleetRank, ...]) -> F
     else:
         verdict = _consensus(live, ranks)
     return _with_stale(verdict, nodes)
+
+
+def ended_verdict(nodes: tuple[FleetNode, ...], ranks: tuple[FleetRank, ...]) -> FleetVerdict:
+    """An ended job's last verdict: the one most of its nodes gave it last (their verdicts are
+    its ``traintop_final_bottleneck``); what its nodes' GPUs do now is no longer about it."""
+    if not any(n.verdict for n in nodes):
+        return FleetVerdict("unknown", "info", 0.0, "no node kept its last verdict")
+    return _consensus(list(nodes), ranks)

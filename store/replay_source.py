@@ -41,14 +41,15 @@ class Position:
 class ReplaySource:
     """Plays ``recording``; every control method may be called from the UI thread."""
 
-    def __init__(self, recording: Recording) -> None:
+    def __init__(self, recording: Recording, *, playing: bool = True) -> None:
+        """Plays from the first sample at once, unless ``playing`` is False (paused there)."""
         self.recording = recording
         self._times = [row.t for row in recording.samples]
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._index, self._target = -1, 0
-        self._playing, self._speed = True, SPEEDS[0]
+        self._playing, self._speed = playing, SPEEDS[0]
         self._update: VerdictUpdate | None = None
         self._history: tuple = ()
         self._thread: threading.Thread | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from tests.snapshot_fixtures import ddp_rank, machine
+from tests.snapshot_fixtures import ddp_job, ddp_rank, machine
 from tests.test_exporter import parse_openmetrics
 from traintop.collectors.snapshot import Snapshot
 from traintop.exporter.listen import ListenAddress
@@ -107,6 +107,23 @@ def two_exporters(*, b_throttling: bool = True, slow: int | None = 6) -> dict[st
         "10.0.0.1:19400": node("node-a", range(0, 4), throttling=False, slow=slow),
         "10.0.0.2:19400": node("node-b", range(4, 8), throttling=b_throttling, slow=slow),
     }
+
+
+LIVE_JOB, OLD_JOB = "run:tcp://10.0.0.7:29500/2", "run:tcp://10.0.0.7:29600/3"
+OLD_END = NOW - 300.0
+
+
+def beside_ended(ticks: int = 6, *, live: bool = True) -> dict[str, list[Snapshot]]:
+    """One node: a 2-rank job running (unless not ``live``) beside a 3-rank one that crashed
+    five minutes ago, at 26.7 steps/s before it did (what a dead job's last rate looks like)."""
+    snaps = []
+    for tick in range(ticks):
+        running = ddp_job(world=2, tick=tick, slow=None) if live else ()
+        old = ddp_job(world=3, tick=tick, name="old", state="crashed", job_id=OLD_JOB, slow=None)
+        ended = tuple(replace(r, ended_at=OLD_END, last_step_age_s=300.0) for r in old)
+        snap = machine(gpus=2, throttling=False, jobs=(*running, *ended), tick=tick)
+        snaps.append(replace(snap, timestamp=NOW - ticks + tick))
+    return {"10.0.0.1:19400": snaps}
 
 
 def fleet(nodes, *, wanted=None, previous=None, **kwargs) -> FleetSnapshot:

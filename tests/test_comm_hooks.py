@@ -180,18 +180,28 @@ def test_collectives_off_the_training_thread_or_while_compiling_are_not_booked()
     assert COMM_PHASE not in phases_of(probe, writers)
 
 
-def _torchrun(world: int, *args: str, shim: bool, ring: Path) -> str:
-    """Run tests/workloads/ddp_train.py under torchrun; returns rank 0's result line."""
+def _torchrun_argv(world: int, *args: str, shim: bool, ring: Path) -> tuple[list[str], dict]:
+    """tests/workloads/ddp_train.py under torchrun (and `traintop run` when ``shim``)."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("TRAINTOP")}
     environ.update(TRAINTOP_RING_DIR=str(ring), PYTHONPATH=str(REPO))
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
             f"--nproc_per_node={world}", str(WORKLOADS / "ddp_train.py"), *args]  # fmt: skip
     if shim:
         argv = [sys.executable, "-m", "traintop.launcher", "--", *argv]
+    return argv, environ
+
+
+def _results(done: subprocess.CompletedProcess | subprocess.Popen, out: str, err: str) -> list:
+    assert done.returncode == 0, err[-3000:]
+    assert "traintop:" not in err, err[-3000:]
+    return re.findall(r"params=\S+ hook_calls=\d+", out)
+
+
+def _torchrun(world: int, *args: str, shim: bool, ring: Path) -> str:
+    """Run the workload to its end; returns rank 0's result line."""
+    argv, environ = _torchrun_argv(world, *args, shim=shim, ring=ring)
     done = subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "traintop:" not in done.stderr, done.stderr[-3000:]
-    return re.search(r"params=\S+ hook_calls=\d+", done.stdout).group(0)
+    return _results(done, done.stdout, done.stderr)[0]
 
 
 @pytest.fixture
@@ -199,14 +209,26 @@ def ring(tmp_path: Path) -> Path:
     return private_dir(tmp_path / "ring")
 
 
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, list[str]]:
+    """Three ranks trained with DDP's default reduction, then with a user's hook, without and
+    with the shim, side by side: rank 0's result lines by ``shim``.  Three ranks: 1/3 is
+    inexact in binary, so dividing instead of scaling would show."""
+    runs = {}
+    for shim in (False, True):
+        ring = private_dir(tmp_path_factory.mktemp("run") / "ring")
+        argv, environ = _torchrun_argv(3, "--steps", "8", "--then-user-hook", shim=shim, ring=ring)
+        runs[shim] = subprocess.Popen(argv, env=environ, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return {shim: _results(proc, *proc.communicate(timeout=240)) for shim, proc in runs.items()}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("args", [(), ("--user-hook",)], ids=["default", "user-hook"])
-def test_parameters_are_bit_identical_under_the_shim(ring: Path, args: tuple[str, ...]) -> None:
-    """Three ranks: 1/3 is inexact in binary, so dividing instead of scaling would show."""
-    plain = _torchrun(3, "--steps", "8", *args, shim=False, ring=ring)
-    shimmed = _torchrun(3, "--steps", "8", *args, shim=True, ring=ring)
+@pytest.mark.parametrize("variant", [0, 1], ids=["default", "user-hook"])
+def test_parameters_are_bit_identical_under_the_shim(trained: dict, variant: int) -> None:
+    plain, shimmed = trained[False][variant], trained[True][variant]
     assert shimmed == plain
-    assert ("hook_calls=0" in plain) != bool(args)  # the user's hook ran, behind ours
+    assert ("hook_calls=0" in plain) != bool(variant)  # the user's hook ran, behind ours
 
 
 @pytest.mark.slow

@@ -171,6 +171,7 @@ def test_killed_job_stays_listed_as_crashed(ring_env: dict[str, str], training_j
     crashed = wait_for_job(ring_env, lambda j: j["pid"] == pid and j["state"] == "crashed", 30)
     assert crashed["name"] == "train_loop"
     assert crashed["steps_total"] >= training_job["steps_total"]
+    assert crashed["started_at"] < crashed["ended_at"] <= time.time()  # its last sign of life
 
 
 def free_port() -> int:

@@ -19,7 +19,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from tests.isolation import no_gpu_env
-from tests.snapshot_fixtures import MIB, ddp_job, machine, series, sweep_run
+from tests.snapshot_fixtures import EPOCH, MIB, ddp_job, machine, series, sweep_run
 from traintop.exporter.listen import DEFAULT_PORT, ListenAddress, parse_listen
 from traintop.exporter.published import Latest
 from traintop.exporter.run import ExporterConfig, Publisher, build_metrics_app
@@ -44,10 +44,10 @@ def parse_openmetrics(text: str, openmetrics: bool = True) -> dict[str, list]:
     return samples
 
 
-def _published(snapshots) -> Latest:
+def _published(snapshots, keep_ended_s: float = 900.0) -> Latest:
     """What the sampler thread would have published after ``snapshots``."""
     latest = Latest()
-    publish = Publisher(latest)
+    publish = Publisher(latest, keep_ended_s)
     for snap in snapshots:
         publish(snap)
     return latest
@@ -141,6 +141,88 @@ def test_one_verdict_per_live_job_on_the_host():
         "run:tcp://10.0.0.7:29500/2": "llama-7b",
         "pid:gpu-node-07/6003/3": "sweep3",
     }
+
+
+CRASHED = "run:tcp://10.0.0.9:29500/3"
+
+
+def _with_ended(tick: int = 0, *, ended_s: float = 60.0):
+    """A running 2-rank job beside a 3-rank one that crashed ``ended_s`` before this tick."""
+    end = EPOCH + tick - ended_s
+    crashed = tuple(
+        replace(r, ended_at=end, last_step_age_s=ended_s + 30.0, steps_per_s=26.7)
+        for r in ddp_job(world=3, tick=tick, name="old", state="crashed", job_id=CRASHED)
+    )
+    return machine(jobs=(*ddp_job(world=2, tick=tick), *crashed), tick=tick)
+
+
+def _job_ids(samples: dict, name: str) -> set[str]:
+    return {s.labels.get("job") for s in samples.get(name, ())}
+
+
+def test_an_ended_rank_serves_its_state_and_end_but_no_current_figure():
+    """Every rate, share, quantile and phase describes a running rank: a sum over them must
+    not count a dead one.  The crashed ranks keep their state (alerts) and gain their end."""
+    samples = _scrape(_published([_with_ended()]))
+    live = {"run:tcp://10.0.0.7:29500/2"}
+    for name in (
+        "traintop_job_steps_per_second", "traintop_job_samples_per_second",
+        "traintop_job_data_wait_share", "traintop_job_gpu_busy_share",
+        "traintop_job_communication_share", "traintop_job_step_time_seconds",
+        "traintop_job_phase_seconds", "traintop_job_last_step_age_seconds",
+    ):  # fmt: skip
+        assert _job_ids(samples, name) == live, name
+    crashed = {
+        s.labels["rank"]
+        for s in samples["traintop_job_state"]
+        if s.labels["job"] == CRASHED and s.labels["traintop_job_state"] == "crashed"
+    }
+    assert crashed == {"0", "1", "2"}
+    ended = {s.labels["rank"]: s.value for s in samples["traintop_job_ended_timestamp_seconds"]}
+    assert ended == {"0": EPOCH - 60.0, "1": EPOCH - 60.0, "2": EPOCH - 60.0}
+    for name in (
+        "traintop_job_steps_total",
+        "traintop_job_info",
+        "traintop_job_started_timestamp_seconds",
+    ):
+        assert _job_ids(samples, name) == live | {CRASHED}, name
+
+
+def test_an_ended_ranks_series_go_after_the_grace_period_segment_or_not():
+    """Kept past the removal of its segment (the collector forgets it, the grace holds), gone
+    ``keep_ended`` after its end."""
+    snaps = [_with_ended(0, ended_s=60.0), machine(jobs=ddp_job(world=2, tick=20), tick=20)]
+    kept = _scrape(_published(snaps, keep_ended_s=90.0))
+    assert CRASHED in _job_ids(kept, "traintop_job_ended_timestamp_seconds")
+    assert CRASHED in _job_ids(kept, "traintop_job_state")
+    snaps.append(machine(jobs=ddp_job(world=2, tick=31), tick=31))
+    gone = _scrape(_published(snaps, keep_ended_s=90.0))
+    assert all(CRASHED not in _job_ids(gone, name) for name in gone)
+    assert _job_ids(gone, "traintop_job_steps_per_second") == {"run:tcp://10.0.0.7:29500/2"}
+
+
+def test_a_rank_restarted_under_its_old_labels_is_one_series_the_running_one():
+    """torchrun restarts a rank with the same rendezvous: its dead instance and the new one
+    have the same label set, and a scrape must not hold two samples of one series."""
+    dead = replace(ddp_job(world=2)[1], state="restarted", pid=999, ended_at=EPOCH - 5.0)
+    samples = _scrape(_published([machine(jobs=(*ddp_job(world=2), dead))]))
+    states = [s for s in samples["traintop_job_state"] if s.value == 1]
+    assert sorted((s.labels["rank"], s.labels["traintop_job_state"]) for s in states) == [
+        ("0", "live"),
+        ("1", "live"),
+    ]
+    assert "traintop_job_ended_timestamp_seconds" not in samples
+
+
+def test_an_ended_jobs_last_verdict_has_its_own_name_for_the_grace_period():
+    jobs = (*ddp_job(world=2), sweep_run(4, state="finished", ended_s=5.0))
+    snaps = series(6, job_source=lambda tick: jobs)
+    samples = _scrape(_published(snaps))
+    (final,) = samples["traintop_final_bottleneck"]
+    assert final.labels["job_name"] == "sweep4" and 0 < final.value <= 1
+    assert "sweep4" not in {s.labels["job_name"] for s in samples["traintop_bottleneck"]}
+    later = machine(jobs=ddp_job(world=2, tick=60), tick=60)
+    assert "traintop_final_bottleneck" not in _scrape(_published([*snaps, later], 30.0))
 
 
 def test_host_verdict_without_jobs():

@@ -6,8 +6,18 @@ from dataclasses import replace
 
 import pytest
 
-from tests.fleet_fixtures import NOW, fleet, node, two_exporters
-from traintop.fleet.build import host_of, job_of
+from tests.fleet_fixtures import (
+    LIVE_JOB,
+    NOW,
+    OLD_END,
+    OLD_JOB,
+    answers,
+    beside_ended,
+    fleet,
+    node,
+    two_exporters,
+)
+from traintop.fleet.build import build_fleet, host_of, job_of
 from traintop.fleet.model import FleetGpu, FleetNode, FleetRank
 from traintop.fleet.verdict import gpu_throttle, job_verdict, mark_straggler
 
@@ -130,3 +140,70 @@ def test_a_throttled_node_without_ranks_of_the_job_is_not_its_cause():
     assert len(snap.nodes) == 3 and snap.nodes[2].verdict.bottleneck == "throttle_thermal"
     assert snap.verdict.bottleneck != "throttle_thermal"
     assert snap.verdict.summary.startswith("2 of 2 nodes: ")
+
+
+def test_the_fleet_opens_on_the_running_job_not_the_bigger_one_that_ended():
+    snap = fleet(beside_ended())
+    assert snap.job.job_id == LIVE_JOB and not snap.job.ended
+    assert [j.job_id for j in snap.jobs] == [LIVE_JOB, OLD_JOB]  # ended ones after, for `j`
+    old = snap.jobs[1]
+    assert (old.ranks, old.state, old.ended_at) == (3, "crashed", OLD_END) and old.ended
+    assert [r.steps_per_s is not None for r in snap.ranks] == [True, True]
+
+
+def test_an_ended_job_shows_its_end_and_last_verdict_never_a_rate():
+    snap = fleet(beside_ended(), wanted="old")
+    assert snap.job.job_id == OLD_JOB
+    assert [(r.state, r.steps_per_s, r.step_p50_s, r.ended_at) for r in snap.ranks] == [
+        ("crashed", None, None, OLD_END)
+    ] * 3
+    (node_a,) = snap.nodes
+    assert node_a.steps_per_s is None and node_a.verdict is not None  # its last verdict
+    assert snap.verdict.bottleneck == node_a.verdict.bottleneck
+    assert snap.verdict.summary == f"1 of 1 nodes: {node_a.verdict.bottleneck}"
+
+
+def test_with_no_running_job_the_last_ended_one_is_shown():
+    snap = fleet(beside_ended(live=False))
+    assert snap.job.job_id == OLD_JOB and snap.job.ended
+
+
+def test_an_old_exporters_rate_for_an_ended_rank_is_not_shown():
+    """An exporter from before ended runs stepped aside still serves their last rates."""
+    given = answers(beside_ended(), now=NOW)
+    ended = [lab for lab, _ in given.jobs if lab["__name__"] == "traintop_job_info"]
+    rate = "traintop_job_steps_per_second"
+    given.jobs.extend(({**lab, "__name__": rate}, 26.7) for lab in ended if lab["job"] == OLD_JOB)
+    snap = build_fleet(given, wanted=OLD_JOB, stale_after_s=30.0, source="p")
+    assert all(r.steps_per_s is None for r in snap.ranks)
+
+
+def test_a_crashed_rank_whose_series_went_is_dropped_not_kept_stale():
+    """Its grace period ended on its exporter: the rank is gone, not on a node gone quiet."""
+
+    def rank_1_crashed(snap, keep: bool):
+        crashed = replace(snap.jobs[1], state="crashed", ended_at=NOW - 60.0)
+        return replace(snap, jobs=(snap.jobs[0], *([crashed] if keep else [])))
+
+    nodes = beside_ended(live=True)
+    first = fleet({k: [rank_1_crashed(s, True) for s in v] for k, v in nodes.items()})
+    assert [(r.rank, r.state, r.steps_per_s) for r in first.ranks][1] == (1, "crashed", None)
+    later = fleet({k: [rank_1_crashed(s, False) for s in v] for k, v in nodes.items()},
+                  previous=first)  # fmt: skip
+    assert [(r.rank, r.state) for r in later.ranks] == [(0, "live")]
+
+
+def test_an_ended_run_on_the_same_rendezvous_gives_way_to_the_running_one():
+    """The same MASTER_ADDR:PORT reused by the next run (another name): one job id, and its
+    ranks are the running run's, never the dead one's figures or name."""
+    nodes = beside_ended(live=True)
+    for snap_list in nodes.values():
+        for i, snap in enumerate(snap_list):
+            old = tuple(
+                replace(r, name="llama-old", job_id=LIVE_JOB, world_size=2) for r in snap.jobs[2:4]
+            )
+            snap_list[i] = replace(snap, jobs=(*snap.jobs[:2], *old))
+    snap = fleet(nodes)
+    assert [(j.job_id, j.name, j.state) for j in snap.jobs] == [(LIVE_JOB, "llama-7b", "live")]
+    assert [(r.rank, r.state) for r in snap.ranks] == [(0, "live"), (1, "live")]
+    assert all(r.steps_per_s is not None for r in snap.ranks)

@@ -6,7 +6,10 @@ Two network namespaces stand for two machines, each with its own hostname, fake 
 ranks (two per node) all-reduce across the veth, node-b's ranks doing more work per step as a
 throttled GPU would.  `traintop fleet` in tmux must show both nodes and name node-b as the
 cause; the metric names must be dcgm-exporter's; a hundred parallel scrapers must not slow
-the exporter's sampler or the job; a node that dies must turn stale, not crash the view.
+the exporter's sampler or the job; runs that end on node-a beside the live job (a bigger one
+that finishes, one killed while it waits for data) must step aside, in the exporter, the
+dashboard's sums and the fleet, and be gone after ``--keep-ended``; a node that dies must turn
+stale, not crash the view.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOAD = ROOT / "tests" / "workloads" / "fleet_ddp.py"
+SHORT_RUN = ROOT / "tests" / "workloads" / "short_run.py"
+KEEP_ENDED_S, STALL_S, SWEEP_PORT = 15, 6.0, 19130
 SCENARIOS = ROOT / "tests" / "fakenvml" / "scenarios"
 PROM_PORT, EXPORTER_PORT, MASTER_PORT = 19091, 19110, 19120
 HEALTHY_GPU = """devices 1
@@ -58,8 +63,9 @@ def _get(url: str, accept: str = "") -> bytes:
         return answer.read()
 
 
-def _query(promql: str) -> list[dict]:
-    url = f"http://127.0.0.1:{PROM_PORT}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+def _query(promql: str, at: float | None = None) -> list[dict]:
+    params = {"query": promql, **({"time": f"{at:.3f}"} if at is not None else {})}
+    url = f"http://127.0.0.1:{PROM_PORT}/api/v1/query?" + urllib.parse.urlencode(params)
     return json.loads(_get(url))["data"]["result"]
 
 
@@ -70,6 +76,7 @@ def _exporters(nodes, lib: Path, tmp: Path) -> list:
     return [
         node.start(
             TRAINTOP, "exporter", "--listen", f"{node.address}:{EXPORTER_PORT}", "--interval", "1",
+            "--keep-ended", str(KEEP_ENDED_S),
             env={**env, "FAKE_NVML_SCENARIO": str(scenarios[node.hostname])},
             log=tmp / f"exporter-{node.hostname}.log",
             hostname=True,
@@ -201,6 +208,115 @@ def test_hundred_parallel_scrapers_slow_neither_sampler_nor_job(cluster):
     assert len(seen) >= 100 * (HAMMER_S - 1)
     assert max(gaps) < 2.0, gaps  # the sampler kept its 1 s ticks
     assert during >= 0.85 * before, (before, during)
+
+
+def _short_runs(node: Node, tmp: Path) -> list:
+    """Beside the live job on ``node``: a 6-rank job (more ranks than the live one) that steps
+    for 7 s and finishes, and a process that steps for 1 s, waits ``STALL_S`` for a batch that
+    never comes and is killed.  Both end about 7 s from now."""
+    sweep = {"MASTER_ADDR": node.address, "MASTER_PORT": str(SWEEP_PORT), "WORLD_SIZE": "6"}
+    argv = (sys.executable, str(SHORT_RUN))
+    procs = [
+        node.start(
+            *argv,
+            "sweep",
+            "7",
+            env={**sweep, "RANK": str(r), "LOCAL_RANK": str(r)},
+            log=tmp / f"sweep{r}.log",
+        )
+        for r in range(6)
+    ]
+    stalled = node.start(*argv, "loader-stall", "1", str(STALL_S), env={}, log=tmp / "stall.log")
+    return [*procs, stalled]
+
+
+ENDED_STATES = 'traintop_job_state{traintop_job_state=~"finished|crashed"} == 1'
+RATES = ("steps_per_second", "samples_per_second", "step_time_seconds", "phase_seconds",
+         "data_wait_share", "communication_share", "traintop_bottleneck")  # fmt: skip
+
+
+def _exporter_series(node: Node) -> dict[str, list]:
+    body = _get(f"http://{node.address}:{EXPORTER_PORT}/metrics")
+    return parse_openmetrics(body.decode(), openmetrics=False)
+
+
+def _sums_are_the_live_ranks(live: str, ended: set[str], ask) -> None:
+    """At one instant: only running ranks have rates; the dashboard's job total is their sum;
+    for an ended job, every rate, share, quantile, phase and verdict panel has no data."""
+    at = time.time()
+    rated = {(r["metric"]["job"], r["metric"]["rank"])
+             for r in ask("traintop_job_steps_per_second", at)}  # fmt: skip
+    running = ask('traintop_job_state{traintop_job_state=~"live|stalled"} == 1', at)
+    assert rated == {(r["metric"]["job"], r["metric"]["rank"]) for r in running}
+    assert len(rated) == 4 and {job for job, _ in rated} == {live}
+    total = next(q for q in dashboard_queries(live, "node-a") if q.startswith("sum("))
+    ranks = [
+        float(r["value"][1]) for r in ask(f'traintop_job_samples_per_second{{job="{live}"}}', at)
+    ]
+    assert len(ranks) == 4 and float(ask(total, at)[0]["value"][1]) == pytest.approx(sum(ranks))
+    for job in ended:
+        panels = [q for q in dashboard_queries(job, "node-a") if any(m in q for m in RATES)]
+        assert panels and not any(ask(q, at) for q in panels), job
+
+
+def _ends(node: Node, ended: set[str]) -> dict[str, tuple[str, float]]:
+    """What node's exporter serves of the ended jobs: per job, its state and its ranks' run
+    length (end - start); and that it serves them no rate at all."""
+    series = _exporter_series(node)
+    for name in ("traintop_job_steps_per_second", "traintop_job_step_time_seconds"):
+        assert not {s.labels["job"] for s in series.get(name, ())} & ended, name
+    started = {(s.labels["job"], s.labels["rank"]): s.value
+               for s in series["traintop_job_started_timestamp_seconds"]}  # fmt: skip
+    states = {s.labels["job"]: s.labels["traintop_job_state"]
+              for s in series["traintop_job_state"] if s.value == 1}  # fmt: skip
+    ends = {}
+    for s in series.get("traintop_job_ended_timestamp_seconds", ()):
+        key = (s.labels["job"], s.labels["rank"])
+        ends[s.labels["job_name"]] = (states[s.labels["job"]], s.value - started[key])
+    return ends
+
+
+def _fleet_lists_ended_jobs_after_the_live_one(node: Node) -> None:
+    argv = node.argv(TRAINTOP, "fleet", "--prometheus", f"http://127.0.0.1:{PROM_PORT}",
+                     "--interval", "1")  # fmt: skip
+    with TmuxSession(argv, width=160, height=40) as tmux:
+        screen = tmux.wait_for("1 live job, 2 ended (j: next)", 30)
+        assert "job fleet-job (" in screen and "ENDED" not in screen  # the live one, not sweep
+        tmux.send("j")
+        screen = tmux.wait_for(lambda s: "job sweep (" in s and s.count(" finished ") == 6, 15)
+        assert "ENDED " in screen and "6 ranks" in screen
+        rows = [line for line in screen.splitlines() if " finished " in line]
+        assert len(rows) == 6 and all("—" in row for row in rows), screen
+        tmux.send("q")
+        assert tmux.exit_code() == 0
+
+
+def test_ended_runs_step_aside_then_go(cluster, tmp_path: Path):
+    """Ended jobs beside a live one: the fleet opens on the live job, no rate of an ended rank
+    is served or summed, and an ended rank's series are gone once --keep-ended passed."""
+    nodes, procs = cluster
+    node = nodes[0]
+    with in_netns(node) as pool:
+        pool.submit(_wait, _all_ranks_scraped, 120, "4 ranks in Prometheus").result()
+        procs += _short_runs(node, tmp_path)  # stopped with the cluster, whatever happens
+
+        def ask(promql: str, at: float | None = None) -> list[dict]:
+            return pool.submit(_query, promql, at).result()
+
+        _wait(lambda: len(ask(ENDED_STATES)) == 7, 60, "7 ended ranks in Prometheus")
+        (live,) = {r["metric"]["job"] for r in ask("traintop_job_steps_per_second")}
+        ended = {r["metric"]["job"] for r in ask(ENDED_STATES)}
+        _sums_are_the_live_ranks(live, ended, ask)
+        ends = pool.submit(_ends, node, ended).result()
+        _fleet_lists_ended_jobs_after_the_live_one(node)
+        assert ends["sweep"][0] == "finished" and ends["loader-stall"][0] == "crashed"
+        assert ends["loader-stall"][1] >= STALL_S - 1.0  # ended when killed, not at its last step
+
+        def gone() -> bool:
+            return not any(ask(f'{{job="{job}"}}') for job in ended)
+
+        _wait(gone, 60, "the ended ranks' series to go")
+        assert not pool.submit(_ends, node, ended).result()
 
 
 def test_fleet_names_the_throttled_node(cluster):

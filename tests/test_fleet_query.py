@@ -194,6 +194,9 @@ def test_exporter_command_line_errors_are_one_line(tmp_path: Path):
     env = {**no_gpu_env(tmp_path), "PATH": "/usr/bin:/bin"}
     done = _traintop("exporter", "--listen", "127.0.0.1:http", env=env)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "port must be" in done.stderr
+    done = _traintop("exporter", "--keep-ended", "-5", env=env)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "--keep-ended: seconds must be a positive number, got -5" in done.stderr
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()

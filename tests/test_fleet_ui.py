@@ -3,11 +3,12 @@ and an SVG snapshot of its layout (accept changes with ``pytest --snapshot-updat
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from textual.widgets import DataTable, Static
 
-from tests.fleet_fixtures import fleet, two_exporters
+from tests.fleet_fixtures import OLD_END, beside_ended, fleet, two_exporters
 from tests.test_tui_app import async_test
 from traintop.tui.fleet_app import FleetApp, FleetReady
 from traintop.tui.screens.help import HelpScreen
@@ -164,3 +165,29 @@ async def test_at_80x24_the_ranks_keep_their_room():
         assert not app.query_one("#gpus").display
         assert app.query_one("#ranks").size.height >= 8
         assert app.query_one("#fleet-status").region.y == 22  # nothing pushed off screen
+
+
+@async_test
+async def test_an_ended_job_reads_ended_with_its_end_and_dashes_for_rates():
+    snap = fleet(beside_ended(), wanted="old")
+    app = FleetApp(ScriptedFleet(), first=snap)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        header = _text(app, "#fleet-header")
+        end = time.strftime("%H:%M", time.localtime(OLD_END))
+        assert f"job old (run:tcp://10.0.0.7:29600/3) · ENDED {end} · 1 live job, 1 ended" in header
+        banner = _text(app, "#fleet-verdict")
+        assert banner.startswith(f"◇ ENDED {end} (crashed, 5 min ago) — last verdict ")
+        assert app.query_one("#fleet-verdict").has_class("-error")
+        ranks = _cells(app, "#ranks")
+        assert [row[3:10] for row in ranks] == [["crashed", *["—"] * 6]] * 3
+
+
+@async_test
+async def test_the_header_counts_running_and_ended_jobs_apart():
+    app = FleetApp(ScriptedFleet(), first=fleet(beside_ended()))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        header = _text(app, "#fleet-header")
+        assert "job llama-7b (run:tcp://10.0.0.7:29500/2) · 1 live job, 1 ended (j: next)" in header
+        assert "ENDED" not in header and "ENDED" not in _text(app, "#fleet-verdict")

@@ -13,6 +13,7 @@ import pytest
 from tests.ring_helpers import make_segment
 from traintop.collectors.jobs import JobCollector
 from traintop.collectors.processes import ProcessCollector
+from traintop.collectors.ring_reader import open_segment
 from traintop.collectors.snapshot import WorkerSnapshot
 from traintop.ring import FLAG_GPU_VALID, FLAG_MEM_VALID
 
@@ -61,6 +62,21 @@ def test_statistics_over_the_window(setup):
     assert job.last_step_age_s == pytest.approx(0.0)
 
 
+def test_gpu_busy_share_comes_from_the_steps_the_probe_timed(setup):
+    """The probe times one step in 16 on the GPU (traintop/cuda_timing.py): a job whose timed
+    steps keep the GPU busy 95 % of their 20 ms is 95 % busy, not 95 % / 16."""
+    w, clock, col = setup
+    t = 1000 * 10**9
+    for k in range(400):
+        timed = k % 16 == 0
+        w.record(k, t, (2 * MS, 8 * MS, 10 * MS), 32, gpu_ns=19 * MS if timed else 0,
+                 flags=FLAG_GPU_VALID if timed else 0)  # fmt: skip
+        t += 20 * MS
+    clock.t = t / 1e9
+    (job,) = col.collect()
+    assert job.gpu_busy_share == pytest.approx(0.95)
+
+
 def test_window_slides_and_slow_data_shows(setup):
     w, clock, col = setup
     end = _steps(w, 0, 10**12, 1000)  # 10 s fast
@@ -80,12 +96,80 @@ def test_stalled_finished_crashed_and_restarted(setup, tmp_path):
     job = col.collect()[0]
     assert job.state == "stalled" and job.last_step_age_s == pytest.approx(6.0)
     w.close()
-    finished = col.collect()[0]
-    assert finished.state == "finished" and finished.steps_per_s == pytest.approx(100.0)
+    finished = col.collect()[0]  # it had stopped 6 s before it ended: its final rate says so
+    assert finished.state == "finished" and finished.steps_per_s == 0.0
     again = make_segment(tmp_path / "ring")
     _steps(again, 0, end + 10**9, 10)
     states = sorted(j.state for j in col.collect())
     assert states == ["live", "restarted"]
+
+
+def _wall(w, monotonic_s: float) -> float:
+    """``monotonic_s`` of the fake clock as wall-clock time, as the collector converts it."""
+    header = open_segment(w.path).header
+    return (header.created_realtime_ns - header.created_monotonic_ns) / 1e9 + monotonic_s
+
+
+@pytest.mark.parametrize(("quiet_s", "final_rate"), [(0.5, 100.0), (8.0, 0.0)])
+def test_a_crashed_ranks_final_rate_says_whether_it_had_stopped(setup, quiet_s, final_rate):
+    """Killed right after a step, a rank keeps the rate it ran at; killed after waiting longer
+    than the stall limit (say for data), its final rate is 0, not the rate from before."""
+    w, clock, col = setup
+    end = _steps(w, 0, 10**12, 100)  # 100 steps/s
+    clock.t = end / 1e9 + quiet_s
+    assert col.collect()[0].state in ("live", "stalled")  # seen alive, quiet_s after its step
+    w._release(unlock=True)  # the process dies: the lock goes, the state still says running
+    clock.t += 1.0
+    (job,) = col.collect()
+    assert job.state == "crashed" and job.steps_per_s == final_rate
+    assert job.samples_per_s == 32 * final_rate
+    assert job.step_time_p50_s == pytest.approx(0.010)  # what its steps took is still so
+    assert job.ended_at == pytest.approx(_wall(w, end / 1e9 + quiet_s))  # last seen alive
+
+
+def test_a_crash_before_the_monitor_looked_ends_at_its_last_sign_of_life(setup):
+    """Its live word says it entered "data" 9 s after its last step: it stopped, then died."""
+    w, clock, col = setup
+    end = _steps(w, 0, open_segment(w.path).header.created_monotonic_ns, 100)
+    w.set_live(0, end + 9 * 10**9)
+    w._release(unlock=True)
+    clock.t = end / 1e9 + 60.0
+    (job,) = col.collect()
+    assert job.state == "crashed" and job.steps_per_s == 0.0
+    assert job.ended_at == pytest.approx(_wall(w, end / 1e9 + 9.0), abs=1e-6)
+
+
+@pytest.mark.parametrize("quiet_s", [6.0, 12.0])
+def test_a_stalled_rank_reads_0_steps_per_s(setup, quiet_s):
+    """Stalled, with steps left in its window or none: it steps at 0/s, not at a rate from
+    before it stopped, and not at an unknown one."""
+    w, clock, col = setup
+    end = _steps(w, 0, 10**12, 100)
+    clock.t = end / 1e9 + quiet_s
+    (job,) = col.collect()
+    assert job.state == "stalled" and job.ended_at is None
+    assert (job.steps_per_s, job.samples_per_s, job.gpu_busy_share) == (0.0, 0.0, 0.0)
+    assert job.step_time_p50_s == (pytest.approx(0.010) if quiet_s < 10 else None)
+
+
+def test_slow_steps_keep_an_unknown_rate_between_steps_not_0(setup):
+    """20 s steps leave the 10 s window empty most of the time, yet the rank is not stalled
+    (the limit is 5 steps): its rate is unknown there, never a 0 a rate alert would page on."""
+    w, clock, col = setup
+    end = _steps(w, 0, 10**12, 3, data_ms=5_000, fwd_ms=5_000, bwd_ms=10_000)
+    for quiet_s in (6.0, 15.0, 40.0, 99.0):
+        clock.t = end / 1e9 + quiet_s
+        (job,) = col.collect()
+        assert job.state == "live" and job.steps_per_s != 0.0, quiet_s
+    clock.t = end / 1e9 + 101.0
+    assert col.collect()[0].steps_per_s == 0.0  # 5 steps of 20 s without one: stalled
+
+
+def test_a_rank_before_its_first_step_has_no_rate(setup):
+    _, clock, col = setup
+    clock.t = 10**3
+    (job,) = col.collect()
+    assert job.steps_per_s is None and job.samples_per_s is None
 
 
 def test_corrupt_segment_is_reported_not_raised(tmp_path):
@@ -120,7 +204,8 @@ def test_many_steps_per_tick_give_exact_rates_and_shares(setup):
     assert job.steps_per_s == six_digits(2000 / span)
     assert job.samples_per_s == six_digits(sum(s for _, s, _ in steps) / span)
     assert job.data_wait_share == six_digits(sum(p[0] for p, _, _ in steps) / total)
-    assert job.gpu_busy_share == six_digits(sum(g for _, _, g in steps) * 200_000 / total)
+    # 4 steps in 5 carry a GPU time: the others were not timed, and count as unknown, not idle
+    assert job.gpu_busy_share == six_digits(200_000 * 2000 / total)
     newest = sorted(sum(p) for p, _, _ in steps[-128:])
     assert job.step_time_p95_s == six_digits(newest[int(0.95 * 128)] / 1e9)
     assert job.recent_step_times_s[-1] == pytest.approx(sum(steps[-1][0]) / 1e9)

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.isolation import private_dir
+from traintop.collectors.jobs import JobCollector
 from traintop.ring_shrink import KEEP_RECORDS
 
 LOOPS = Path(__file__).parent / "workloads" / "loops"
@@ -62,13 +63,19 @@ def _traintop_json(env: dict[str, str], *args: str) -> object:
 
 
 def _wait_live(proc: subprocess.Popen, env: dict[str, str], world: int) -> tuple[float, list]:
-    """Poll `jobs --json` until all ranks are live: when its answer came back, and the
-    snapshot's jobs then."""
-    while proc.poll() is None:
-        live = [j for j in _traintop_json(env, "jobs", "--json") if j["state"] == "live"]
-        if len(live) == world:
-            return time.time(), _traintop_json(env, "snapshot", "--json")["jobs"]
-        time.sleep(0.3)
+    """Poll the rings until all ranks are live: when they were, and `snapshot --json`'s jobs then.
+
+    The poll reads the ring directory in this process with the collector `traintop jobs` runs
+    (a `traintop jobs` subprocess every 0.3 s cost a third of a CPU second each, beside the job
+    it measures); the command itself is run on the finished job below."""
+    collector = JobCollector(env["TRAINTOP_RING_DIR"])
+    try:
+        while proc.poll() is None:
+            if sum(job.state == "live" for job in collector.collect()) == world:
+                return time.time(), _traintop_json(env, "snapshot", "--json")["jobs"]
+            time.sleep(0.2)
+    finally:
+        collector.close()
     pytest.fail(f"the job ended before {world} rank(s) were listed live")
 
 

@@ -7,6 +7,7 @@ projects: installed into a training environment beside them, one would overwrite
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import subprocess
 import sys
 import venv
@@ -21,13 +22,24 @@ ROOT = Path(__file__).resolve().parents[1]
 PIP_OWN = {"pip", "setuptools", "_distutils_hack", "pkg_resources", "distutils-precedence.pth"}
 
 
+def _source_copy(into: Path) -> Path:
+    """The files git tracks, copied: setuptools builds in the source folder (``build/``)."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, into / name)
+    return into
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    source = _source_copy(tmp_path_factory.mktemp("source"))
     # setuptools in this environment builds it offline; without it pip fetches a build backend
     offline = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *offline, "-w", str(out), ROOT],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *offline, "-w", str(out), source],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     (found,) = out.glob("traintop-*.whl")

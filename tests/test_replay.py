@@ -31,6 +31,8 @@ def async_test(test):
 
 @pytest.fixture
 def recording(tmp_path):
+    """Two hundred samples; the apps below open it paused at the first, so what a test reads
+    does not depend on how long the app took to start."""
     snaps = series(N, gpus=8)
     verdicts = [verdict("compute" if i < CHANGE_AT else "data_cpu") for i in range(N)]
     path = record(tmp_path / "night.ttrec", snaps, verdicts)
@@ -58,10 +60,9 @@ def _banner(app) -> str:
 
 @async_test
 async def test_playback_keys_move_through_the_recording(recording):
-    app = ReplayApp(ReplaySource(recording))
+    app = ReplayApp(ReplaySource(recording, playing=False))
     async with app.run_test(size=(200, 50)) as pilot:
         await _settle(pilot, app, 0)
-        await pilot.press("space")  # pause
         assert "⏸" in _timeline(app)
         await pilot.press("full_stop", "full_stop")
         await _settle(pilot, app, 2)
@@ -76,10 +77,10 @@ async def test_playback_keys_move_through_the_recording(recording):
 
 @async_test
 async def test_speed_cycles_through_x1_x10_x60_and_plays_that_fast(recording):
-    app = ReplayApp(ReplaySource(recording))
+    app = ReplayApp(ReplaySource(recording, playing=False))
     async with app.run_test(size=(200, 50)) as pilot:
         await _settle(pilot, app, 0)
-        await pilot.press("x")
+        await pilot.press("space", "x")  # play, faster
         assert "×10" in _timeline(app)
         await pilot.press("x")
         assert "×60" in _timeline(app)
@@ -93,10 +94,10 @@ async def test_speed_cycles_through_x1_x10_x60_and_plays_that_fast(recording):
 async def test_the_banner_and_details_are_those_of_that_moment(recording):
     """Jump straight to the verdict change: the banner shows the recorded verdict at once,
     and the details' history holds the samples before the jump."""
-    app = ReplayApp(ReplaySource(recording))
+    app = ReplayApp(ReplaySource(recording, playing=False))
     async with app.run_test(size=(200, 50)) as pilot:
         await _settle(pilot, app, 0)
-        await pilot.press("space", "n")
+        await pilot.press("n")
         await _settle(pilot, app, CHANGE_AT)
         assert "data_cpu holds" in _banner(app)
         await pilot.press("comma")
@@ -114,11 +115,11 @@ async def test_goto_a_clock_time_and_an_offset(recording, monkeypatch):
     import time
 
     time.tzset()
-    app = ReplayApp(ReplaySource(recording))
+    app = ReplayApp(ReplaySource(recording, playing=False))
     try:
         async with app.run_test(size=(200, 50)) as pilot:
             await _settle(pilot, app, 0)
-            await pilot.press("space", "g", *"15:08:00", "enter")
+            await pilot.press("g", *"15:08:00", "enter")
             await _settle(pilot, app, 80)  # 15:06:40 + 80 s
             header = app.query_one(HeaderBar).render().plain
             assert "15:08:00" in header  # the header clock is the recording's
@@ -131,11 +132,11 @@ async def test_goto_a_clock_time_and_an_offset(recording, monkeypatch):
 
 @async_test
 async def test_panels_show_the_recorded_numbers_and_history(recording):
-    app = ReplayApp(ReplaySource(recording))
+    app = ReplayApp(ReplaySource(recording, playing=False))
     live = series(N, gpus=8)
     async with app.run_test(size=(200, 50)) as pilot:
         await _settle(pilot, app, 0)
-        await pilot.press("space", "g", *"+150s", "enter")
+        await pilot.press("g", *"+150s", "enter")
         await _settle(pilot, app, 150)
         gpu_text = app.query_one(GpuPanel).render().plain
         util = f"{live[150].gpus[0].util_gpu_pct:.0f}%"
@@ -145,7 +146,7 @@ async def test_panels_show_the_recorded_numbers_and_history(recording):
 
 @async_test
 async def test_live_only_keys_are_gone_in_replay(recording):
-    app = ReplayApp(ReplaySource(recording))
+    app = ReplayApp(ReplaySource(recording, playing=False))
     async with app.run_test(size=(200, 50)) as pilot:
         await _settle(pilot, app, 0)
         keys = set(app._bindings.key_to_bindings)
@@ -159,7 +160,7 @@ async def test_live_only_keys_are_gone_in_replay(recording):
 async def test_help_lists_the_playback_keys(recording):
     from traintop.tui.screens.help import HelpScreen
 
-    app = ReplayApp(ReplaySource(recording))
+    app = ReplayApp(ReplaySource(recording, playing=False))
     async with app.run_test(size=(200, 50)) as pilot:
         await _settle(pilot, app, 0)
         await pilot.press("question_mark")

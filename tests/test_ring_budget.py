@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,11 +14,11 @@ from tests.isolation import private_dir
 from tests.ring_helpers import PHASES, consistent, make_segment, write
 from traintop import ring_paths
 from traintop.collectors.ring_reader import open_segment
-from traintop.ring import RingWriter
 from traintop.ring_format import segment_size
 from traintop.ring_shrink import KEEP_RECORDS
 
 FLOOR = ring_paths.MIN_FREE_BYTES
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _finished(directory: Path, records: int, **kwargs) -> Path:
@@ -113,49 +115,14 @@ def small_shm(tmp_path):
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-def _run(ring: Path, ranks: int, crash: bool) -> tuple[list[bool], int]:
-    """One job: ``ranks`` forked trainers all live at once; their writers' states, and the
-    free bytes while all of them ran."""
-    ready_r, ready_w = os.pipe()
-    go_r, go_w = os.pipe()
-    pids = [
-        _rank(ring, rank, ranks, crash, (ready_r, ready_w, go_r, go_w)) for rank in range(ranks)
-    ]
-    os.close(ready_w), os.close(go_r)
-    with os.fdopen(ready_r, "rb") as ready:
-        enabled = [b == ord("1") for b in ready.read(ranks)]
-        st = os.statvfs(ring)
-        os.close(go_w)  # all ranks see EOF: they finish (or crash) together
-        for pid in pids:
-            os.waitpid(pid, 0)
-    return enabled, st.f_bavail * st.f_frsize
-
-
-def _rank(ring: Path, rank: int, world: int, crash: bool, pipes: tuple[int, ...]) -> int:
-    pid = os.fork()
-    if pid:
-        return pid
-    ready_r, ready_w, go_r, go_w = pipes
-    os.close(ready_r), os.close(go_w)  # else no rank ever sees the parent's EOF
-    w = RingWriter.create(name="sweep", phases=PHASES, rank=rank, world_size=world,
-                          directory=str(ring), run_id=str(os.getppid()))  # fmt: skip
-    for i in range(300):
-        write(w, i)
-    os.write(ready_w, b"1" if w.enabled else b"0")
-    os.read(go_r, 1)
-    if not crash:
-        w.close()
-    os._exit(0)
-
-
 def test_a_hundred_8_rank_runs_in_a_64_mb_shm_are_all_instrumented(small_shm):
     ring = private_dir(small_shm / "traintop")
-    lowest = None
-    for run in range(100):
-        enabled, free = _run(ring, 8, crash=run % 10 == 9)
+    argv = [sys.executable, "-m", "tests.ring_sweep", str(ring), "100", "8"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240, check=True)
+    sweep = json.loads(done.stdout)
+    for run, enabled in enumerate(sweep["enabled"]):
         assert all(enabled), f"run {run}: ranks {enabled}"
-        lowest = free if lowest is None else min(lowest, free)
-    assert lowest >= FLOOR
+    assert min(sweep["free"]) >= FLOOR
     held = sum(p.stat().st_blocks * 512 for p in ring_paths.list_segments(ring))
     # the budget applies when a writer starts: the last run's segments come on top of it
     assert held <= ring_paths.ENDED_BUDGET_BYTES + 8 * segment_size(4096)

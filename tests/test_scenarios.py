@@ -3,8 +3,9 @@
 Each test starts a real, bounded training workload under `traintop run` (zero-code probe), waits
 for its ring segment, runs `traintop diagnose --for 12 --json` as a subprocess and checks that the
 primary verdict names the bottleneck the workload was built to have, with measured numbers in
-its evidence, within 15 s of the job starting.  Only `network` adds explicit probe phases: the
-zero-code probe cannot see DDP's all-reduce (it runs inside ``backward``).
+its evidence, in time (15 s from the job's start is the target the matrix reports; the suite
+allows ``SUITE_SLACK`` times it).  Only `network` adds explicit probe phases.  The jobs that need
+the CPUs to themselves run in the suite's ``cpu_bound`` group, one after another.
 Setting TRAINTOP_SCENARIO_RESULTS to a file appends one JSON line per scenario (the source of
 docs/scenarios.md).
 """
@@ -24,6 +25,7 @@ from tests.scenarios.harness import (
     ScenarioUnavailable,
     Workload,
     describe,
+    in_time,
     record,
     run_diagnose,
     running,
@@ -72,7 +74,7 @@ def _check(scenario: str, workload: Workload, run: DiagnoseRun) -> None:
     assert run.bottleneck == scenario, context
     evidence = run.verdict.get("evidence") or []
     assert any(re.search(r"\d", text) for text in evidence), context
-    assert ttv is not None and ttv <= VERDICT_DEADLINE_S, f"time-to-verdict {ttv} s\n{context}"
+    assert in_time(ttv, VERDICT_DEADLINE_S), f"time-to-verdict {ttv} s\n{context}"
 
 
 def _single(scenario: str, script: str, ring_dir: Path, tmp_path: Path, *args: str) -> None:
@@ -84,6 +86,7 @@ def _single(scenario: str, script: str, ring_dir: Path, tmp_path: Path, *args: s
         _check(scenario, jobs[0], run_diagnose(env, job_pid=next(iter(pids))))
 
 
+@pytest.mark.xdist_group("cpu_bound")
 def test_data_cpu(ring_dir: Path, tmp_path: Path) -> None:
     _single("data_cpu", "data_cpu.py", ring_dir, tmp_path)
 
@@ -92,10 +95,12 @@ def test_data_starved(ring_dir: Path, tmp_path: Path) -> None:
     _single("data_starved", "data_starved.py", ring_dir, tmp_path)
 
 
+@pytest.mark.xdist_group("cpu_bound")
 def test_compute(ring_dir: Path, tmp_path: Path) -> None:
     _single("compute", "compute.py", ring_dir, tmp_path)
 
 
+@pytest.mark.xdist_group("cpu_bound")
 def test_periodic_stall(ring_dir: Path, tmp_path: Path) -> None:
     """Checkpoints go to the real disk under tmp_path, removed afterwards (205 MB each)."""
     ckpt = tmp_path / "checkpoints"
@@ -117,6 +122,7 @@ def test_data_io(ring_dir: Path, tmp_path: Path, slow_disk: ThrottledDisk) -> No
         _check("data_io", jobs[0], run_diagnose(env, job_pid=next(iter(pids))))
 
 
+@pytest.mark.xdist_group("cpu_bound")
 def test_oversubscribed(ring_dir: Path, tmp_path: Path) -> None:
     """Three trainers of 4 threads each on two cores; diagnose focuses on the first, and must
     see all three."""

@@ -1,7 +1,7 @@
 """Trainers sharing the CPUs (tests/scenarios/cpu_cases.py), end to end, zero code.
 
 Real PyTorch trainers under `traintop run`; `traintop diagnose --for 12 --json --job PID` must
-name more compute threads than CPUs ``oversubscribed`` within 15 s of the start, with the jobs'
+name more compute threads than CPUs ``oversubscribed`` in time (harness.in_time), with the jobs'
 run-queue wait, thread counts and a computed ``torch.set_num_threads`` in its answer, and must
 leave one trainer whose threads fit the CPUs ``compute``.
 TRAINTOP_SCENARIO_RESULTS=FILE appends each run's result for the confusion matrix.
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.scenarios.cpu_cases import CASES, CpuCase, run_case
-from tests.scenarios.harness import describe, record
+from tests.scenarios.harness import describe, in_time, record
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.xdist_group("cpu_bound")]
 
 VERDICT_DEADLINE_S = 15.0
 WAIT_EVIDENCE = re.compile(r"^\d jobs \(\d+ threads\) want [\d.]+ CPUs of \d+ and wait for one")
@@ -38,4 +38,4 @@ def test_cpu_sharing_case(case: CpuCase, ring_dir: Path, tmp_path: Path) -> None
         evidence = run.verdict.get("evidence") or []
         assert any(WAIT_EVIDENCE.match(e) for e in evidence), context
         assert "torch.set_num_threads(1)" in (run.verdict.get("remedies") or [""])[0], context
-    assert ttv is not None and ttv <= VERDICT_DEADLINE_S, f"time-to-verdict {ttv} s\n{context}"
+    assert in_time(ttv, VERDICT_DEADLINE_S), f"time-to-verdict {ttv} s\n{context}"

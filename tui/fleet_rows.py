@@ -7,6 +7,7 @@ from rich.text import Text
 from traintop.collectors.gpu_reasons import throttling_reasons
 from traintop.collectors.processes import printable
 from traintop.diagnosis.rules_gpu import HOT_MARGIN_C, THROTTLE_MIN_UTIL_PCT
+from traintop.diagnosis.tense import clock
 from traintop.fleet.model import FleetGpu, FleetNode, FleetRank, FleetSnapshot, FleetVerdict
 from traintop.fleet.verdict import gpu_throttle
 from traintop.views.format import fmt_age, fmt_number, fmt_seconds, fmt_share
@@ -40,6 +41,8 @@ RANK_COLUMNS = (
 GPU_COLUMNS = ("GPU", "UTIL", "TEMP", "SLOWDOWN", "POWER", "LIMIT", "SM MHz", "MAX MHz",
                "CLOCKS HELD DOWN BY")  # fmt: skip
 SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan", "ok": "green"}
+STATE_STYLES = {"stale": "bold red", "crashed": "bold red", "finished": "dim", "restarted": "dim"}
+ENDED_FIGURE = "—"
 
 
 def plain(text: str, style: str = "") -> Text:
@@ -94,21 +97,29 @@ def node_row(node: FleetNode) -> tuple[Text | str, ...]:
     )
 
 
-def rank_row(rank: FleetRank) -> tuple[Text | str, ...]:
-    """RANK NODE LOCAL STATE STEPS/S P50 P95 DATA COMM WORK, and the straggler mark."""
-    stale = rank.state == "stale"
+def _figures(rank: FleetRank) -> tuple[str, ...]:
+    """STEPS/S P50 P95 DATA COMM WORK; an ended rank's all read "—": none of them is now."""
+    if rank.ended:
+        return (ENDED_FIGURE,) * 6
     return (
-        # The mark again by the number: at 80 columns the last column is scrolled off.
-        Text(f"{rank.rank} ◀", "bold red") if rank.straggler else Text(str(rank.rank)),
-        plain(rank.hostname),
-        "-" if rank.local_rank is None else str(rank.local_rank),
-        plain(rank.state or "?", "bold red" if stale else ""),
         fmt_number(rank.steps_per_s),
         fmt_seconds(rank.step_p50_s),
         fmt_seconds(rank.step_p95_s),
         fmt_share(rank.data_wait_share),
         fmt_share(rank.comm_share),
         fmt_seconds(rank.work_s),
+    )
+
+
+def rank_row(rank: FleetRank) -> tuple[Text | str, ...]:
+    """RANK NODE LOCAL STATE STEPS/S P50 P95 DATA COMM WORK, and the straggler mark."""
+    return (
+        # The mark again by the number: at 80 columns the last column is scrolled off.
+        Text(f"{rank.rank} ◀", "bold red") if rank.straggler else Text(str(rank.rank)),
+        plain(rank.hostname),
+        "-" if rank.local_rank is None else str(rank.local_rank),
+        plain(rank.state or "?", STATE_STYLES.get(rank.state or "", "")),
+        *_figures(rank),
         Text("◀ straggler", style="bold red") if rank.straggler else "",
     )
 
@@ -145,11 +156,32 @@ def header_text(snap: FleetSnapshot | None, interval_s: float, paused: bool) -> 
     parts = ["traintop fleet"]
     if snap.job is not None:
         parts.append(f"job {snap.job.name} ({snap.job.job_id})")
+        if snap.job.ended:  # the banner says how and how long ago
+            parts.append(f"ENDED {clock(snap.job.ended_at, snap.timestamp)}")
         if len(snap.jobs) > 1:
-            parts.append(f"{len(snap.jobs)} jobs (j: next)")
+            ended = sum(1 for job in snap.jobs if job.ended)
+            parts.append(f"{_count(len(snap.jobs) - ended, 'live job')}, {ended} ended (j: next)")
     parts += [_count(len(snap.nodes), "node"), _count(len(snap.ranks), "rank")]
     parts += [f"every {interval_s:g} s", *(["PAUSED"] if paused else []), snap.source]
     return " · ".join(parts)
+
+
+def ended_when(ended_at: float | None, state: str | None, now: float) -> str:
+    """``14:02 (crashed, 3 min ago)``: when an ended job ended and how."""
+    if ended_at is None:
+        return f"({state})"
+    return f"{clock(ended_at, now)} ({state}, {fmt_age(max(0.0, now - ended_at))} ago)"
+
+
+def _ended_lines(snap: FleetSnapshot, v: FleetVerdict) -> tuple[str, str, tuple[str, ...]]:
+    """An ended job's banner: its end, then its last verdict; red only for a crash."""
+    state, ended_at = (snap.job.state, snap.job.ended_at) if snap.job else (None, None)
+    head = f"◇ ENDED {ended_when(ended_at, state, snap.timestamp)}"
+    tone = "error" if state == "crashed" else "unknown"
+    if v.bottleneck == "unknown":
+        return tone, f"{head} — {v.summary}", v.evidence
+    last = f"last verdict {label(v.bottleneck)}: {v.summary} · conf {v.confidence * 100:.0f}%"
+    return tone, f"{head} — {last}", v.evidence
 
 
 def verdict_lines(snap: FleetSnapshot | None) -> tuple[str, str, tuple[str, ...]]:
@@ -157,6 +189,8 @@ def verdict_lines(snap: FleetSnapshot | None) -> tuple[str, str, tuple[str, ...]
     if snap is None or snap.verdict is None:
         return "unknown", "◇ NO VERDICT YET · waiting for data", ()
     v = snap.verdict
+    if snap.job is not None and snap.job.ended:
+        return _ended_lines(snap, v)
     tone = "unknown" if v.bottleneck == "unknown" else v.severity
     mark = "◇" if v.bottleneck == "unknown" else "◆"
     head = f"{mark} {label(v.bottleneck)} — {v.summary} · conf {v.confidence * 100:.0f}%"

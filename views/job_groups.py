@@ -43,7 +43,7 @@ class JobGroup:
     slowest: tuple[int, float] | None  # (rank, own work vs the fastest rank - 1)
     gaps: dict[int, float]  # rank -> own work vs the fastest rank - 1 (see work_gaps)
     started_at: float | None
-    ended_at: float | None  # wall clock of an ended job's last step
+    ended_at: float | None  # wall clock of an ended job's end
     last_step_at: float | None  # wall clock of the newest step of any rank (None: none yet)
     hang: Hang | None = None  # stopped stepping (or crashed in its collectives): the verdict's case
 

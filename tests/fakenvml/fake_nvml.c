@@ -350,6 +350,17 @@ static void field_value(struct fake_device *d, nvmlFieldValue_t *f, double now) 
     f->value.ullVal = (unsigned long long)((double)d->value[k] * now);
 }
 
+/* The slow call (a real driver measures a 20 ms window inside it): the scripted rate in KB/s,
+ * counter 0 TX and 1 RX, as nvidia-smi -q prints it ("Tx Throughput : 3092 KB/s"). */
+nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t h, unsigned int counter, unsigned int *kbs) {
+    DEVICE_CALL(h);
+    if (counter > 1) DONE(INVALID);
+    unsigned long long rate = 0;
+    int rc = read_key(d, counter == 0 ? K_PCIE_TX_RATE : K_PCIE_RX_RATE, &rate);
+    if (rc == OK) *kbs = (unsigned int)(rate / 1024);
+    DONE(rc);
+}
+
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t h, int count, nvmlFieldValue_t *values) {
     DEVICE_CALL(h);
     double now = fake_now_locked();

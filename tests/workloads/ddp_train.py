@@ -6,6 +6,8 @@ its own after DDP is built (as users do) and prints how often it ran; ``--stragg
 the last rank slow before each backward, so the others wait on it inside DDP's all-reduce.
 ``--manual-allreduce`` trains without DDP and averages gradients with blocking
 ``dist.all_reduce`` calls after backward, as the PyTorch distributed tutorial does.
+``--then-user-hook`` trains a second, fresh model with ``--user-hook`` in the same processes
+and prints its line after the first (one job, two checks: torch starts once).
 """
 
 import argparse
@@ -40,20 +42,13 @@ def average_gradients(model: torch.nn.Module, world: int) -> None:
         param.grad /= world
 
 
-def main() -> None:
-    args = argparse.ArgumentParser()
-    args.add_argument("--steps", type=int, default=20)
-    args.add_argument("--straggle-ms", type=float, default=0.0)
-    args.add_argument("--user-hook", action="store_true")
-    args.add_argument("--manual-allreduce", action="store_true")
-    opts = args.parse_args()
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+def train(opts: argparse.Namespace, rank: int, world: int, user_hook: bool) -> str:
+    """Train a fresh model from the same seeds; its parameters' digest and the hook's calls."""
+    CALLS[0] = 0
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
     ddp = model if opts.manual_allreduce else DistributedDataParallel(model, bucket_cap_mb=0.05)
-    if opts.user_hook:
+    if user_hook:
         ddp.register_comm_hook(dist.group.WORLD, counting_allreduce)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     gen = torch.Generator().manual_seed(1 + rank)
@@ -69,8 +64,24 @@ def main() -> None:
             average_gradients(model, world)
         optimizer.step()
     digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters()))
+    return f"params={digest.hexdigest()} hook_calls={CALLS[0]}"
+
+
+def main() -> None:
+    args = argparse.ArgumentParser()
+    args.add_argument("--steps", type=int, default=20)
+    args.add_argument("--straggle-ms", type=float, default=0.0)
+    args.add_argument("--user-hook", action="store_true")
+    args.add_argument("--then-user-hook", action="store_true")
+    args.add_argument("--manual-allreduce", action="store_true")
+    opts = args.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    hooks = [opts.user_hook] + ([True] if opts.then_user_hook else [])
+    lines = [train(opts, rank, world, hook) for hook in hooks]
     if rank == 0:
-        print(f"params={digest.hexdigest()} hook_calls={CALLS[0]}", flush=True)
+        print("\n".join(lines), flush=True)
     dist.destroy_process_group()
     # The hook's ``.then`` callback is a Python function that gloo's worker thread drops right
     # after completing the future DDP waits on, taking the GIL to do so.  When that drop races

@@ -1,0 +1,372 @@
+"""Real training jobs under ``traintop run``, each figure traintop shows against the job's own.
+
+The compute job (the card is the limit) is the reference run: while it steps, the surfaces users
+read are checked under load (``during``); afterwards its step rate and count, GPU time per step,
+phase split, verdict and the GPU-process join are judged.  Then the paired cost of the probe
+(plain and instrumented runs, ABBA) and three jobs with a known bottleneck: a starved DataLoader,
+a ``.item()`` after every micro-step, a card held nearly full.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+from gpucheck.context import Context
+from gpucheck.jobs import Diagnose, Job, Watch, job_of, ring_records
+from gpucheck.results import Check, Result, failed, judged, run, skipped
+from traintop.collectors.ring_reader import Record
+from traintop.collectors.snapshot import JobSnapshot, Snapshot
+from traintop.ring import FLAG_GPU_VALID
+
+WINDOW_S = 12.0  # steady stepping that diagnose and the comparisons look at
+CPU_WINDOW_S = 3.0  # the toy CPU job of fake mode: the same path, briefly
+RATE_WINDOW_S = 10.0  # the window of traintop's job collector
+RATE_TOLERANCE = 0.05
+GPU_TIME_TOLERANCE = 0.05
+BUSY_TOLERANCE = 0.15
+PHASE_TOLERANCE = 0.05  # share points
+STEP_COUNT_SLACK = 2  # the first boundary is learnt from the loop
+PROBE_COST_MAX = 0.02
+PAIRED_STEADY_S = 8.0
+LOW_UTIL_PCT = 50.0
+DATA_VERDICTS = frozenset({"data_cpu", "data_io", "data_starved"})
+PROFILE_STEPS = "10"
+NS = 1_000_000_000
+
+
+@dataclass
+class Observed:
+    """One job as it ran: its own record, traintop's snapshots of it, the verdict, its ring."""
+
+    pid: int
+    ready_s: float
+    result: dict[str, Any]
+    snapshots: list[Snapshot]
+    verdict: dict[str, Any] | None
+    records: list[Record]
+
+    @property
+    def job(self) -> JobSnapshot | None:
+        """The job as the monitor last showed it."""
+        return job_of(self.snapshots[-1], self.pid) if self.snapshots else None
+
+    @property
+    def steady_ns(self) -> int:
+        ends, index = self.result["end_ns"], self.result["steady_index"] or 1
+        return ends[index - 1]
+
+
+def observe(
+    ctx: Context,
+    name: str,
+    mode: str,
+    *args: str,
+    during: Callable[[Job], None] | None = None,
+) -> Observed:
+    """Run a job to steady state, watch it for the window (diagnose beside it when on a card,
+    ``during`` meanwhile: checks of their own), stop it, and gather what each side saw."""
+    window = CPU_WINDOW_S if ctx.no_cuda else WINDOW_S
+    with Job(ctx, name, mode, *args) as job:
+        ready = job.wait_steady()
+        watch = Watch(ctx, job.pid)
+        diagnose = None if ctx.no_cuda else Diagnose(ctx, job.pid, window)
+        try:
+            until = time.monotonic() + window
+            if during:
+                during(job)
+            time.sleep(max(0.0, until - time.monotonic()))
+            verdict = diagnose.verdict() if diagnose else None
+        finally:
+            snapshots = watch.stop()
+            if diagnose:
+                diagnose.proc.kill()  # a no-op once it answered
+        result = job.finish()
+    return Observed(job.pid, ready, result, snapshots, verdict, ring_records(ctx, job.pid))
+
+
+def _first_start(result: dict[str, Any]) -> int:
+    return result["end_ns"][0] - sum(ns[0] for ns in result["phase_ns"].values())
+
+
+def collector_window(obs: Observed) -> tuple[int, int]:
+    """The span the job collector summarised in its last snapshot, in CLOCK_MONOTONIC ns, from
+    the job's own step ends: it keeps each poll's steps whole while the poll's last step ended
+    within ``RATE_WINDOW_S`` of the snapshot, so the span starts where the poll holding the
+    first step inside that window began (where the poll before it left off).  A step ends
+    before the snapshot that follows it: the poll precedes the snapshot's time by milliseconds."""
+    ends, polls = obs.result["end_ns"], [int(s.monotonic * NS) for s in obs.snapshots]
+    hi = polls[-1]
+    edge = hi - int(RATE_WINDOW_S * NS)
+    first = next((end for end in ends if end >= edge), hi)
+    earlier = [p for p in polls if p < first]
+    if not earlier:  # inside the first poll, which kept the steps of the window before it
+        return max(polls[0] - int(RATE_WINDOW_S * NS), _first_start(obs.result)), hi
+    return max(end for end in ends if end <= earlier[-1]), hi
+
+
+def own_rate(result: dict[str, Any], lo: int, hi: int) -> float:
+    """Steps per second ending in (lo, hi], by the job's own clock."""
+    steps = sum(1 for end in result["end_ns"] if lo < end <= hi)
+    return steps / ((hi - lo) / NS)
+
+
+def steps_rate(obs: Observed) -> Result:
+    """traintop's steps/s (the Training panel's, its last 10 s) and step count against the job's."""
+    job = obs.job
+    if job is None or not job.steps_per_s:
+        return failed("traintop shows no step rate for the job", last_job=_as_dict(job))
+    own = own_rate(obs.result, *collector_window(obs))
+    counted = obs.records[-1].step + 1 if obs.records else 0
+    profiled = (obs.result.get("profile") or {}).get("steps", 0)
+    total = len(obs.result["end_ns"]) + profiled
+    ratio = job.steps_per_s / own
+    ok = abs(ratio - 1) <= RATE_TOLERANCE and abs(counted - total) <= STEP_COUNT_SLACK
+    reason = (
+        f"{job.steps_per_s:.2f} steps/s against the job's {own:.2f} (x{ratio:.3f}); "
+        f"{counted} steps counted, the job made {total}"
+    )
+    return judged(
+        ok,
+        reason,
+        traintop_steps_per_s=job.steps_per_s,
+        job_steps_per_s=own,
+        traintop_steps=counted,
+        job_steps=total,
+        ready_s=round(obs.ready_s, 1),
+        rule=f"rate within {RATE_TOLERANCE:.0%}, count within {STEP_COUNT_SLACK}",
+    )
+
+
+def gpu_time(obs: Observed) -> Result:
+    """GPU ms per step from the probe's CUDA events (every 16th step) against the job's own
+    ``torch.cuda.Event`` around every step, medians over the steady steps."""
+    ours = [
+        r.gpu_ns / 1e6
+        for r in obs.records
+        if r.flags & FLAG_GPU_VALID and r.t_start_ns >= obs.steady_ns
+    ]
+    index = obs.result["steady_index"] or 1
+    theirs = [ms for ms in obs.result["gpu_ms"][index:] if ms is not None]
+    if not ours or not theirs:
+        return failed(f"{len(ours)} steps timed by traintop, {len(theirs)} by the job")
+    a, b = statistics.median(ours), statistics.median(theirs)
+    reason = (
+        f"{a:.3f} ms per step against the job's {b:.3f} ms (x{a / b:.3f}; {len(ours)} steps timed)"
+    )
+    return judged(
+        abs(a / b - 1) <= GPU_TIME_TOLERANCE,
+        reason,
+        traintop_ms=a,
+        job_ms=b,
+        traintop_timed=len(ours),
+        job_timed=len(theirs),
+        rule=f"medians within {GPU_TIME_TOLERANCE:.0%}",
+    )
+
+
+def busy_truth(obs: Observed) -> Result:
+    """Does "GPU busy" mean busy?  traintop's share (event spans / step time) against the share
+    of the GPU's time in which kernels ran (the profiler, over 10 steps after the window)."""
+    job, profile = obs.job, obs.result.get("profile") or {}
+    truth = profile.get("busy_share")
+    if job is None or job.gpu_busy_share is None or truth is None:
+        return failed("no busy share on one side", profile=profile, last_job=_as_dict(job))
+    ok = abs(job.gpu_busy_share - truth) <= BUSY_TOLERANCE
+    reason = f"traintop says busy {job.gpu_busy_share:.0%}, the kernels ran {truth:.0%} of the time"
+    return judged(
+        ok,
+        reason,
+        traintop=job.gpu_busy_share,
+        profiler=profile,
+        rule=f"within {BUSY_TOLERANCE:.0%} points",
+    )
+
+
+def own_shares(obs: Observed) -> dict[str, float]:
+    """The job's own phase split over the collector's window."""
+    lo, hi = collector_window(obs)
+    inside = [i for i, end in enumerate(obs.result["end_ns"]) if lo < end <= hi]
+    sums = {name: sum(ns[i] for i in inside) for name, ns in obs.result["phase_ns"].items()}
+    total = sum(sums.values()) or 1
+    return {name: value / total for name, value in sums.items()}
+
+
+def phase_split(obs: Observed) -> Result:
+    """The phase split traintop shows against the job's own clock reads at the same points."""
+    job = obs.job
+    if job is None or not job.phases:
+        return failed("traintop shows no phases for the job", last_job=_as_dict(job))
+    ours = {p.name: p.share for p in job.phases}
+    theirs = own_shares(obs)
+    rows = {
+        n: {"traintop": round(ours.get(n, 0.0), 4), "job": round(theirs.get(n, 0.0), 4)}
+        for n in sorted(set(ours) | set(theirs))
+    }
+    off = [n for n, r in rows.items() if abs(r["traintop"] - r["job"]) > PHASE_TOLERANCE]
+    split = ", ".join(f"{n} {r['traintop']:.0%}/{r['job']:.0%}" for n, r in rows.items())
+    return judged(
+        not off,
+        f"traintop/job: {split}" + (f"; off: {', '.join(off)}" if off else ""),
+        phases=rows,
+        rule=f"each within {PHASE_TOLERANCE:.0%} points",
+    )
+
+
+def verdict_is(obs: Observed, expected: frozenset[str]) -> Result:
+    """``diagnose`` names the bottleneck the job was built to have."""
+    v = obs.verdict or {}
+    got = v.get("bottleneck")
+    reason = f"diagnose says {got} ({v.get('summary')}), expected {' or '.join(sorted(expected))}"
+    return judged(got in expected, reason, verdict=_verdict_data(v))
+
+
+def _verdict_data(v: dict[str, Any]) -> dict[str, Any]:
+    keys = ("bottleneck", "confidence", "summary", "evidence", "also", "mode", "since_s")
+    return {key: v.get(key) for key in keys}
+
+
+def gpu_process_join(obs: Observed) -> Result:
+    """NVML lists the job's PID as a process on the card (the join of GPU memory to a process
+    and a job; a PID namespace, as in most containers, breaks it)."""
+    gpus = obs.snapshots[-1].gpus if obs.snapshots else ()
+    listed = sorted({p.pid for g in gpus for p in g.processes})
+    ok = obs.pid in listed
+    reason = f"job pid {obs.pid} {'is' if ok else 'is not'} among NVML's GPU processes {listed}"
+    return judged(ok, reason, nvml_pids=listed)
+
+
+def _as_dict(job: JobSnapshot | None) -> dict[str, Any] | None:
+    if job is None:
+        return None
+    keys = ("steps_per_s", "steps_total", "gpu_busy_share", "data_wait_share", "state")
+    return {key: getattr(job, key) for key in keys}
+
+
+def _util_median(obs: Observed) -> float | None:
+    values = [
+        g.util_gpu_pct for s in obs.snapshots for g in s.gpus[:1] if g.util_gpu_pct is not None
+    ]
+    return statistics.median(values) if values else None
+
+
+COMPUTE_TITLE = "the compute-bound bf16 transformer under traintop run"
+NO_CUDA_CHECKS = (
+    ("train_gpu_time", "GPU time per step: traintop's CUDA events against the job's"),
+    ("train_busy_truth", "GPU busy share against the profiler's kernel time"),
+    ("train_verdict", "verdict of the compute-bound job: compute"),
+    ("gpu_process_join", "NVML lists the job's PID on the card"),
+)
+
+
+def compute_checks(ctx: Context, during: Callable[[Job | None], list[Check]]) -> list[Check]:
+    """The reference job: surfaces under load while it runs, then its figures judged.  If the
+    job fails, the surfaces are still checked (without it) and the failure is one check."""
+    checks: list[Check] = []
+    try:
+        obs = observe(ctx, "compute", "compute", "--profile-steps", PROFILE_STEPS,
+                      during=lambda job: checks.extend(during(job)))  # fmt: skip
+    except Exception as exc:  # the job's own failure; the checks that need no job still run
+        reason = f"{type(exc).__name__}: {exc}"
+        return (checks or during(None)) + [run("compute_job", COMPUTE_TITLE, failed, reason)]
+    checks.append(
+        run("train_steps", "steps/s and step count: traintop against the job", steps_rate, obs)
+    )
+    checks.append(
+        run("train_phases", "phase split: traintop against the job's clock", phase_split, obs)
+    )
+    if ctx.no_cuda:
+        return [
+            *checks,
+            *(run(i, t, skipped, f"no CUDA: {ctx.no_cuda}") for i, t in NO_CUDA_CHECKS),
+        ]
+    return [
+        *checks,
+        run("train_gpu_time", NO_CUDA_CHECKS[0][1], gpu_time, obs),
+        run("train_busy_truth", NO_CUDA_CHECKS[1][1], busy_truth, obs),
+        run("train_verdict", NO_CUDA_CHECKS[2][1], verdict_is, obs, frozenset({"compute"})),
+        run("gpu_process_join", NO_CUDA_CHECKS[3][1], gpu_process_join, obs),
+    ]
+
+
+def _median_step_ms(result: dict[str, Any]) -> float:
+    ends = result["end_ns"][(result["steady_index"] or 1) - 1 :]
+    return statistics.median(b - a for a, b in pairwise(ends)) / 1e6
+
+
+def _paired_run(ctx: Context, n: int, instrumented: bool) -> float:
+    name = f"paired{n}-{'traintop' if instrumented else 'plain'}"
+    args = ("--steady-s", str(PAIRED_STEADY_S))
+    with Job(ctx, name, "compute", *args, traintop=instrumented) as job:
+        job.wait_steady()
+        return _median_step_ms(job.finish(stop=False))
+
+
+def probe_cost(ctx: Context) -> Result:
+    """The probe's cost per step, paired: the same job plain and under ``traintop run``, in ABBA
+    order (drift of clocks and temperature cancels), median step time by the job's own clock."""
+    order = (False, True, True, False)
+    ms = [_paired_run(ctx, n, instrumented) for n, instrumented in enumerate(order)]
+    pairs = [(ms[1], ms[0]), (ms[2], ms[3])]
+    costs = [(b - a) / a for b, a in pairs]
+    cost = statistics.mean(costs)
+    plain = statistics.mean((ms[0], ms[3]))
+    reason = (
+        f"{cost:+.2%} per step ({cost * plain * 1000:+.0f} µs of {plain:.2f} ms), "
+        f"pairs {', '.join(f'{c:+.2%}' for c in costs)}"
+    )
+    return judged(
+        cost <= PROBE_COST_MAX,
+        reason,
+        step_ms_abba=ms,
+        pair_costs=costs,
+        rule=f"mean cost at most {PROBE_COST_MAX:.0%}",
+    )
+
+
+def data_job(ctx: Context) -> Result:
+    """A DataLoader too slow for the card: a data verdict, and NVML reads the card underused."""
+    obs = observe(ctx, "data", "data")
+    util = _util_median(obs)
+    verdict = verdict_is(obs, DATA_VERDICTS)
+    low = util is not None and util < LOW_UTIL_PCT
+    reason = f"{verdict.reason}; GPU utilization median {util}% (below {LOW_UTIL_PCT:g}%: {low})"
+    return judged(verdict.status == "pass" and low, reason, util_median_pct=util, **verdict.data)
+
+
+def sync_job(ctx: Context) -> Result:
+    """A ``.item()`` after every micro-step: sync_stall, and how busy the card really was."""
+    obs = observe(ctx, "sync", "sync", "--profile-steps", PROFILE_STEPS)
+    verdict, truth = verdict_is(obs, frozenset({"sync_stall"})), busy_truth(obs)
+    reason = f"{verdict.reason}; {truth.reason}"
+    return judged(
+        verdict.status == "pass",
+        reason,
+        busy=truth.data,
+        util_median_pct=_util_median(obs),
+        **verdict.data,
+    )
+
+
+def memory_job(ctx: Context) -> Result:
+    """A job whose tensors fill the card: the memory finding, with the job's own allocation."""
+    obs = observe(ctx, "memory", "memory")
+    v = obs.verdict or {}
+    named = [v.get("bottleneck"), *(a.get("bottleneck") for a in v.get("also") or ())]
+    gpu = obs.snapshots[-1].gpus[0] if obs.snapshots and obs.snapshots[-1].gpus else None
+    used = gpu.mem_used_bytes / gpu.mem_total_bytes if gpu and gpu.mem_total_bytes else None
+    share = "no memory reading" if used is None else f"used {used:.1%}"
+    reason = (
+        f"memory {'named' if 'memory' in named else 'not named'} (verdicts {named}); NVML {share}"
+    )
+    return judged(
+        "memory" in named,
+        reason,
+        nvml_used_share=used,
+        job_memory=obs.result.get("memory"),
+        verdict=_verdict_data(v),
+    )

@@ -1,0 +1,134 @@
+"""The GPU check (benchmarks/gpu_check.py) runs here, on the fake NVML, so that it is sound on
+the day a card is lent; and the rules it judges by hold.
+
+The fake-mode run is the script as the card will run it (the same processes: traintop query,
+exporter, snapshot, the monitor headless, a training job under ``traintop run``, a one-rank
+process group), with nvidia-smi played by tests/fakenvml/nvidia_smi.py and the CUDA parts
+skipped with their reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from gpucheck.fields import compare_field  # noqa: E402
+from gpucheck.nvml_checks import _threshold_row, pcie_judged  # noqa: E402
+from gpucheck.nvsmi import cell_value, parse_csv  # noqa: E402
+from gpucheck.results import FAIL, PASS, passed, run  # noqa: E402
+
+PASSING = {
+    "environment", "nvml_fields", "query_vs_nvidia_smi", "temperature_thresholds", "nvml_cost",
+    "pcie_throughput", "nvml_fields_load", "exporter", "snapshot_json", "screenshot",
+    "train_steps", "train_phases", "flight_recorder",
+}  # fmt: skip
+NEED_CUDA = {
+    "train_gpu_time", "train_busy_truth", "train_verdict", "gpu_process_join", "data_job",
+    "sync_job", "memory_job", "probe_cost",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def fake_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path]:
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not found: cannot build the fake NVML")
+    out = tmp_path_factory.mktemp("gpu-check")
+    argv = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "gpu_check.py"),
+        "--fake-nvml",
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(argv, cwd=out, capture_output=True, text=True, timeout=240, check=False)
+    return done, out
+
+
+@pytest.mark.slow
+def test_fake_mode_passes_every_check_that_needs_no_cuda(fake_run) -> None:
+    done, out = fake_run
+    assert done.returncode == 0, done.stdout + done.stderr
+    checks = {c["id"]: c for c in json.loads((out / "report.json").read_text())["checks"]}
+    assert {i for i, c in checks.items() if c["status"] == PASS} >= PASSING, done.stdout
+    for name in NEED_CUDA:
+        assert checks[name]["status"] == "skip" and "no CUDA" in checks[name]["reason"], name
+    # the hang work's reader: "not available in this tree" until it lands, then it must pass
+    reader = checks["flight_recorder_traintop"]
+    assert reader["status"] == PASS or "not available in this tree" in reader["reason"]
+    assert {"report.json", "summary.md", "gpu-panel.svg", "flight-recorder.json"} <= {
+        p.name for p in out.iterdir()
+    }
+    assert "# traintop GPU check: 13 passed, 0 failed" in (out / "summary.md").read_text()
+
+
+def test_a_reading_between_the_two_around_it_passes_within_its_tolerance() -> None:
+    assert compare_field("power.draw", 512.0, (500.0, 520.0)).ok
+    assert compare_field("power.draw", 540.0, (500.0, 520.0)).ok  # 5 % of 540 = 27 W slack
+    assert not compare_field("power.draw", 600.0, (500.0, 520.0)).ok
+    assert not compare_field("memory.total", 81558.0, (81559, 81559)).ok  # exact
+    assert compare_field("pstate", "P0", ("P2", "P0")).ok
+    assert compare_field("clocks_event_reasons.active", 0x4, (0x0, 0x4)).ok
+    assert not compare_field("clocks_event_reasons.active", 0x28, (0x0, 0x4)).ok
+
+
+def test_unsupported_must_be_unsupported_on_both_sides() -> None:
+    assert compare_field("fan.speed", None, (None, None)).ok
+    assert not compare_field("fan.speed", None, (40.0, 40.0)).ok
+    assert not compare_field("fan.speed", 40.0, (None, None)).ok
+
+
+def test_nvidia_smi_cells_become_values() -> None:
+    assert cell_value(" 81559") == 81559.0
+    assert cell_value("0x00000000000001FF") == 0x1FF
+    assert cell_value("[N/A]") is None
+    assert cell_value("[Requested functionality has been deprecated]") is None
+    assert cell_value("NVIDIA H100 80GB HBM3") == "NVIDIA H100 80GB HBM3"
+    q = parse_csv(["name", "memory.used"], "name, memory.used [MiB]\nA, 1\nB, 2\n", header=True)
+    assert q.header == "name, memory.used [MiB]" and q.values(1) == {
+        "name": "B",
+        "memory.used": 2.0,
+    }
+
+
+def test_thresholds_from_margins_when_the_driver_prints_only_t_limit() -> None:
+    """driver 590 on an H100 (NVML.md §7): 59 °C, 26 °C below T.Limit, slowdown at -2."""
+    q = {
+        "GPU Current Temp": "59 C",
+        "GPU T.Limit Temp": "26 C",
+        "GPU Slowdown T.Limit Temp": "-2 C",
+    }
+    keys = ("GPU Slowdown Temp", "temp_slowdown_c", "GPU Slowdown T.Limit Temp")
+    assert _threshold_row({"index": 0, "temp_slowdown_c": 87.0}, q, *keys)["ok"]
+    assert not _threshold_row({"index": 0, "temp_slowdown_c": 92.0}, q, *keys)["ok"]
+    assert not _threshold_row({"index": 0, "temp_slowdown_c": None}, q, *keys)["ok"]
+
+
+def _pcie(rx: list[int], rx_smi: float, tx: list[int], tx_smi: float) -> dict:
+    return {"phase": "h2d", "gpu": 0, "rx_traintop_kbs": rx, "rx_nvidia_smi_kbs": rx_smi,
+            "tx_traintop_kbs": tx, "tx_nvidia_smi_kbs": tx_smi}  # fmt: skip
+
+
+def test_pcie_agrees_within_a_factor_of_two_or_when_both_are_quiet() -> None:
+    copying = 50_000_000.0  # KB/s: a pinned host-to-device copy on PCIe 5
+    assert pcie_judged([_pcie([48_000_000], copying, [900_000], 2_000_000.0)]).status == PASS
+    assert pcie_judged([_pcie([900_000], copying, [48_000_000], 2_000_000.0)]).status == FAIL
+    assert pcie_judged([_pcie([48_000], copying, [0], 1.0)]).status == FAIL  # KB read as bytes
+    assert pcie_judged([_pcie([], copying, [], None)]).status == FAIL  # traintop reads none
+
+
+def test_a_check_that_raises_fails_alone() -> None:
+    def broken() -> None:
+        raise RuntimeError("boom")
+
+    checks = [run("a", "broken", broken), run("b", "fine", passed, "still ran")]
+    assert checks[0].status == FAIL and "boom" in checks[0].reason
+    assert "RuntimeError" in checks[0].data["traceback"]
+    assert checks[1].status == PASS
