@@ -9,6 +9,11 @@ without it ours arrives as ``exported_job``, which ``traintop fleet`` reads too.
 Rates, shares, quantiles and phases describe a running rank (``LIVE_GAUGES``): an ended rank
 has none, so no ``sum()`` counts it; it keeps its identity, state and step count and gains its
 end time, for the grace period ``exporter/ended.py`` keeps it.
+
+A running rank's collective ledger (traintop/ledger.py) gives, per process group, the sequence
+number of the newest collective it entered, and how long it has been inside it while it is:
+with the age of its last step, what `traintop fleet` needs to name the rank a stopped
+multi-node job waits for, and its node (fleet/hang.py).
 """
 
 from __future__ import annotations
@@ -115,6 +120,28 @@ def _phases(rows: Rows) -> Metric:
     return family
 
 
+def _collectives(rows: Rows) -> Iterator[Metric]:
+    """Per rank and group: its newest collective's sequence number, and while the rank is
+    inside it, for how long (``op`` names it)."""
+    sequence = GaugeMetricFamily(
+        "traintop_job_collective_sequence",
+        "Sequence number of the newest collective the rank entered in the group.",
+        labels=(*RANK_LABELS, "group"),
+    )
+    inside = GaugeMetricFamily(
+        "traintop_job_collective_wait_seconds",
+        "Seconds the rank has been inside its newest collective of the group (while inside).",
+        labels=(*RANK_LABELS, "group", "op"),
+    )
+    for job, labels in rows:
+        for c in job.collectives:
+            sequence.add_metric([*labels, c.group], c.seq)
+            if c.inside:
+                inside.add_metric([*labels, c.group, c.op], c.age_s)
+    yield sequence
+    yield inside
+
+
 def _states(rows: Rows) -> Metric:
     family = StateSetMetricFamily("traintop_job_state", "The rank's state.", labels=RANK_LABELS)
     for job, labels in rows:
@@ -147,6 +174,7 @@ def job_families(ranks: ServedRanks, hostname: str) -> Iterator[Metric]:
         yield _gauge(name, doc, [(labels, read(job)) for job, labels in live])
     yield _quantiles(live)
     yield _phases(live)
+    yield from _collectives(live)
     yield _gauge(*STARTED, [(labels, job.started_at) for job, labels in live + ended])
     yield _gauge(*ENDED, [(labels, job.ended_at) for job, labels in ended])
     for build in (_states, _steps, _info):

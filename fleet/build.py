@@ -16,7 +16,9 @@ from statistics import fmean
 
 from traintop.diagnosis.job_groups import ENDED_ORDER
 from traintop.diagnosis.model import LIVE_STATES
+from traintop.fleet.hang import hang_verdict
 from traintop.fleet.model import (
+    FleetCollective,
     FleetGpu,
     FleetJob,
     FleetNode,
@@ -43,13 +45,15 @@ QUERIES = {
     "gpus": '{__name__=~"' + "|".join(GPU_FIELDS) + '"}',
     # Only the series the view reads: phases alone would be five more per rank.
     "jobs": '{__name__=~"traintop_job_(steps_per_second|step_time_seconds|data_wait_share'
-    '|communication_share|state|info|ended_timestamp_seconds)|traintop_(final_)?bottleneck"}',
+    "|communication_share|state|info|ended_timestamp_seconds|last_step_age_seconds"
+    '|collective_sequence|collective_wait_seconds)|traintop_(final_)?bottleneck"}',
 }
 ENDED_AT = "traintop_job_ended_timestamp_seconds"
 RANK_FIELDS = {
     "traintop_job_steps_per_second": "steps_per_s",
     "traintop_job_data_wait_share": "data_wait_share",
     "traintop_job_communication_share": "comm_share",
+    "traintop_job_last_step_age_seconds": "last_step_age_s",
     ENDED_AT: "ended_at",
 }
 QUANTILE_FIELDS = {"0.5": "step_p50_s", "0.95": "step_p95_s"}
@@ -135,6 +139,10 @@ def _rank_value(row: dict, name: str, labels: dict[str, str], value: float) -> N
         row[QUANTILE_FIELDS[labels["quantile"]]] = value
     elif name == "traintop_job_state" and value == 1:
         row["state"] = labels.get("traintop_job_state")
+    elif name == "traintop_job_collective_sequence":
+        row.setdefault("sequences", {})[labels.get("group", "?")] = int(value)
+    elif name == "traintop_job_collective_wait_seconds":
+        row.setdefault("waits", {})[labels.get("group", "?")] = (labels.get("op"), value)
 
 
 def job_state(states: set[str]) -> str | None:
@@ -245,6 +253,17 @@ def _rank(rank: int, row: dict) -> FleetRank:
         data_wait_share=figures.get("data_wait_share"),
         comm_share=figures.get("comm_share"),
         ended_at=row.get("ended_at"),
+        last_step_age_s=figures.get("last_step_age_s"),
+        collectives=_collectives(figures),
+    )
+
+
+def _collectives(row: dict) -> tuple[FleetCollective, ...]:
+    """The rank's newest collective per group, with how long it waits in it when it does."""
+    waits = row.get("waits", {})
+    return tuple(
+        FleetCollective(group, seq, *waits.get(group, (None, None)))
+        for group, seq in sorted(row.get("sequences", {}).items())
     )
 
 
@@ -313,6 +332,9 @@ def build_fleet(
     hosts = sorted(set(meta) | set(gpus) | {r.hostname for r in ranks})
     nodes = tuple(_node(h, meta, gpus, ranks, verdicts) for h in hosts)
     judge = ended_verdict if job is not None and job.ended else job_verdict
+    stopped = hang_verdict(ranks) if job is not None and not job.ended else None
+    if stopped is not None:  # a stopped job: which rank, on which node, the others wait for
+        ranks, judge = stopped[1], lambda _nodes, _ranks: stopped[0]
     return FleetSnapshot(
         timestamp=answers.now,
         source=source,

@@ -42,6 +42,16 @@ class FleetVerdict:
 
 
 @dataclass(frozen=True, slots=True)
+class FleetCollective:
+    """A rank's newest collective of one group, from its exporter's ledger series."""
+
+    group: str
+    seq: int
+    op: str | None = None  # known while the rank is inside it
+    wait_s: float | None = None  # how long it has been inside it; None when it is not
+
+
+@dataclass(frozen=True, slots=True)
 class FleetRank:
     """One rank of the selected job, where it runs and how fast."""
 
@@ -56,6 +66,9 @@ class FleetRank:
     comm_share: float | None
     straggler: bool = False
     ended_at: float | None = None  # wall clock, for a rank that ended (its exporter's word)
+    last_step_age_s: float | None = None
+    collectives: tuple[FleetCollective, ...] = ()
+    stuck: bool = False  # the rank a stopped job waits for (fleet/hang.py)
 
     @property
     def ended(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from tests.snapshot_fixtures import ddp_job, ddp_rank, machine
+from tests.snapshot_fixtures import ddp_job, ddp_rank, hung_job, machine
 from tests.test_exporter import parse_openmetrics
 from traintop.collectors.snapshot import Snapshot
 from traintop.exporter.listen import ListenAddress
@@ -107,6 +107,19 @@ def two_exporters(*, b_throttling: bool = True, slow: int | None = 6) -> dict[st
         "10.0.0.1:19400": node("node-a", range(0, 4), throttling=False, slow=slow),
         "10.0.0.2:19400": node("node-b", range(4, 8), throttling=b_throttling, slow=slow),
     }
+
+
+def hung_nodes(waited_s: float = 72.0) -> dict[str, list[Snapshot]]:
+    """An 8-rank job on two 4-GPU nodes, hung ``waited_s``: rank 5 (node-b) never reached
+    all_reduce #1042, the other seven wait in it (tests/snapshot_fixtures.hung_job)."""
+    ranks = [replace(r, local_rank=r.rank % 4) for r in hung_job(waited_s, world=8, stuck=5)]
+    nodes = {}
+    for instance, host, mine in (("10.0.0.1:19400", "node-a", ranks[:4]),
+                                 ("10.0.0.2:19400", "node-b", ranks[4:])):  # fmt: skip
+        snaps = [machine(gpus=4, throttling=False, jobs=tuple(mine), tick=t) for t in range(6)]
+        nodes[instance] = [replace(s, host=replace(s.host, hostname=host),
+                                   timestamp=NOW - 6 + i) for i, s in enumerate(snaps)]  # fmt: skip
+    return nodes
 
 
 LIVE_JOB, OLD_JOB = "run:tcp://10.0.0.7:29500/2", "run:tcp://10.0.0.7:29600/3"

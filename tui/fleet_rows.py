@@ -112,15 +112,17 @@ def _figures(rank: FleetRank) -> tuple[str, ...]:
 
 
 def rank_row(rank: FleetRank) -> tuple[Text | str, ...]:
-    """RANK NODE LOCAL STATE STEPS/S P50 P95 DATA COMM WORK, and the straggler mark."""
+    """RANK NODE LOCAL STATE STEPS/S P50 P95 DATA COMM WORK, and the straggler's or the stuck
+    rank's mark (the rank a stopped job waits for)."""
+    mark = "◀ stuck" if rank.stuck else "◀ straggler" if rank.straggler else ""
     return (
         # The mark again by the number: at 80 columns the last column is scrolled off.
-        Text(f"{rank.rank} ◀", "bold red") if rank.straggler else Text(str(rank.rank)),
+        Text(f"{rank.rank} ◀", "bold red") if mark else Text(str(rank.rank)),
         plain(rank.hostname),
         "-" if rank.local_rank is None else str(rank.local_rank),
         plain(rank.state or "?", STATE_STYLES.get(rank.state or "", "")),
         *_figures(rank),
-        Text("◀ straggler", style="bold red") if rank.straggler else "",
+        Text(mark, style="bold red") if mark else "",
     )
 
 

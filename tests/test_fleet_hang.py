@@ -1,0 +1,49 @@
+"""A stopped multi-node job in the fleet view: the exporter's ledger series, and the stuck rank
+and its node named from them (fleet/hang.py), with the monitor's own hang rules."""
+
+from __future__ import annotations
+
+from tests.fleet_fixtures import fleet, hung_nodes, scrape, two_exporters
+from traintop.tui.fleet_rows import rank_row
+
+
+def test_the_exporter_publishes_each_ranks_newest_collective_and_its_wait() -> None:
+    served = scrape(hung_nodes()["10.0.0.2:19400"])
+    sequence = {s.labels["rank"]: s.value for s in served["traintop_job_collective_sequence"]}
+    assert sequence == {"4": 1042, "5": 1041, "6": 1042, "7": 1042}
+    waits = {s.labels["rank"]: (s.labels["op"], s.value)
+             for s in served["traintop_job_collective_wait_seconds"]}  # fmt: skip
+    assert waits == {"4": ("all_reduce", 72.0), "6": ("all_reduce", 72.0),
+                     "7": ("all_reduce", 72.0)}  # fmt: skip
+    ages = {s.labels["rank"] for s in served["traintop_job_last_step_age_seconds"]}
+    assert ages == {"4", "5", "6", "7"}
+
+
+def test_fleet_names_the_stuck_rank_and_its_node() -> None:
+    snap = fleet(hung_nodes())
+    verdict = snap.verdict
+    assert (verdict.bottleneck, verdict.severity) == ("hang", "error")
+    assert verdict.summary == (
+        "Job hung 1m12s: rank 5 on node-b never reached all_reduce #1042 (0:default_pg), "
+        "which the 7 ranks in it have waited in for 1m12s"
+    )
+    assert [r.rank for r in snap.ranks if r.stuck] == [5]
+    row = rank_row(next(r for r in snap.ranks if r.rank == 5))
+    assert str(row[0]) == "5 ◀" and str(row[-1]) == "◀ stuck"
+
+
+def test_a_node_that_stops_answering_is_a_dead_rank() -> None:
+    """node-b's last scrape failed: its ranks are gone, and node-a's wait for them."""
+    snap = fleet(hung_nodes(), down=("10.0.0.2:19400",), previous=fleet(hung_nodes()))
+    assert snap.verdict.bottleneck == "hang"
+    assert snap.verdict.summary.startswith("Job hung 1m12s: ranks 4-7 on node-b gone")
+
+
+def test_a_job_that_steps_gets_no_hang_verdict() -> None:
+    snap = fleet(two_exporters())
+    assert snap.verdict.bottleneck != "hang" and not any(r.stuck for r in snap.ranks)
+
+
+def test_a_short_pause_is_not_a_stop() -> None:
+    """No step for 8 s: under the 10 s stall limit."""
+    assert fleet(hung_nodes(waited_s=7.0)).verdict.bottleneck != "hang"
