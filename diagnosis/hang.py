@@ -22,15 +22,9 @@ from collections.abc import Sequence
 
 from traintop.collectors import stall
 from traintop.collectors.snapshot import Collective, JobSnapshot
+from traintop.diagnosis.hang_words import Case, Key, evidence, key_of, limit, named, summary
 from traintop.diagnosis.model import LIVE_STATES, Hang, RankHang
-from traintop.diagnosis.stack_text import fold, fold_line, where
-from traintop.diagnosis.text import duration, rank_list
-
-Key = tuple[str, int, str, str]  # group, seq, op, shape
-BACKWARD_NOTE = (
-    "the wait at the end of backward is for DDP's (or FSDP's) gradient all-reduces, which are "
-    "issued from C++: no Python hook sees each bucket, so the ledger times the wait, not them"
-)
+from traintop.diagnosis.text import duration
 
 
 def hang_of(ranks: Sequence[JobSnapshot]) -> Hang | None:
@@ -40,10 +34,10 @@ def hang_of(ranks: Sequence[JobSnapshot]) -> Hang | None:
     if not running or None in ages:
         return None
     for_s = min(ages)  # type: ignore[type-var]
-    stall_after = max(_limit(r, stall.STALL) for r in running)
+    stall_after = max(limit(r, stall.STALL) for r in running)
     if for_s < stall_after:
         return None
-    level = "hung" if for_s >= max(_limit(r, stall.HANG) for r in running) else "stalled"
+    level = "hung" if for_s >= max(limit(r, stall.HANG) for r in running) else "stalled"
     return classify(ranks, level, for_s, ended=False)
 
 
@@ -53,12 +47,6 @@ def crash_of(ranks: Sequence[JobSnapshot]) -> Hang | None:
         return None
     ages = [r.last_step_age_s for r in ranks if r.last_step_age_s is not None]
     return classify(ranks, "crashed", min(ages, default=0.0), ended=True)
-
-
-def _limit(rank: JobSnapshot, default: stall.Threshold) -> float:
-    """The rank's own limit (set by the collector), else the default for its median step."""
-    own = rank.stall_after_s if default is stall.STALL else rank.hang_after_s
-    return own if own is not None else default.after_s(rank.step_time_p50_s)
 
 
 def current(rank: JobSnapshot) -> Collective | None:
@@ -75,10 +63,6 @@ def _raised(rank: JobSnapshot) -> Collective | None:
     """An ended rank's newest collective when it raised (or never returned)."""
     newest = max(rank.collectives, key=lambda c: -c.age_s, default=None)
     return newest if newest is not None and (newest.raised or newest.inside) else None
-
-
-def key_of(c: Collective) -> Key:
-    return (c.group, c.seq, c.op, c.shape)
 
 
 def classify(ranks: Sequence[JobSnapshot], level: str, for_s: float, ended: bool) -> Hang:
@@ -132,19 +116,23 @@ def _place(rank: JobSnapshot, c: Collective | None, main: Collective | None, kin
     frames, source = (stack.frames, stack.source) if stack is not None else ((), "")
     fell = _raised(rank) if gone else None
     if fell is not None:
-        state, text = "failed", f"failed in {_named(fell)}, then {rank.state}"
+        state, text = "failed", f"failed in {named(fell)}, then {rank.state}"
     elif gone:
         state, text = "gone", f"gone ({rank.state})"
     elif c is not None and main is not None and key_of(c) == key_of(main):
-        state, text = "inside", f"{_in(c, ended)} {_named(c)}{_for(c, ended)}"
+        state, text = "inside", f"{_in(c, ended)} {named(c)}{_for(c, ended)}"
     elif c is not None:
-        state, text = "elsewhere", f"{_in(c, ended)} {_named(c)} ({c.group}){_for(c, ended)}"
+        state, text = "elsewhere", f"{_in(c, ended)} {named(c)} ({c.group}){_for(c, ended)}"
     else:
-        last = _last_in(rank, main)
-        state = "outside"
-        text = f"not entered (last #{last.seq})" if last and kind == "not_entered" else (
-            "not entered" if kind == "not_entered" else "in no collective")  # fmt: skip
+        state, text = "outside", _outside(_last_in(rank, main), kind)
     return RankHang(rank.rank, rank.pid, state, text, c or _last_in(rank, main), frames, source)
+
+
+def _outside(last: Collective | None, kind: str) -> str:
+    """ "not entered (last #1041)": the collective the others are in, and where it got to."""
+    if kind != "not_entered":
+        return "in no collective"
+    return f"not entered (last #{last.seq})" if last is not None else "not entered"
 
 
 def _in(c: Collective, ended: bool) -> str:
@@ -164,138 +152,30 @@ def _last_in(rank: JobSnapshot, main: Collective | None) -> Collective | None:
     return next((c for c in rank.collectives if c.group == main.group), None)
 
 
-def _named(c: Collective) -> str:
-    return f"{c.op} #{c.seq}"
-
-
 def _hang(level: str, kind: str, for_s: float, ranks: Sequence[JobSnapshot],
           places: tuple[RankHang, ...], main: Collective | None, inside: dict,
           keys: Counter) -> Hang:  # fmt: skip
-    """Put the case together: its summary, its evidence, the folded stacks."""
-    if main is None:
-        in_main: tuple[int, ...] = ()
-        waited = None
-    else:
+    """Put the case together: the collective most ranks are in, who is not, the words."""
+    in_main: tuple[int, ...] = ()
+    waited = None
+    if main is not None:
         in_main = tuple(sorted(r for r, c in inside.items() if key_of(c) == key_of(main)))
         waited = max(c.age_s for r, c in inside.items() if r in in_main)
-    missing = tuple(p.rank for p in places if p.rank not in in_main)
-    folds = fold([(p.rank, p.frames) for p in places])
-    evidence = [_silence(ranks, for_s, level)]
-    evidence += [fold_line(f) for f in folds] + _site_lines(places)
-    if kind == "unknown":
-        evidence += [_phase(r) for r in ranks if r.state in LIVE_STATES]
-    if main is not None and main.group == "backward":
-        evidence.append(BACKWARD_NOTE)
-    timeout = main.timeout_s if main is not None else None
-    if level != "crashed" and timeout is not None and waited is not None:
-        left = max(0.0, timeout - waited)
-        evidence.append(f"the group's timeout ({duration(timeout)}) ends the wait in "
-                        f"{duration(left)}")  # fmt: skip
-    shapes = sorted({k[3] for k in keys if main is not None and k[:2] == key_of(main)[:2]})
+    case = Case(level, kind, for_s, ranks, places, main, in_main, inside, waited)
     return Hang(
         level=level,
         kind=kind,
         for_s=for_s,
-        summary=_summary(kind, places, main, in_main, missing, inside, ranks),
+        summary=summary(case),
         group=main.group if main else None,
         seq=main.seq if main else None,
         op=main.op if main else None,
-        shapes=tuple(shapes),
+        shapes=tuple(sorted({k[3] for k in keys if main and k[:2] == key_of(main)[:2]})),
         inside=in_main,
-        missing=missing,
+        missing=tuple(p.rank for p in places if p.rank not in in_main),
         waited_s=waited,
-        timeout_s=timeout,
+        timeout_s=main.timeout_s if main else None,
         ranks=places,
-        folds=folds,
-        evidence=tuple(evidence),
+        folds=case.folds,
+        evidence=evidence(case),
     )
-
-
-def _site_lines(places: tuple[RankHang, ...]) -> list[str]:
-    """Ranks with no stack: where their ledger says they called their collective."""
-    bare = [p for p in places if not p.frames and p.collective is not None and p.collective.site]
-    lines: dict[str, list[int]] = {}
-    for p in bare:
-        c = p.collective
-        lines.setdefault(f"{c.op} #{c.seq} called at {c.site.replace(':', ' ', 1)}", []).append(
-            p.rank
-        )
-    return [f"rank {rank_list(rs)} (its ledger): {text}" for text, rs in lines.items()]
-
-
-def _summary(kind: str, places: tuple[RankHang, ...], main: Collective | None,
-             in_main: tuple[int, ...], missing: tuple[int, ...], inside: dict,
-             ranks: Sequence[JobSnapshot]) -> str:  # fmt: skip
-    who = {p.rank: p for p in places}
-    if kind == "unknown":
-        return "no collective ledger (an older traintop wrote these rings); " + "; ".join(
-            _phase(r) for r in ranks if r.state in LIVE_STATES)  # fmt: skip
-    if kind == "no_collective":
-        first = places[0]
-        return f"no rank is in a collective (a data or compute hang); {_at(first)}"
-    if kind == "dead_rank":
-        return _dead(places, main, in_main)
-    if kind == "desync":
-        parts = [f"{_ranks_word(sorted(r for r, c in inside.items() if key_of(c) == k))} in "
-                 f"{k[2]} #{k[1]} ({k[0]}{', ' + k[3] if k[3] else ''})"
-                 for k in sorted({key_of(c) for c in inside.values()})]  # fmt: skip
-        outside = [p for p in places if p.state == "outside"]
-        parts += [_at(p) for p in outside[:3]]
-        return "the ranks are in collectives that differ: " + "; ".join(parts) + (
-            " (the code took different paths)")  # fmt: skip
-    shape = f", {main.shape}" if main.shape else ""
-    if kind == "not_finished":
-        return (f"every rank entered {_named(main)} ({main.group}{shape}) and none left: "
-                "the link or a peer's device")  # fmt: skip
-    late = [r for r in missing if who[r].state == "outside"]
-    odd = "; ".join(_at(who[r]) for r in late[:3])
-    return (f"{_ranks_word(late)} never reached {_named(main)} ({main.group}{shape}) that "
-            f"{_ranks_word(in_main)} wait in for {duration(main.age_s)}; {odd}")  # fmt: skip
-
-
-def _silence(ranks: Sequence[JobSnapshot], for_s: float, level: str) -> str:
-    """ "no rank finished a step for 43s (stalled after 10s, hung after 1m00s)"."""
-    running = [r for r in ranks if r.state in LIVE_STATES]
-    if level == "crashed" or not running:
-        return f"the job ended {duration(for_s)} after its last step"
-    stall_after = max(_limit(r, stall.STALL) for r in running)
-    hang_after = max(_limit(r, stall.HANG) for r in running)
-    return (f"no rank finished a step for {duration(for_s)} (stalled after "
-            f"{duration(stall_after)}, hung after {duration(hang_after)})")  # fmt: skip
-
-
-def _dead(places: tuple[RankHang, ...], main: Collective | None, in_main: tuple[int, ...]) -> str:
-    """ "rank 3 gone (finished); ranks 0, 2 failed in all_reduce #32 and ended; rank 1 waits
-    in it": who went first, who fell with the collective, who still waits."""
-    first = [p for p in places if p.state == "gone"]
-    fell = [p.rank for p in places if p.state == "failed"]
-    parts = [f"{_ranks_word([p.rank for p in first])} {', '.join(sorted({p.text for p in first}))}"
-             ] if first else []  # fmt: skip
-    if main is None:
-        return "; ".join([*parts, "the others wait"])
-    what = f"{_named(main)} ({main.group})"
-    if fell:
-        parts.append(f"{_ranks_word(fell)} failed in {what} and ended")
-    if in_main:
-        verb = "failed in" if main.raised else "wait in"
-        parts.append(f"{_ranks_word(in_main)} {verb} {'it' if fell else what}")
-    return "; ".join(parts)
-
-
-def _phase(rank: JobSnapshot) -> str:
-    """ "rank 0 in backward for 42s" from the live word, for ranks with no ledger."""
-    if rank.live_phase is None or rank.live_phase_s is None:
-        return f"rank {rank.rank} in an unknown phase"
-    return f"rank {rank.rank} in {rank.live_phase} for {duration(rank.live_phase_s)}"
-
-
-def _at(place: RankHang) -> str:
-    """ "rank 2 is at train.py:88 in log_metrics: time.sleep(600)" (or what its ledger says)."""
-    if place.frames:
-        return f"rank {place.rank} is in {where(place.frames)}"
-    return f"rank {place.rank}: no stack yet"
-
-
-def _ranks_word(ranks: Sequence[int]) -> str:
-    ranks = list(ranks)
-    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {rank_list(ranks)}"
