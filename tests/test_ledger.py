@@ -5,7 +5,9 @@ sequence numbers per group whole across the segment's creation, the hooks that f
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -192,3 +194,32 @@ def test_other_threads_and_a_disabled_probe_write_nothing() -> None:
     probe._on = False
     wrapped(torch.zeros(2))
     assert read(probe._ledger) == []
+
+
+EXPLICIT = """
+import sys, tempfile, torch, torch.distributed as dist, traintop
+probe = traintop.attach(name="explicit")  # no `traintop run`: the explicit API alone
+dist.init_process_group("gloo", init_method=f"file://{tempfile.mktemp()}", rank=0, world_size=1)
+dist.barrier()
+probe.step()
+dist.all_reduce(torch.ones(3, dtype=torch.float64))
+print(probe._writer.path, flush=True)
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_an_explicit_probe_keeps_the_ledger_and_its_helper(tmp_path: Path) -> None:
+    """``traintop.attach()`` after ``import torch``, with no shim: collectives are recorded
+    (the segment is kept, shrunk, after the clean exit: the ledger is in its header page)."""
+    ring_dir = private_dir(tmp_path / "ring")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           "TRAINTOP_RING_DIR": str(ring_dir)}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", EXPLICIT], env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    path = Path(done.stdout.strip().splitlines()[-1])
+    with open_segment(path) as segment:
+        entries = [(e.op, e.seq, e.shape) for e in segment.ledger()]
+    assert entries == [("barrier", 1, ""), ("all_reduce", 2, "f64[3]")]
+    assert "traintop:" not in done.stderr

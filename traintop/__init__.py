@@ -44,7 +44,22 @@ def attach(name: str | None = None, *, phases: Iterable[str] = ()) -> Probe:
     if _probe is None:
         _probe = _new_probe(name or default_name(), tuple(phases))
         os.register_at_fork(after_in_child=_probe._forget_in_child)
+        _ledger_hooks(_probe)
     return _probe
+
+
+def _ledger_hooks(probe: Probe) -> None:
+    """With torch imported, wrap its collectives for the ledger (``traintop.comm_hooks``): the
+    zero-code shim does more, an explicit probe gets this much.  Its failure is its own."""
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "distributed"):
+        return
+    try:
+        from traintop import comm_hooks
+
+        comm_hooks.install_collectives(probe, torch)
+    except Exception as exc:
+        print(f"traintop: collective ledger disabled ({exc})", file=sys.stderr)
 
 
 def default_name() -> str:

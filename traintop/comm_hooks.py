@@ -168,12 +168,22 @@ def install(probe: Probe, torch: ModuleType) -> None:
         return
     engine = torch.autograd.Variable._execution_engine
     booker = WaitBooker(probe, engine.queue_callback, dist.is_initialized)
+    torch.Tensor.backward = _armed_backward(booker, torch.Tensor.backward)
+    install_collectives(probe, torch)
+
+
+def install_collectives(probe: Probe, torch: ModuleType) -> None:
+    """Wrap the blocking ``torch.distributed`` collectives for the ledger (and the "comm"
+    booking of the zero-code mode), once per probe: ``traintop.attach()`` does it too when
+    torch is already imported, so an explicit probe has its ledger without ``traintop run``."""
+    dist = torch.distributed
     ledger = probe._ledger
+    if not dist.is_available() or ledger.describe is not None:
+        return
     ledger.describe, ledger.dtypes = _group_describer(ledger, torch), _dtypes(torch)
     collectives = CollectiveBooker(probe, torch.compiler.is_compiling)
     home = dist.distributed_c10d
     wrapped = {name: _booked_collective(collectives, getattr(home, name)) for name in COLLECTIVES}
-    torch.Tensor.backward = _armed_backward(booker, torch.Tensor.backward)
     for name, function in wrapped.items():
         for module in (dist, home):
             if getattr(module, name, None) is function.__wrapped__:
