@@ -87,6 +87,7 @@ class _Job:
                 self.seen_live_s = now
                 return
             self._read(None)  # what the writer published up to its exit: all of it
+            self.read_ledger()  # how it ended, for the post-mortem of its collectives
             self.segment.close()
         except (SegmentError, OSError):
             self.segment.close()
@@ -143,11 +144,14 @@ class _Job:
         if self.segment.follow_header(self.hot):  # the writer learnt its rank identity late
             self.header = self.segment.header
             self.window.follow_header(self.header)
-        self._read_ledger()
         return result
 
-    def _read_ledger(self) -> None:
-        """Re-read the ledger when it moved on, or while an entry may still get its exit."""
+    def read_ledger(self) -> None:
+        """Re-read the ledger when it moved on, or while an entry may still get its exit.
+        Only for a rank that stopped stepping (or ended): a stepping rank's ledger is news to
+        no one, and reading it costs 50 µs a tick."""
+        if self.segment.closed or not self.header.ledger:
+            return
         written = self.hot.ledger_head if self.hot is not None else 0
         last = self.entries[-1] if self.entries else None
         moved = last is None or last.index + 1 != written
@@ -233,8 +237,9 @@ class JobCollector:
         self._sample_asks[pid] = (phase, count, interval_ms)
 
     def _tend_stacks(self, job: _Job, now: float, ask: tuple | None) -> None:
-        """Ask a rank that stopped stepping where it is (again when it moved on, or after
-        STACK_REFRESH_S); a rank that steps is asked nothing and keeps no stack."""
+        """Read the ledger of a rank that stopped stepping and ask it where it is (again when
+        it moved on, or after STACK_REFRESH_S); a rank that steps is asked nothing and keeps
+        no stack and no ledger."""
         if job.segment.closed or not job.header.ledger:
             return
         if ask is not None:
@@ -243,7 +248,9 @@ class JobCollector:
         age = job.window.last_step_age_s(now)
         if age is None or age < stall.capture_after_s(limit):
             job.stacks.forget()
+            job.entries = []
         else:
+            job.read_ledger()
             hot = job.hot
             key = (hot.ledger_head, hot.live_phase, hot.live_start_ns) if hot else None
             taken = job.stacks.taken

@@ -306,7 +306,8 @@ class JobSnapshot:
     # An ended rank's end (wall clock): its writer's close, else when it was last seen alive
     # (collectors/jobs.py _Job._end); None while it runs.
     ended_at: float | None = None
-    # The newest collective of each group in the rank's ledger (format 1.2), oldest first; the
+    # The newest collective of each group in the rank's ledger (format 1.2), oldest first, read
+    # once the rank stops stepping (from half its stall limit) and at its end, else empty; the
     # number of collectives it entered, None where the segment keeps no ledger (older writers).
     collectives: tuple[Collective, ...] = ()
     collectives_total: int | None = None

@@ -10,8 +10,9 @@ Rates, shares, quantiles and phases describe a running rank (``LIVE_GAUGES``): a
 has none, so no ``sum()`` counts it; it keeps its identity, state and step count and gains its
 end time, for the grace period ``exporter/ended.py`` keeps it.
 
-A running rank's collective ledger (traintop/ledger.py) gives, per process group, the sequence
-number of the newest collective it entered, and how long it has been inside it while it is:
+The collective ledger (traintop/ledger.py) of a running rank that stopped stepping (the
+collector reads it from half the stall limit on) gives, per process group, the sequence number
+of the newest collective it entered, and how long it has been inside it while it is:
 with the age of its last step, what `traintop fleet` needs to name the rank a stopped
 multi-node job waits for, and its node (fleet/hang.py).
 """
