@@ -45,12 +45,13 @@ KIND_WORDS = {
 def finding(hang: Hang) -> Finding:
     """The verdict's finding: an error once hung (or crashed), a warning while stalled."""
     severity = "warning" if hang.level == "stalled" else "error"
-    head = f"Job {hang.level}" + ("" if hang.level == "crashed" else f" {duration(hang.for_s)}")
+    # An ended job's post-mortem is put in the past tense with its end (diagnosis/tense.py).
+    head = "" if hang.level == "crashed" else f"Job {hang.level} {duration(hang.for_s)}: "
     return Finding(
         bottleneck="hang",
         confidence=CONFIDENCE,
         severity=severity,
-        summary=f"{head}: {hang.summary}",
+        summary=f"{head}{hang.summary}",
         evidence=tuple(Evidence(line, "hang_s", hang.for_s, "training") for line in hang.evidence),
         remedies=REMEDIES.get(hang.kind, ()),
     )

@@ -36,6 +36,8 @@ def past(
     job that ended before traintop watched it: "with CPU to spare" was never measured)."""
     when = f"{state} {clock(ended_at, now)}"
     note = RING_ONLY if ring_only else ""
+    if finding.bottleneck == "hang":  # its ledgers say how it ended: no host side to miss
+        return replace(finding, summary=f"{when}: {finding.summary}")
     if finding.bottleneck == "unknown":
         return replace(finding, summary=f"{when}: no bottleneck found in its last numbers{note}")
     return replace(finding, summary=f"{when}: was {finding.bottleneck}: {finding.summary}{note}")
