@@ -97,7 +97,8 @@ class _Job:
     def _end(self, now: float) -> float:
         """When the rank ended: a finished writer's own close time (the heartbeat it writes
         on close), else the last tick that found its writer alive, else its last sign of life
-        in the ring (it ended before this monitor looked); never after ``now``."""
+        in the ring (it ended before this monitor looked: a phase it entered, the stack helper's
+        last wake); never after ``now``."""
         same_clock = self.header.same_host_clock()
         if self.liveness == "finished" and self.hot is not None and same_clock:
             return min(now, self.hot.heartbeat_ns / _NS)
@@ -106,6 +107,7 @@ class _Job:
         signs = [self.header.created_monotonic_ns, self.window.last_end_ns or 0]
         if self.hot is not None and same_clock:
             signs.append(self.hot.live_start_ns)  # a phase entered after the last step
+            signs.append(self.hot.alive_ns)  # the stack helper's last wake
         return min(now, max(signs) / _NS)
 
     def ending(self) -> tuple[float | None, bool]:

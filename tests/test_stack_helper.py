@@ -21,10 +21,12 @@ import pytest
 from tests.isolation import private_dir
 from tests.polling import eventually
 from traintop import ring_paths, stack_helper
+from traintop.collectors.jobs import JobCollector
 from traintop.collectors.ring_reader import open_segment
 from traintop.collectors.stacks import StackClient, thread_frames, wait_for
 from traintop.probe import Probe
 from traintop.ring import RingWriter
+from traintop.ring_format import ALIVE_EVERY_S
 
 REPO = Path(__file__).resolve().parents[1]
 GIL_HOLDER = textwrap.dedent(
@@ -90,6 +92,45 @@ def test_the_helper_answers_with_the_training_threads_stack_and_samples(tmp_path
     probe.close()
     leftovers = [p.name for p in ring_dir.iterdir() if ring_paths.SIDE_NAME_RE.match(p.name)]
     assert leftovers == []  # FIFO, fault file and replies go with the helper
+
+
+def test_a_rank_killed_in_a_long_wait_ends_stalled_for_a_reader_that_came_after(tmp_path) -> None:
+    """Its helper wakes every ALIVE_EVERY_S and says so: a one-shot `traintop jobs` after the
+    SIGKILL knows the rank was alive long after its last step, so it ended at 0 steps/s."""
+    ring_dir = private_dir(tmp_path / "ring")
+    script = textwrap.dedent(
+        """
+        import sys, time, traintop
+        probe = traintop.attach(name="waits")
+        for _ in range(20):
+            time.sleep(0.01)
+            probe.step()
+        print(probe._writer.path, flush=True)
+        time.sleep(60)  # a data wait that never ends
+        """
+    )
+    env = {**os.environ, "TRAINTOP_RING_DIR": str(ring_dir), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE)
+    try:
+        path = proc.stdout.readline().decode().strip()
+        killed_after_s = 12.0  # beyond the 10 s stall limit of 10 ms steps
+        time.sleep(killed_after_s)
+    finally:
+        proc.kill()
+        proc.wait()
+    collector = JobCollector(str(ring_dir))
+    (job,) = collector.collect()
+    collector.close()
+    with open_segment(path) as segment:
+        (last,) = segment.last(1)
+        last_step_ns = last.t_start_ns + sum(last.phase_ns)
+    assert job.state == "crashed" and job.steps_per_s == 0.0
+    lived_s = job.ended_at - _wall(segment.header, last_step_ns)
+    assert killed_after_s - 2 * ALIVE_EVERY_S - 1 < lived_s <= killed_after_s + 1
+
+
+def _wall(header, monotonic_ns: int) -> float:
+    return (header.created_realtime_ns - header.created_monotonic_ns + monotonic_ns) / 1e9
 
 
 def test_no_helper_when_switched_off(tmp_path: Path, monkeypatch) -> None:

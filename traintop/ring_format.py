@@ -42,6 +42,10 @@ HEADER_GEN_WORD = 134
 # id (for a thread-directed signal), the training thread's ident (the thread a faulthandler dump
 # names), the signal its faulthandler dumps on (0: none registered).
 LEDGER_HEAD_WORD, HELPER_TID_WORD, TRAIN_THREAD_WORD, STACK_SIGNAL_WORD = range(135, 139)
+# 1.2: the helper thread's last wake (CLOCK_MONOTONIC ns), every ALIVE_EVERY_S while the process
+# lives: when a rank ended that no monitor watched end (a SIGKILL leaves nothing else).
+ALIVE_WORD = 139
+ALIVE_EVERY_S = 2.0
 STATE_INIT, STATE_RUNNING, STATE_CLOSED = 0, 1, 2
 # Live word: phase start in ns with its low 4 bits replaced by the phase index (16 ns resolution:
 # no division or shift on the hot path, and index + time change in one store).

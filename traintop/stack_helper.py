@@ -2,8 +2,9 @@
 
 A monitor that sees a job stop stepping wants each rank's training-thread stack.  py-spy and gdb
 need ptrace, which containers often forbid.  So each rank keeps a helper thread, started with
-its segment, blocked in ``read()`` on a FIFO beside the segment in the private ring directory
-(``<segment>.ask``): while nobody asks it costs no CPU at all.  A monitor writes one request
+its segment, blocked in ``select()`` on a FIFO beside the segment in the private ring directory
+(``<segment>.ask``): while nobody asks it only wakes every ``ALIVE_EVERY_S`` to write the time
+(``ALIVE_WORD``: when the rank ended, for a reader after a SIGKILL).  A monitor writes one request
 line; the thread answers with the training thread's Python stack (file, line, function; never a
 local variable) in ``<segment>.<id>.stack``, or with a few samples of it folded by frame:
 
@@ -30,6 +31,7 @@ import faulthandler
 import json
 import linecache
 import os
+import select
 import signal
 import sys
 import threading
@@ -39,7 +41,13 @@ from pathlib import Path
 from typing import Any
 
 from traintop import flight_recorder, ring_paths
-from traintop.ring_format import HELPER_TID_WORD, STACK_SIGNAL_WORD, TRAIN_THREAD_WORD
+from traintop.ring_format import (
+    ALIVE_EVERY_S,
+    ALIVE_WORD,
+    HELPER_TID_WORD,
+    STACK_SIGNAL_WORD,
+    TRAIN_THREAD_WORD,
+)
 
 ENV_STACKS = "TRAINTOP_STACKS"
 ENV_SIGNAL = "TRAINTOP_STACK_SIGNAL"
@@ -139,11 +147,18 @@ class StackHelper:
         ring_paths.remove_side_files(self._segment)
 
     def _serve(self) -> None:
-        """Block until asked; answer each request line.  Any failure ends the helper only."""
+        """Block until asked; answer each request line.  Any failure ends the helper only.
+
+        Every ``ALIVE_EVERY_S`` without a request it wakes to write the time into the alive
+        word, so that a reader that comes after a SIGKILL still knows when the rank was last
+        alive (a rank that waited 30 s for data, then was killed, ended stalled)."""
         with contextlib.suppress(Exception):
             self._words[HELPER_TID_WORD] = threading.get_native_id()
             pending = b""
             while True:
+                self._words[ALIVE_WORD] = time.monotonic_ns()
+                if not select.select([self._fd], [], [], ALIVE_EVERY_S)[0]:
+                    continue
                 pending += os.read(self._fd, 4096)
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
