@@ -237,6 +237,9 @@ class JobSnapshot:
     # own.
     job_id: str = ""
     started_at: float | None = None  # wall clock, seconds since the epoch, when the ring was made
+    # The same recent steps split by phase: one column per phase (``phases``' order), each as
+    # long as ``recent_step_times_s``, so a long step's excess can be told by the phase it fell in.
+    recent_phase_times_s: tuple[tuple[float, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, eq=False)

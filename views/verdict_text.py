@@ -26,6 +26,7 @@ LABELS: dict[str, str] = {
     "periodic_stall": "PERIODIC STALLS",
     "oversubscribed": "CPU OVERSUBSCRIBED",
     "idle": "GPU IDLE",
+    "straggler": "STRAGGLER RANK",
     "unknown": "NO VERDICT YET",
 }
 # Theme variables only, so every Textual theme and NO_COLOR stay legible.
