@@ -38,6 +38,8 @@ from traintop.diagnosis.signals import (
 from traintop.diagnosis.stats import clamp01, mean_of
 from traintop.diagnosis.views import ProcView
 
+NOISE = 0.1  # a part of the loaders' time this small is sampling error, not a second cause
+
 
 @dataclass(frozen=True, slots=True)
 class DataSplit:
@@ -75,14 +77,24 @@ def data_split(ctx: Context) -> DataSplit | None:
     times = [_time_of(ctx, p, wait if inline else None) for p in procs]
     cpu = mean_of(t.cpu for t in times) or 0.0
     blocked = mean_of(t.blocked for t in times) or 0.0
+    parts = _folded({"cpu": cpu, "io": blocked, "starved": max(0.0, 1.0 - cpu - blocked)})
     return DataSplit(
         wait=wait,
-        cpu=wait * cpu,
-        io=wait * blocked,
-        starved=wait * max(0.0, 1.0 - cpu - blocked),
+        **{name: wait * part for name, part in parts.items()},
         loaders=len(procs),
         workers=not inline,
     )
+
+
+def _folded(parts: dict[str, float]) -> dict[str, float]:
+    """Parts under ``NOISE`` of the loaders' time go to the largest: a worker at 98 % CPU is
+    CPU-bound, not 2 % starved (one tick's sampling error), and the claims add up to the wait
+    with the causes that are named."""
+    largest = max(parts, key=parts.__getitem__)
+    small = [name for name, part in parts.items() if part < NOISE and name != largest]
+    folded = {name: 0.0 if name in small else part for name, part in parts.items()}
+    folded[largest] += sum(parts[name] for name in small)
+    return folded
 
 
 def _time_of(ctx: Context, proc: ProcView, inline_wait: float | None) -> _Time:

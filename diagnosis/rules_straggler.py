@@ -29,6 +29,7 @@ from traintop.diagnosis.views import comm_share_of
 from traintop.diagnosis.where import how_to_look, where_time_goes
 
 HELD_BACK_MIN = 0.2  # the others wait on it a fifth of their step more than it waits itself
+MOST = 0.5  # ... for most of their step: the straggler leads whatever its own cause
 NO_OWN_COST = frozenset({"compute", "unknown"})  # its own findings that name no lost time
 
 
@@ -67,6 +68,14 @@ def held_back(
         lost=claim,
         steady=_held(results, slow),
     )
+
+
+def leads(held: Candidate, own: tuple[Candidate, ...]) -> bool:
+    """Whether the straggler is the job's answer rather than its own cause: when the others
+    wait on it for most of their step (whatever its cause, the rank is what to look at), or
+    when no rule names its own cause.  A throttled GPU that holds its peers back a fifth of
+    their step is the throttle's case, the straggler named in its evidence."""
+    return held.lost_share >= MOST or _costed(own) is None
 
 
 def _comm(ctx: Context) -> float | None:
