@@ -40,6 +40,7 @@ class Excess:
     longest_s: float
     share: float  # their excess over the median, as a share of all the window's step time
     by_phase: dict[str, float]  # that share split by phase name (adds up to ``share``)
+    time_share: float = 0.0  # the long steps' whole time, as a share of the window's
 
     def outside(self, names: Sequence[str]) -> float:
         """The part of the excess that fell outside the phases ``names``."""
@@ -99,7 +100,8 @@ def _long_steps(steps: Steps, shares: dict[str, float]) -> Excess | None:
     else:
         by_phase = {n: sum(excess) * share for n, share in shares.items()}
     parts = {n: part / total for n, part in by_phase.items()}
-    return Excess(len(slow), len(times), mid, max(times), sum(excess) / total, parts)
+    spent = sum(times[i] for i in slow) / total
+    return Excess(len(slow), len(times), mid, max(times), sum(excess) / total, parts, spent)
 
 
 def split_by_phase(

@@ -208,13 +208,14 @@ def periodic_stall(ctx: Context) -> Candidate | None:
     for the peers): that part of it is the data or communication rules' time (a loader that
     delivers in bursts makes every other step long).  On a crowded host a step also runs long
     when the trainer waits for a CPU (3-5x the median at eleven runnable processes on two
-    cores); the share of time it spent queued, measured by the scheduler, is taken off too."""
+    cores): the share of time it spent queued (the scheduler's figure) of the long steps' time
+    is what queueing can explain of them, and is taken off too."""
     budget = budget_of(ctx.job.job.phases, ctx.job.steps) if ctx.job else None
     excess = budget.excess if budget is not None else None
     if excess is None:
         return None
     own = excess.outside(budget.waits)
-    lost = own - cpu_queued_share(ctx)
+    lost = own - cpu_queued_share(ctx) * excess.time_share
     if lost < STALL_SHARE:
         return None  # waits, or long steps the trainer spent queued for a CPU
     text = (

@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import pytest
+
 from tests.diagnosis_factories import GIB, Scene
 from traintop.collectors.snapshot import JobSnapshot, PhaseShare, ProcessSnapshot, Snapshot
 from traintop.diagnosis.api import VerdictStabilizer, diagnose, verdict_to_dict
@@ -121,6 +123,49 @@ def test_rank_that_waits_least_on_its_peers_is_the_straggler() -> None:
     )
     assert verdict.primary.share == 0.75
     assert verdict.primary.summary.startswith("Rank 1 holds back the job")
+
+
+THREE = "run:tcp://127.0.0.1:29702/3"
+
+
+def test_ranks_waiting_on_one_off_cpu_rank_read_straggler() -> None:
+    """Issue 28's first case: rank 2 blocks 150 ms in its forward (off the CPU), ranks 0 and 1
+    wait for it 97 % of their step.  No rule names rank 2's own cause; the job's answer is
+    still rank 2, where its time goes and how to look closer (not "no bottleneck found")."""
+    waiting = (("forward", 0.01), ("backward", 0.01), ("comm", 0.97))
+    slow = (("forward", 0.92), ("backward", 0.01), ("comm", 0.05))
+    ranks = [
+        *(rank(600 + r, r, job_id=THREE, world=3, wait=0.005, phases=waiting) for r in range(2)),
+        rank(602, 2, job_id=THREE, world=3, wait=0.005, phases=slow),
+    ]
+    verdict = diagnose(window(ranks, {600: 2.0, 601: 2.0, 602: 3.0}))
+    p = verdict.primary
+    assert (p.bottleneck, p.share) == ("straggler", pytest.approx(0.92))
+    texts = [e.text for e in p.evidence]
+    assert texts[:2] == [
+        "rank 2 (pid 602) is the straggler: it waits on its peers 5 % of its step, "
+        "the other ranks 97 %",
+        "rank 2: 230 ms a step in forward, off CPU (trainer at 3 % CPU)",
+    ]
+    assert texts[2] == (
+        "its own cause: none a rule names; its own work takes 232 ms a step, the other ranks' 5 ms"
+    )
+    assert "py-spy dump --pid 602" in p.remedies[-2]
+    assert verdict.per_job[0].straggler.rank == 2
+
+
+def test_straggler_with_a_named_cause_holding_peers_back_briefly_leads_with_the_cause() -> None:
+    """Rank 1 waits on its input 60 % of its step, rank 0 waits for it a quarter of its step:
+    not most of it, and a rule names the cause, so the cause leads with the straggler named
+    first and the straggler's claim listed after it."""
+    ranks = [
+        rank(100, 0, job_id=DDP, world=2, wait=0.0, phases=(("backward", 0.7), ("comm", 0.3))),
+        rank(101, 1, job_id=DDP, world=2, wait=0.6, phases=(("backward", 0.35), ("comm", 0.05))),
+    ]
+    verdict = diagnose(window(ranks, {100: 8.0, 101: 6.0}))
+    assert ids(verdict)[:2] == ["data_starved", "straggler"]
+    assert verdict.primary.evidence[0].text.startswith("rank 1 (pid 101) is the straggler")
+    assert verdict.also[0].share == pytest.approx(0.25)
 
 
 def test_one_rank_waiting_a_quarter_while_its_peer_barely_waits_is_not_the_network() -> None:
