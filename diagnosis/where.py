@@ -17,6 +17,7 @@ from __future__ import annotations
 from traintop.collectors.phase_names import is_comm_phase
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.model import Evidence
+from traintop.diagnosis.signals import WAIT_EVIDENCE_PCT
 from traintop.diagnosis.text import pct, pct100, seconds
 
 OFF_CPU_PCT = 50.0  # below half a core the trainer's main thread waits most of the time
@@ -28,12 +29,22 @@ WHERE_TO_LOOK = (
 
 
 def cpu_state(ctx: Context) -> str:
-    """``off CPU (trainer at 3 % CPU)`` / ``on CPU (trainer at 91 % CPU)``, or nothing."""
-    cpu = ctx.trainer.cpu_pct if ctx.trainer else None
-    if cpu is None:
+    """``off CPU (trainer at 3 % CPU)`` / ``on CPU (trainer at 47 % CPU, queued for one 50 %
+    of the time)``, or nothing.  A trainer queued for a CPU wants it as much as one running:
+    on a crowded host a rank burning its core gets half of one and is still on the CPU.  The
+    main thread's figures where it is measured alone (a sleeping trainer's other threads, gloo
+    and the like, queue too), else the process's."""
+    t = ctx.trainer
+    if t is None or t.cpu_pct is None:
         return ""
-    where = "off CPU" if cpu < OFF_CPU_PCT else "on CPU"
-    return f"{where} (trainer at {pct100(cpu)} CPU)"
+    run, wait = (t.main_cpu_pct, t.main_wait_pct) if t.main_cpu_pct is not None else (
+        t.cpu_pct, t.cpu_wait_pct)  # fmt: skip
+    queued = wait or 0.0
+    where = "off CPU" if run + queued < OFF_CPU_PCT else "on CPU"
+    text = f"{where} (trainer at {pct100(t.cpu_pct)} CPU"
+    if queued >= WAIT_EVIDENCE_PCT:
+        text += f", queued for one {pct100(queued)} of the time"
+    return text + ")"
 
 
 def where_time_goes(ctx: Context, *, own_time: bool = False) -> tuple[Evidence, ...]:
