@@ -19,7 +19,7 @@ from statistics import median
 from traintop.diagnosis.context import RankResult
 from traintop.diagnosis.findings import ranked
 from traintop.diagnosis.model import Candidate, Evidence, Straggler
-from traintop.diagnosis.rules_straggler import held_back, leads
+from traintop.diagnosis.rules_straggler import held_back
 from traintop.diagnosis.signals import comm_share
 from traintop.diagnosis.text import pct, rank_list
 
@@ -31,12 +31,11 @@ EVERY_RANK_PAYS = frozenset({"network"})  # a cost the least-paying rank bounds 
 
 def fold(results: Sequence[RankResult]) -> tuple[tuple[Candidate, ...], Straggler | None]:
     """The job's findings, worst first, and its straggler (None: the ranks look alike).  When
-    the other ranks' wait on the straggler is timed, the straggler is a finding of its own
-    that claims that wait (:mod:`traintop.diagnosis.rules_straggler`).  Its own findings
-    claim the same time seen from its side, so they do not compete with it: the straggler
-    leads when the others wait on it for most of their step or no rule names its own cause
-    (:func:`~traintop.diagnosis.rules_straggler.leads`), else its own cause does, the
-    straggler named first in its evidence and listed after it."""
+    the other ranks wait on the straggler for most of their step (timed collectives), the
+    straggler is the job's finding and claims that wait
+    (:mod:`traintop.diagnosis.rules_straggler`); its own findings follow it, since they claim
+    the same time seen from its side.  Else its own cause is the job's, the straggler named
+    first in its evidence."""
     if len(results) == 1:
         return results[0].found, None
     straggler = _by_own_loss(results) or _by_peer_wait(results)
@@ -45,10 +44,9 @@ def fold(results: Sequence[RankResult]) -> tuple[tuple[Candidate, ...], Straggle
     slow = next(r for r in results if r.job.pid == straggler.pid)
     found = tuple(c for c in slow.found if c.finding.bottleneck not in PEER_WAIT)
     held = held_back(results, slow, straggler, found)
-    if held is not None and leads(held, found):
+    if held is not None:
         return (held, *found), straggler
-    head = _with_evidence(found, _straggler_evidence(straggler))
-    return (*head[:1], *((held,) if held is not None else ()), *head[1:]), straggler
+    return _with_evidence(found, _straggler_evidence(straggler)), straggler
 
 
 def _own_loss(result: RankResult) -> Candidate | None:

@@ -6,9 +6,9 @@ network explains it: the network rule takes off the skew), and the slow rank's o
 one no rule names (a blocking call in its forward, a device slower than the others').  Before,
 such a job read ``unknown`` with the straggler in the evidence.  Now the straggler claims the
 share of their step the other ranks wait on it beyond what it waits itself (what every rank
-waits is the collective's own cost), and leads when that is the largest claim, naming the rank,
-where its own time goes and its own cause when a rule finds one; the user's next move is that
-rank, whatever its cause.  This needs timed collectives on the ranks (the zero-code ``comm``
+waits is the collective's own cost) when that is most of their step, and leads, naming the
+rank, where its own time goes and its own cause when a rule finds one: the user's next move is
+that rank, whatever its cause.  This needs timed collectives on the ranks (the zero-code ``comm``
 phase, or the script's own): without them the straggler is found from its own loss and its
 cause is the job's answer (:mod:`traintop.diagnosis.fold`).
 """
@@ -28,8 +28,7 @@ from traintop.diagnosis.text import pct, seconds
 from traintop.diagnosis.views import comm_share_of
 from traintop.diagnosis.where import how_to_look, where_time_goes
 
-HELD_BACK_MIN = 0.2  # the others wait on it a fifth of their step more than it waits itself
-MOST = 0.5  # ... for most of their step: the straggler leads whatever its own cause
+MOST = 0.5  # the others wait on it for most of their step beyond what it waits itself
 NO_OWN_COST = frozenset({"compute", "unknown"})  # its own findings that name no lost time
 
 
@@ -38,13 +37,15 @@ def held_back(
     own: tuple[Candidate, ...],
 ) -> Candidate | None:  # fmt: skip
     """The ``straggler`` finding, or None when the other ranks' wait on it is not timed or
-    is too small to claim."""
+    is not most of their step (a throttled GPU that holds its peers back a fifth of their step
+    is the throttle's case, the straggler named in its evidence; ranks a crowded host keeps a
+    little out of step are no straggler's)."""
     mine = _comm(slow.ctx)
     others = [c for r in results if r is not slow and (c := _comm(r.ctx)) is not None]
     if mine is None or not others:
         return None
     claim = median(others) - mine
-    if claim < HELD_BACK_MIN:
+    if claim < MOST:
         return None
     rank = slow.job.rank
     facts = (
@@ -68,14 +69,6 @@ def held_back(
         lost=claim,
         steady=_held(results, slow),
     )
-
-
-def leads(held: Candidate, own: tuple[Candidate, ...]) -> bool:
-    """Whether the straggler is the job's answer rather than its own cause: when the others
-    wait on it for most of their step (whatever its cause, the rank is what to look at), or
-    when no rule names its own cause.  A throttled GPU that holds its peers back a fifth of
-    their step is the throttle's case, the straggler named in its evidence."""
-    return held.lost_share >= MOST or _costed(own) is None
 
 
 def _comm(ctx: Context) -> float | None:
@@ -118,14 +111,14 @@ def _own_work_s(ctx: Context) -> float | None:
 
 def _held(results: Sequence[RankResult], slow: RankResult) -> float:
     """How steadily it held the others back: the share of the window's summaries in which the
-    median other rank waited ``HELD_BACK_MIN`` more of its step than the straggler did."""
+    median other rank waited ``MOST`` more of its step than the straggler did."""
     series = {r.job.pid: _comm_series(r.ctx) for r in results}
     n = min(map(len, series.values()))
     if n == 0:
         return 1.0
     mine = series[slow.job.pid][-n:]
     others = [s[-n:] for pid, s in series.items() if pid != slow.job.pid]
-    return share_true(median(o[i] for o in others) - mine[i] >= HELD_BACK_MIN for i in range(n))
+    return share_true(median(o[i] for o in others) - mine[i] >= MOST for i in range(n))
 
 
 def _comm_series(ctx: Context) -> list[float]:
