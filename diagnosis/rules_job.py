@@ -63,8 +63,11 @@ def _cpu_device(ctx: Context) -> tuple[Evidence, ...]:
         return ()
     budget = min(t.num_threads or 1, ctx.box.logical_cpus) * 100.0
     # Demand, not use: a rank that shares the cores with its peers runs or waits to run; the
-    # queueing is the CPU being the limit too (time runnable counts as busy, as for workers).
-    if not _trainer_busy(ctx, runnable_pct(t) or t.cpu_pct, budget):
+    # queueing is the CPU being the limit too (time runnable counts as busy, as for workers),
+    # for a trainer that does run a fair slice.  One at 2 % CPU whose gloo threads queue at
+    # every wake-up (88 %, summed over them, at load 25) is waiting, not computing.
+    runs = t.cpu_pct >= CROWDED_CPU_SHARE * budget
+    if not _trainer_busy(ctx, (runnable_pct(t) if runs else None) or t.cpu_pct, budget):
         return ()
     text = f"no GPU: training runs on the CPU (trainer at {pct100(t.cpu_pct)} CPU"
     text += f" of {pct100(budget)} its threads could use)"

@@ -275,6 +275,17 @@ def test_unknown_says_where_steps_go_and_what_was_ruled_out() -> None:
     assert len(verdict.jobs) == 8 and verdict.per_job[0].ranks[7].rank == 7
 
 
+def test_trainer_barely_running_while_its_threads_queue_is_not_compute() -> None:
+    """At load 25 the off-CPU ranks ran 2 % while their threads queued 88 % (summed over
+    gloo's threads, woken at every message): waiting, not computing."""
+    job = "run:tcp://127.0.0.1:29701/8"
+    phases = (("forward", 0.2), ("backward", 0.7))
+    ranks = [rank(500 + r, r, job_id=job, world=8, wait=0.01, phases=phases) for r in range(8)]
+    queued = {500 + r: replace(trainer(500 + r, 2.0), cpu_wait_pct=88.0) for r in range(8)}
+    w = [_with(s, ranks, tuple(queued.values())) for s in CPU_BOX.window()]
+    assert diagnose(w).primary.bottleneck == "unknown"
+
+
 def test_a_live_run_and_an_ended_run_on_the_same_rendezvous_stay_apart() -> None:
     old = [rank(600 + r, r, job_id=DDP, world=2, state="crashed", wait=0.9) for r in range(2)]
     new = [
