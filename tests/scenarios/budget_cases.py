@@ -69,10 +69,10 @@ CASES: dict[str, BudgetCase] = {
                    checks=(r"^data wait \d+ % of time",)),
         BudgetCase("straggler_offcpu", "straggler", "ddp_slow_rank.py", ("--mode", "offcpu"),
                    "3-rank gloo DDP, rank 2 sleeps 150 ms in forward", ranks=3,
-                   checks=(r"^rank 2: \d+ ms a step in forward, off CPU",), deadline_s=20.0),
+                   checks=(r"^rank 2: \d+ ms a step in forward, off CPU",), deadline_s=25.0),
         BudgetCase("straggler_oncpu", "straggler", "ddp_slow_rank.py", ("--mode", "oncpu"),
                    "3-rank gloo DDP, rank 2 burns 150 ms of CPU in forward", ranks=3,
-                   checks=(r"^rank 2: \d+ ms a step in forward, on CPU",), deadline_s=20.0),
+                   checks=(r"^rank 2: \d+ ms a step in forward, on CPU",), deadline_s=25.0),
         BudgetCase("throttled_disk", "data_io", "disk_loader.py", (),
                    "2 workers, 1 MiB files read through the page cache, loop ext4 capped at "
                    "8 MB/s", disk=True,
