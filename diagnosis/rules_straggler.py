@@ -40,35 +40,46 @@ def held_back(
     is not most of their step (a throttled GPU that holds its peers back a fifth of their step
     is the throttle's case, the straggler named in its evidence; ranks a crowded host keeps a
     little out of step are no straggler's)."""
-    mine = _comm(slow.ctx)
-    others = [c for r in results if r is not slow and (c := _comm(r.ctx)) is not None]
-    if mine is None or not others:
+    claim = _claim(results, slow)
+    if claim is None or claim < MOST:
         return None
-    claim = median(others) - mine
-    if claim < MOST:
-        return None
-    rank = slow.job.rank
-    facts = (
-        Evidence(straggler.text, "straggler_gap", straggler.gap, "training"),
-        *where_time_goes(slow.ctx, own_time=True),
-        _own_cause(own, slow, results),
-    )
-    cause = _costed(own)
     return candidate(
         slow.ctx,
         "straggler",
         severity="warning",
-        summary=f"Rank {rank} holds back the job: the other ranks wait for it {pct(claim)} of "
-        "their time",
-        evidence=facts,
-        remedies=(
-            *(cause.finding.remedies if cause is not None else ()),
-            *remedies.straggler(rank),
-            *how_to_look(slow.ctx),
-        ),
+        summary=f"Rank {slow.job.rank} holds back the job: the other ranks wait for it "
+        f"{pct(claim)} of their time",
+        evidence=_facts(results, slow, straggler, own),
+        remedies=_remedies(slow, own),
         lost=claim,
         steady=_held(results, slow),
     )
+
+
+def _claim(results: Sequence[RankResult], slow: RankResult) -> float | None:
+    """The share of their step the other ranks (their median) wait beyond what it waits."""
+    mine = _comm(slow.ctx)
+    others = [c for r in results if r is not slow and (c := _comm(r.ctx)) is not None]
+    return median(others) - mine if mine is not None and others else None
+
+
+def _facts(
+    results: Sequence[RankResult], slow: RankResult, straggler: Straggler,
+    own: tuple[Candidate, ...],
+) -> tuple[Evidence, ...]:  # fmt: skip
+    """Who it is, where its own time goes, and its own cause."""
+    return (
+        Evidence(straggler.text, "straggler_gap", straggler.gap, "training"),
+        *where_time_goes(slow.ctx, own_time=True),
+        _own_cause(own, slow, results),
+    )
+
+
+def _remedies(slow: RankResult, own: tuple[Candidate, ...]) -> tuple[str, ...]:
+    """Its own cause's remedies first, then what to look at on that rank."""
+    cause = _costed(own)
+    first = cause.finding.remedies if cause is not None else ()
+    return (*first, *remedies.straggler(slow.job.rank), *how_to_look(slow.ctx))
 
 
 def _comm(ctx: Context) -> float | None:
@@ -80,7 +91,9 @@ def _costed(own: tuple[Candidate, ...]) -> Candidate | None:
     return next((c for c in own if c.finding.bottleneck not in NO_OWN_COST), None)
 
 
-def _own_cause(own: tuple[Candidate, ...], slow: RankResult, results) -> Evidence:
+def _own_cause(
+    own: tuple[Candidate, ...], slow: RankResult, results: Sequence[RankResult]
+) -> Evidence:
     """What makes it slow: a rule's finding on it, else how its own work compares."""
     cause = _costed(own)
     if cause is not None:
