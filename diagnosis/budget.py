@@ -52,18 +52,12 @@ class Budget:
     """One rank's time over the window: the share of each phase, and its long steps."""
 
     shares: dict[str, float]  # by phase name, adding up to 1 (the newest summary's window)
-    means_s: dict[str, float]  # mean time per step in each phase
     excess: Excess | None  # None: too few steps, or none long
 
     @property
     def waits(self) -> tuple[str, ...]:
         """The phases that wait on something else: the next batch, or the peers."""
         return tuple(n for n in self.shares if is_wait(n))
-
-    def dominant(self, *, skip_waits: bool = False) -> str | None:
-        """The phase with the largest share (of its own work only, with ``skip_waits``)."""
-        names = [n for n in self.shares if not (skip_waits and is_wait(n))]
-        return max(names, key=self.shares.__getitem__, default=None)
 
 
 def is_wait(name: str) -> bool:
@@ -75,11 +69,10 @@ def budget_of(phases: Sequence[PhaseShare], steps: Steps | None) -> Budget | Non
     """The budget of a rank from its newest phase shares and the window's steps (None:
     nothing timed yet).  Without phases, long steps are still found, their excess unsplit."""
     shares = {p.name: p.share for p in phases}
-    means = {p.name: p.mean_s for p in phases}
     excess = _long_steps(steps, shares) if steps is not None else None
     if not shares and excess is None:
         return None
-    return Budget(shares, means, excess)
+    return Budget(shares, excess)
 
 
 def _long_steps(steps: Steps, shares: dict[str, float]) -> Excess | None:

@@ -49,8 +49,6 @@ class DataSplit:
     cpu: float  # the loaders on a CPU or queued for one
     io: float  # the loaders blocked reading
     starved: float  # the loaders neither: asleep, or too few of them
-    loaders: int
-    workers: bool  # DataLoader workers load (False: the trainer itself)
 
     def part(self, name: str) -> float:
         """The share of time claimed by ``data_cpu``, ``data_io`` or ``data_starved``."""
@@ -78,12 +76,7 @@ def data_split(ctx: Context) -> DataSplit | None:
     cpu = mean_of(t.cpu for t in times) or 0.0
     blocked = mean_of(t.blocked for t in times) or 0.0
     parts = _folded({"cpu": cpu, "io": blocked, "starved": max(0.0, 1.0 - cpu - blocked)})
-    return DataSplit(
-        wait=wait,
-        **{name: wait * part for name, part in parts.items()},
-        loaders=len(procs),
-        workers=not inline,
-    )
+    return DataSplit(wait=wait, **{name: wait * part for name, part in parts.items()})
 
 
 def _folded(parts: dict[str, float]) -> dict[str, float]:
