@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
+from traintop.diagnosis.budget import Budget, budget_of
 from traintop.diagnosis.demand import CpuDemand, cpu_demand, group_members
 from traintop.diagnosis.memo import Track, Window
 from traintop.diagnosis.model import Candidate
@@ -53,6 +54,7 @@ class JobView:
     steps: Steps  # every step time of the window
     comm: tuple[float, str] | None  # share of the step in communication phases, their names
     waits: Sequence[float | None] = ()  # the data wait share of each summary in the window
+    budget: Budget | None = None  # where its time went (traintop.diagnosis.budget)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +81,15 @@ class Context:
 def _job_view(box: Box, job: JobSnapshot) -> JobView:
     track = box.samples[job.pid]
     wait, busy, tails, lows, highs, phases = track.columns
+    steps = Steps(track.rows, tails, lows, highs, phases)
     return JobView(
         job=job,
         data_wait_share=mean_of(wait),
         gpu_busy_share=mean_of(busy),
-        steps=Steps(track.rows, tails, lows, highs, phases),
+        steps=steps,
         comm=comm_share_of(job),
         waits=wait,
+        budget=budget_of(job.phases, steps),
     )
 
 

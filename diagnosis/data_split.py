@@ -56,6 +56,15 @@ class DataSplit:
 
 
 @dataclass(frozen=True, slots=True)
+class _Seen:
+    """What the box shows about every loader alike, read once per rank."""
+
+    reads: bool  # the job reads from storage
+    crowded: bool  # a saturated host, loaders busy enough to be short of CPU
+    storage: bool  # storage visibly limits the reads (without sampled states)
+
+
+@dataclass(frozen=True, slots=True)
 class _Time:
     """Where one loader's time went over the window, as shares adding up to at most 1."""
 
@@ -72,7 +81,8 @@ def data_split(ctx: Context) -> DataSplit | None:
         return None
     procs = loaders(ctx)
     inline = not ctx.workers
-    times = [_time_of(ctx, p, wait if inline else None) for p in procs]
+    seen = _Seen(bool(read_traffic(ctx)), _crowded(ctx), io_bound(ctx) != ())
+    times = [_time_of(seen, p, wait if inline else None) for p in procs]
     cpu = mean_of(t.cpu for t in times) or 0.0
     blocked = mean_of(t.blocked for t in times) or 0.0
     parts = _folded({"cpu": cpu, "io": blocked, "starved": max(0.0, 1.0 - cpu - blocked)})
@@ -90,16 +100,16 @@ def _folded(parts: dict[str, float]) -> dict[str, float]:
     return folded
 
 
-def _time_of(ctx: Context, proc: ProcView, inline_wait: float | None) -> _Time:
+def _time_of(seen: _Seen, proc: ProcView, inline_wait: float | None) -> _Time:
     """One loader's shares; ``inline_wait`` is the data wait when it is the trainer."""
-    cpu = _cpu_share(ctx, proc)
+    cpu = _cpu_share(seen, proc)
     if inline_wait is not None:  # the trainer: its other phases use the CPU it has beyond this
         cpu = clamp01((cpu - (1.0 - inline_wait)) / inline_wait) if inline_wait > 0 else 0.0
-    blocked = _blocked_share(ctx, proc, inline_wait)
+    blocked = _blocked_share(seen, proc, inline_wait)
     return _Time(cpu, min(blocked, 1.0 - cpu))
 
 
-def _cpu_share(ctx: Context, proc: ProcView) -> float:
+def _cpu_share(seen: _Seen, proc: ProcView) -> float:
     """Share of the time a loader ran or was runnable: its main thread where measured alone
     (a trainer's other threads are not its loading), else the process (a worker is one)."""
     if proc.main_cpu_pct is not None:
@@ -107,7 +117,7 @@ def _cpu_share(ctx: Context, proc: ProcView) -> float:
     run = runnable_pct(proc)
     if run is None:
         return 0.0
-    if proc.cpu_wait_pct is None and _crowded(ctx):
+    if proc.cpu_wait_pct is None and seen.crowded:
         return 1.0  # queueing unmeasured, on a host too full to give it more: CPU-bound
     return clamp01(run / 100.0)
 
@@ -118,13 +128,13 @@ def _crowded(ctx: Context) -> bool:
     return busy and bool(cpu_saturated(ctx))
 
 
-def _blocked_share(ctx: Context, proc: ProcView, inline_wait: float | None) -> float:
+def _blocked_share(seen: _Seen, proc: ProcView, inline_wait: float | None) -> float:
     """Share of the time a loader was blocked reading: sampled ``D`` states while the job
     reads; without states, all of its time off a CPU when storage is the visible limit."""
-    if not read_traffic(ctx):
+    if not seen.reads:
         return 0.0
     if proc.blocked_share is None:
-        return 1.0 if io_bound(ctx) else 0.0
+        return 1.0 if seen.storage else 0.0
     if inline_wait is not None:  # the trainer blocks in its data phase only (a fair upper bound)
         return clamp01(proc.blocked_share / inline_wait) if inline_wait > 0 else 0.0
     return proc.blocked_share

@@ -13,7 +13,6 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
-from traintop.diagnosis.budget import budget_of
 from traintop.diagnosis.context import Box, Context, RankResult, box_of, context_for, span_trust
 from traintop.diagnosis.explain import explain
 from traintop.diagnosis.findings import near, ranked
@@ -86,8 +85,7 @@ def _split_stated(found: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
 
 def rank_time(result: RankResult) -> RankTime | None:
     """One rank's time budget: its phases and its long steps' excess, by phase."""
-    view = result.ctx.job
-    budget = budget_of(view.job.phases, view.steps) if view is not None else None
+    budget = result.ctx.job.budget if result.ctx.job is not None else None
     if budget is None:
         return None
     excess = budget.excess

@@ -19,6 +19,7 @@ from traintop.diagnosis.signals import (
     DATA_WAIT_SHARE,
     WAIT_EVIDENCE_PCT,
     cpu_saturated,
+    data_wait,
     data_wait_evidence,
     gpu_lost_share,
     gpu_underused,
@@ -43,8 +44,10 @@ PARTS = (("data_cpu", "on a CPU"), ("data_io", "blocked reading"), ("data_starve
 def _claim(ctx: Context, name: str) -> tuple[DataSplit, float] | None:
     """The split and this rule's part of it, when the job waits and the part is the largest
     or large enough to name beside it."""
+    if (data_wait(ctx) or 0.0) < DATA_WAIT_SHARE:
+        return None  # most ranks: no split to make
     split = data_split(ctx)
-    if split is None or split.wait < DATA_WAIT_SHARE:
+    if split is None:
         return None
     part = split.part(name)
     largest = max(split.part(other) for other, _ in PARTS)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from traintop.diagnosis import remedies
-from traintop.diagnosis.budget import LONG_FACTOR, Excess, budget_of
+from traintop.diagnosis.budget import LONG_FACTOR, Excess
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.findings import candidate
 from traintop.diagnosis.model import Candidate, Evidence
@@ -213,7 +213,7 @@ def periodic_stall(ctx: Context) -> Candidate | None:
     when the trainer waits for a CPU (3-5x the median at eleven runnable processes on two
     cores): the share of time it spent queued (the scheduler's figure) of the long steps' time
     is what queueing can explain of them, and is taken off too."""
-    budget = budget_of(ctx.job.job.phases, ctx.job.steps) if ctx.job else None
+    budget = ctx.job.budget if ctx.job else None
     excess = budget.excess if budget is not None else None
     if excess is None:
         return None
