@@ -65,6 +65,7 @@ class JobWindow:
         self._chunks: deque[_Chunk] = deque()
         self._sorted: tuple[list[int], list[int]] | None = None
         self._recent: deque[float] = deque(maxlen=RECENT_STEPS)
+        self._recent_phases = [deque(maxlen=RECENT_STEPS) for _ in header.phases]
         self._totals = [0] * 5  # steps, samples, batches, gpu_ns, gpu_steps
         self._phase_totals = [0] * len(header.phases)
         self.lost = 0
@@ -101,6 +102,8 @@ class JobWindow:
         sample = sorted(step_ns[-SAMPLE_PER_POLL:])
         self._push(_chunk(block, span, start, self.last_end_ns, sample, sorted(data)))
         self._recent.extend(map(truediv, step_ns[-RECENT_STEPS:], repeat(_NS)))
+        for recent, column in zip(self._recent_phases, phases, strict=True):
+            recent.extend(map(truediv, column[-RECENT_STEPS:], repeat(_NS)))
         mem = block.last_mem_bytes(None) if span is None else span.mem_bytes
         self._mem = self._mem if mem is None else mem
 
@@ -191,6 +194,7 @@ class JobWindow:
             lost_records=self.lost,
             last_step_age_s=None if self.last_end_ns is None else self.last_step_age_s(now_s),
             recent_step_times_s=tuple(self._recent),
+            recent_phase_times_s=tuple(map(tuple, self._recent_phases)),
             live_phase=live[0],
             live_phase_s=live[1],
             ended_at=ended_at,

@@ -316,6 +316,9 @@ class JobSnapshot:
     # No step for this long makes the job stalled, for this long hung (collectors/stall.py).
     stall_after_s: float | None = None
     hang_after_s: float | None = None
+    # The same recent steps split by phase: one column per phase (``phases``' order), each as
+    # long as ``recent_step_times_s``, so a long step's excess can be told by the phase it fell in.
+    recent_phase_times_s: tuple[tuple[float, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
+from traintop.diagnosis.budget import Budget, budget_of
 from traintop.diagnosis.demand import CpuDemand, cpu_demand, group_members
 from traintop.diagnosis.memo import Track, Window
+from traintop.diagnosis.model import Candidate
 from traintop.diagnosis.stats import mean_of
 from traintop.diagnosis.views import (
     CORES,
@@ -51,6 +53,8 @@ class JobView:
     gpu_busy_share: float | None
     steps: Steps  # every step time of the window
     comm: tuple[float, str] | None  # share of the step in communication phases, their names
+    waits: Sequence[float | None] = ()  # the data wait share of each summary in the window
+    budget: Budget | None = None  # where its time went (traintop.diagnosis.budget)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,13 +80,16 @@ class Context:
 
 def _job_view(box: Box, job: JobSnapshot) -> JobView:
     track = box.samples[job.pid]
-    wait, busy, tails, lows, highs = track.columns
+    wait, busy, tails, lows, highs, phases = track.columns
+    steps = Steps(track.rows, tails, lows, highs, phases)
     return JobView(
         job=job,
         data_wait_share=mean_of(wait),
         gpu_busy_share=mean_of(busy),
-        steps=Steps(track.rows, tails, lows, highs),
+        steps=steps,
         comm=comm_share_of(job),
+        waits=wait,
+        budget=budget_of(job.phases, steps),
     )
 
 
@@ -119,16 +126,13 @@ def _workers(box: Box, trainer: ProcView | None) -> tuple[ProcView, ...]:
 
 
 def _job_workers(job: JobSnapshot, procs: dict[int, ProcView]) -> tuple[ProcView, ...]:
-    """The ring's workers, with their run-queue wait from the process rows where sampled."""
+    """The ring's workers, summarised over the window from their process rows where sampled
+    (the ring's figures are one tick's: a worker blocked on storage reads in bursts, 4 MB/s
+    on one tick and nothing on the next), else as the ring has them."""
     return tuple(
-        ProcView(w.pid, "worker", w.cpu_pct, None, w.read_bytes_per_s, _wait(procs, w.pid))
+        procs.get(w.pid) or ProcView(w.pid, "worker", w.cpu_pct, None, w.read_bytes_per_s)
         for w in job.workers
     )
-
-
-def _wait(procs: dict[int, ProcView], pid: int) -> float | None:
-    seen = procs.get(pid)
-    return None if seen is None else seen.cpu_wait_pct
 
 
 def _core_means(window: Window) -> tuple[float, ...]:
@@ -162,6 +166,15 @@ def _relevant_procs(
     wanted = roots.union(*(members.get(pid, ()) for pid in roots))
     tracks = ((pid, window.track(PROCS, pid)) for pid in wanted)
     return {pid: proc_view(track) for pid, track in tracks if track.rows}
+
+
+@dataclass(frozen=True, slots=True)
+class RankResult:
+    """One rank of a job: its newest summary, its context and its findings, worst first."""
+
+    job: JobSnapshot
+    ctx: Context
+    found: tuple[Candidate, ...]
 
 
 @dataclass(frozen=True, slots=True)

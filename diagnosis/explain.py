@@ -2,7 +2,7 @@
 
 "No rule matched" is neither a verdict nor a reason anyone can act on.  When no rule holds the
 engine still knows where the step time goes (the phases) and whether the trainer computes or
-waits (its CPU: a process at 30 % CPU spends at least 70 % of the time off-CPU), and it has
+waits (its CPU: a process at 30 % CPU spends at least 70 % of the time off CPU), and it has
 measured every resource a rule would have blamed.  Saying both, with the numbers, tells the
 user what is *not* the problem and where to look next (the dominant phase, and what it waits
 on: a device, peers, a lock, a sleep).
@@ -14,18 +14,12 @@ from traintop.diagnosis.context import Context
 from traintop.diagnosis.model import Evidence, Finding
 from traintop.diagnosis.signals import DATA_WAIT_SHARE, comm_share, data_wait, read_traffic
 from traintop.diagnosis.text import pct, pct100, rate, seconds
-
-OFF_CPU_PCT = 50.0  # below half a core the trainer's main thread waits most of the time
-WHERE_TO_LOOK = (
-    "sample the trainer's stacks during the dominant phase (py-spy dump --pid PID) to see what "
-    "it waits on",
-    "time the suspected wait explicitly with probe.phase('name') so the next verdict can name it",
-)
+from traintop.diagnosis.where import how_to_look, where_time_goes
 
 
 def explain(ctx: Context) -> Finding:
     """The ``unknown`` finding for a window no rule explains, with its measured numbers."""
-    first = [e for e in (_stalled(ctx), _time_spent(ctx)) if e is not None]
+    first = [e for e in (_stalled(ctx),) if e is not None] + list(where_time_goes(ctx))
     ruled = ruled_out(ctx)
     head = first[0].text if first else "no step timing"
     summary = f"no bottleneck found: {head}; ruled out " + ", ".join(e.text for e in ruled)
@@ -35,7 +29,7 @@ def explain(ctx: Context) -> Finding:
         severity="info",
         summary=summary,
         evidence=(*first, *ruled),
-        remedies=WHERE_TO_LOOK if ctx.job is not None else (),
+        remedies=how_to_look(ctx),
     )
 
 
@@ -50,20 +44,6 @@ def _stalled(ctx: Context) -> Evidence | None:
     if job.live_phase and job.live_phase_s is not None:
         text += f", in {job.live_phase} for {seconds(job.live_phase_s)}"
     return Evidence(text, "last_step_age_s", age, "training")
-
-
-def _time_spent(ctx: Context) -> Evidence | None:
-    """The phase with the largest share of the step, and whether the trainer runs on a CPU."""
-    phases = ctx.job.job.phases if ctx.job else ()
-    if not phases:
-        return None
-    top = max(phases, key=lambda p: p.share)
-    text = f"steps spend {pct(top.share)} in {top.name} ({seconds(top.mean_s)})"
-    cpu = ctx.trainer.cpu_pct if ctx.trainer else None
-    if cpu is not None:
-        where = "off-CPU" if cpu < OFF_CPU_PCT else "on-CPU"
-        text += f", {where} (trainer at {pct100(cpu)} CPU)"
-    return Evidence(text, f"phase.{top.name}.share", top.share, "training")
 
 
 def ruled_out(ctx: Context) -> tuple[Evidence, ...]:

@@ -2,7 +2,9 @@
 
 Keys are only ever added: ``per_job`` (one verdict per job, live ones worst first, then ended
 ones in the past tense), ``job_id`` (the job the top-level verdict is about) and ``live_jobs``
-came with multi-rank jobs; everything before them means what it meant.
+came with multi-rank jobs; ``share`` (the share of time a finding claims) and each job's
+``budget`` (every rank's phases and its long steps' excess by phase) with the time budget;
+everything before them means what it meant.
 """
 
 from __future__ import annotations
@@ -10,7 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from traintop.collectors.snapshot import Collective
-from traintop.diagnosis.model import Finding, Hang, JobSummary, JobVerdict, RankHang, Verdict
+from traintop.diagnosis.model import (
+    Finding,
+    Hang,
+    JobSummary,
+    JobVerdict,
+    RankHang,
+    RankTime,
+    Verdict,
+)
 
 
 def _round(value: float | None) -> float | None:
@@ -23,6 +33,7 @@ def _finding(f: Finding) -> dict[str, Any]:
         "confidence": f.confidence,
         "severity": f.severity,
         "summary": f.summary,
+        "share": round(f.share, 3),
         "evidence": [e.text for e in f.evidence],
         "remedies": list(f.remedies),
     }
@@ -30,8 +41,24 @@ def _finding(f: Finding) -> dict[str, Any]:
 
 def _also(also: tuple[Finding, ...]) -> list[dict[str, Any]]:
     return [
-        {"bottleneck": f.bottleneck, "confidence": f.confidence, "summary": f.summary} for f in also
+        {
+            "bottleneck": f.bottleneck,
+            "confidence": f.confidence,
+            "summary": f.summary,
+            "share": round(f.share, 3),
+        }
+        for f in also
     ]
+
+
+def _budget(t: RankTime) -> dict[str, Any]:
+    return {
+        "rank": t.rank,
+        "pid": t.pid,
+        "phases": dict(t.phases),
+        "long_steps": t.long_steps,
+        "excess": dict(t.excess),
+    }
 
 
 def _rank(j: JobSummary) -> dict[str, Any]:
@@ -64,6 +91,7 @@ def job_to_dict(v: JobVerdict) -> dict[str, Any]:
         if s is None
         else {"rank": s.rank, "pid": s.pid, "gap": round(s.gap, 3), "text": s.text},
         "hang": None if v.hang is None else hang_to_dict(v.hang),
+        "budget": [_budget(t) for t in v.budget],
     }
 
 

@@ -13,13 +13,13 @@ makes every rank wait about equally).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from statistics import median
 
-from traintop.collectors.snapshot import JobSnapshot
-from traintop.diagnosis.context import Context
+from traintop.diagnosis.context import RankResult
 from traintop.diagnosis.findings import ranked
 from traintop.diagnosis.model import Candidate, Evidence, Straggler
+from traintop.diagnosis.rules_straggler import held_back
 from traintop.diagnosis.signals import comm_share
 from traintop.diagnosis.text import pct, rank_list
 
@@ -29,17 +29,13 @@ NO_COST = frozenset({"compute", "unknown"})  # findings that cost no measured sh
 EVERY_RANK_PAYS = frozenset({"network"})  # a cost the least-paying rank bounds (the transfer)
 
 
-@dataclass(frozen=True, slots=True)
-class RankResult:
-    """One rank's context and its findings, worst first."""
-
-    job: JobSnapshot
-    ctx: Context
-    found: tuple[Candidate, ...]
-
-
 def fold(results: Sequence[RankResult]) -> tuple[tuple[Candidate, ...], Straggler | None]:
-    """The job's findings, worst first, and its straggler (None: the ranks look alike)."""
+    """The job's findings, worst first, and its straggler (None: the ranks look alike).  When
+    the other ranks wait on the straggler for most of their step (timed collectives), the
+    straggler is the job's finding and claims that wait
+    (:mod:`traintop.diagnosis.rules_straggler`); its own findings follow it, since they claim
+    the same time seen from its side.  Else its own cause is the job's, the straggler named
+    first in its evidence."""
     if len(results) == 1:
         return results[0].found, None
     straggler = _by_own_loss(results) or _by_peer_wait(results)
@@ -47,6 +43,9 @@ def fold(results: Sequence[RankResult]) -> tuple[tuple[Candidate, ...], Straggle
         return _merge(results), None
     slow = next(r for r in results if r.job.pid == straggler.pid)
     found = tuple(c for c in slow.found if c.finding.bottleneck not in PEER_WAIT)
+    held = held_back(results, slow, straggler, found)
+    if held is not None:
+        return (held, *found), straggler
     return _with_evidence(found, _straggler_evidence(straggler)), straggler
 
 

@@ -13,18 +13,28 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
-from traintop.diagnosis.context import Box, Context, box_of, context_for, span_trust
+from traintop.diagnosis.context import Box, Context, RankResult, box_of, context_for, span_trust
 from traintop.diagnosis.explain import explain
-from traintop.diagnosis.findings import ranked
-from traintop.diagnosis.fold import RankResult, fold
+from traintop.diagnosis.findings import near, ranked
+from traintop.diagnosis.fold import fold
 from traintop.diagnosis.hang import crash_of, hang_of
 from traintop.diagnosis.hang_finding import finding as hang_finding
 from traintop.diagnosis.job_groups import JobGroup, settled
 from traintop.diagnosis.memo import Memo, Window
-from traintop.diagnosis.model import Candidate, Evidence, Finding, JobSummary, JobVerdict, Straggler
+from traintop.diagnosis.model import (
+    Candidate,
+    Evidence,
+    Finding,
+    JobSummary,
+    JobVerdict,
+    RankTime,
+    Straggler,
+)
 from traintop.diagnosis.tense import clock, past
+from traintop.diagnosis.text import pct
 
 Rules = Callable[[Context], tuple[Candidate, ...]]
+LEADS = frozenset({"straggler"})  # findings whose followers explain them, not compete with them
 
 
 def summary_of(job: JobSnapshot) -> JobSummary:
@@ -44,7 +54,7 @@ def judge(box: Box, group: JobGroup, rules: Rules) -> JobVerdict:
     """The verdict on one job from ``box``: its ranks' findings folded, ``unknown`` explained."""
     results = [RankResult(r, ctx := context_for(box, r), rules(ctx)) for r in group.ranks]
     found, straggler = fold(results)
-    findings = tuple(c.finding for c in found) or (_explained(results, straggler),)
+    findings = tuple(c.finding for c in _split_stated(found)) or (_explained(results, straggler),)
     lost = found[0].lost_share if found else 0.0
     hang = hang_of(group.ranks) if group.live else crash_of(group.ranks)
     if hang is not None:  # a stopped job: nothing it measured before matters as much
@@ -60,6 +70,38 @@ def judge(box: Box, group: JobGroup, rules: Rules) -> JobVerdict:
         ended_at=group.ended_at,
         straggler=straggler,
         hang=hang,
+        budget=tuple(t for r in results if (t := rank_time(r)) is not None),
+    )
+
+
+def _split_stated(found: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
+    """Two causes that explain nearly the same time are both the answer: the primary says so,
+    with the split, so that a reader (and the next run) sees both.  A straggler's followers
+    are its own cause, quoted in its evidence: not a second answer."""
+    if len(found) < 2 or not near(found[1], found[0]) or found[0].finding.bottleneck in LEADS:
+        return found
+    head, second = found[0], found[1]
+    text = (
+        f"{second.finding.bottleneck} explains nearly as much: {pct(second.lost_share)} of "
+        f"time against {pct(head.lost_share)}"
+    )
+    fact = Evidence(text, "near_share", second.lost_share, "training")
+    finding = replace(head.finding, evidence=(*head.finding.evidence, fact))
+    return (replace(head, finding=finding), *found[1:])
+
+
+def rank_time(result: RankResult) -> RankTime | None:
+    """One rank's time budget: its phases and its long steps' excess, by phase."""
+    budget = result.ctx.job.budget if result.ctx.job is not None else None
+    if budget is None:
+        return None
+    excess = budget.excess
+    return RankTime(
+        rank=result.job.rank,
+        pid=result.job.pid,
+        phases=tuple((name, round(share, 3)) for name, share in budget.shares.items()),
+        long_steps=excess.count if excess else 0,
+        excess=tuple((n, round(v, 3)) for n, v in excess.by_phase.items()) if excess else (),
     )
 
 

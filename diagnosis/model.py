@@ -24,6 +24,7 @@ BOTTLENECKS: tuple[str, ...] = (
     "periodic_stall",
     "oversubscribed",
     "idle",
+    "straggler",
     "hang",
     "unknown",
 )
@@ -61,6 +62,7 @@ class Finding:
     summary: str
     evidence: tuple[Evidence, ...] = ()
     remedies: tuple[str, ...] = ()
+    share: float = 0.0  # the share of the time its cause explains (what ranks it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +153,19 @@ class Hang:
 
 
 @dataclass(frozen=True, slots=True)
+class RankTime:
+    """Where one rank's time went (the time budget): the share of each phase, and the excess
+    of its long steps (over 3x the median) split by the phase it fell in, as shares of all of
+    its time."""
+
+    rank: int
+    pid: int
+    phases: tuple[tuple[str, float], ...]
+    long_steps: int = 0
+    excess: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class JobVerdict:
     """One job's verdict: every rank of it folded into one finding, current while the job runs,
     its final word (in the past tense, with ``ended_at``) once it finished or crashed."""
@@ -166,6 +181,7 @@ class JobVerdict:
     ended_at: float | None = None  # wall clock, seconds since the epoch
     straggler: Straggler | None = None
     hang: Hang | None = None  # the job stopped stepping (or crashed in its collectives)
+    budget: tuple[RankTime, ...] = ()
 
     @property
     def live(self) -> bool:

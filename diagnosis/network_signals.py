@@ -31,9 +31,9 @@ from operator import attrgetter
 from traintop.collectors.snapshot import JobSnapshot
 from traintop.diagnosis.context import Box, Context
 from traintop.diagnosis.model import Evidence
-from traintop.diagnosis.signals import COMM_SHARE, comm_share
+from traintop.diagnosis.signals import COMM_SHARE, comm_share, held_share
 from traintop.diagnosis.text import pct, rate
-from traintop.diagnosis.views import NicView, ProcView
+from traintop.diagnosis.views import NicView, ProcView, comm_share_of
 
 STARVED_EVIDENCE_SHARE = 0.05  # CPU queueing worth naming beside the communication figure
 
@@ -62,6 +62,14 @@ def comm_on_network(ctx: Context) -> tuple[float, tuple[Evidence, ...]]:
         text += f", of which rank {late.rank}'s threads queued for a CPU explain up to "
         text += pct(late.share)
     return network, (Evidence(text, "comm_share", share, "training"),)
+
+
+def comm_held(ctx: Context) -> float:
+    """How steadily the rank waited on its peers: the share of the window's summaries whose
+    communication phases reached ``COMM_SHARE`` of the step."""
+    rows = ctx.job.steps.rows if ctx.job else ()
+    shares = [comm[0] if (comm := comm_share_of(r)) else None for r in rows]
+    return held_share(shares, COMM_SHARE)
 
 
 def slowest_rank(box: Box, job: JobSnapshot) -> Queued:

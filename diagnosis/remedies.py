@@ -8,6 +8,8 @@ from __future__ import annotations
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.demand import CpuDemand
 
+IDLE_WORKER_PCT = 25.0  # workers below this much CPU wait on something other than a core
+
 
 def worker_budget(ctx: Context) -> int:
     """Workers the host can feed per local rank: its share of cores minus the trainer's own."""
@@ -57,10 +59,23 @@ def data_io(ctx: Context) -> tuple[str, ...]:
     )
 
 
+def _idle_workers(ctx: Context) -> tuple[str, ...]:
+    """Workers that sleep on a fetch cost no core: more of them fit however few cores there
+    are (a worker that waits on latency is a process, not a CPU)."""
+    loads = [w.cpu_pct for w in ctx.workers if w.cpu_pct is not None]
+    if not loads or sum(loads) / len(loads) >= IDLE_WORKER_PCT:
+        return _more_workers(ctx)
+    current = len(ctx.workers)
+    return (
+        f"raise DataLoader num_workers from {current} to {2 * current}: they idle at "
+        f"{sum(loads) / len(loads):.0f} % CPU, so latency, not CPU, bounds them",
+    )
+
+
 def data_starved(ctx: Context) -> tuple[str, ...]:
     """Neither CPU nor disk is full: the pipeline lacks parallelism, not capacity."""
     return (
-        *_more_workers(ctx),
+        *_idle_workers(ctx),
         "raise prefetch_factor (e.g. 4) to keep more batches in flight",
         "set persistent_workers=True and pin_memory=True",
         "batch remote fetches or cache them locally: per-sample latency bounds throughput",
@@ -82,6 +97,16 @@ def compute(ctx: Context) -> tuple[str, ...]:
         "raise the batch size while memory allows (scale the learning rate)",
         "channels_last memory format for convolutional models",
         "fused optimizers (AdamW(fused=True)) and FlashAttention/SDPA kernels",
+    )
+
+
+def straggler(rank: int) -> tuple[str, ...]:
+    """One rank holds the others back: find what only it has, or even out the work."""
+    return (
+        f"look at what only rank {rank} has: a slower or throttled device, other processes on "
+        "its CPUs, a busier disk or link",
+        "balance the work across ranks: uneven shards or sequence lengths, or a task only one "
+        "rank runs (logging, evaluation, checkpoints)",
     )
 
 

@@ -1,17 +1,23 @@
-"""Input-pipeline rules: the job waits for batches, and why (CPU, storage or parallelism).
+"""Input-pipeline rules: the job waits for batches, and why (CPU, storage or neither).
 
-Attach mode sees the wait directly (the data phase's share of the step).  System mode only sees
-an underused GPU, so it names a data cause only when CPU or storage is visibly saturated.
+Attach mode sees the wait directly (the data phase's share of the time) and splits it by what
+the loaders did meanwhile (:mod:`traintop.diagnosis.data_split`): each rule claims its part, so
+the three never claim the same wait twice and the one that explains the most leads.  System
+mode only sees an underused GPU, so it names a data cause only when CPU or storage is visibly
+saturated, and otherwise guesses.
 """
 
 from __future__ import annotations
 
 from traintop.diagnosis import remedies
+from traintop.diagnosis.bursts import bursts_of
 from traintop.diagnosis.context import Context
+from traintop.diagnosis.data_split import DataSplit, data_split
 from traintop.diagnosis.findings import candidate
 from traintop.diagnosis.model import Candidate, Evidence
 from traintop.diagnosis.signals import (
-    LOADER_CROWDED_PCT,
+    DATA_WAIT_SHARE,
+    WAIT_EVIDENCE_PCT,
     cpu_saturated,
     data_wait,
     data_wait_evidence,
@@ -21,100 +27,203 @@ from traintop.diagnosis.signals import (
     loader_cpu_pct,
     nic_busy,
     no_workers,
+    read_traffic,
+    storage_pressure,
     trainer_pegged,
+    wait_held,
     workers_saturated,
 )
-from traintop.diagnosis.text import pct
+from traintop.diagnosis.stats import mean_of
+from traintop.diagnosis.text import pct, pct100
+
+DATA_PART_MIN = 0.1  # a part of the wait worth naming beside the largest one (share of time)
+SYSTEM_GUESS = 0.5  # system mode sees no wait, only an idle GPU: a data cause is a guess
+PARTS = (("data_cpu", "on a CPU"), ("data_io", "blocked reading"), ("data_starved", "idle"))
 
 
-def _starving(ctx: Context) -> tuple[tuple[Evidence, ...], float]:
-    """Evidence that the device waits for input, and the share of time that costs."""
-    if ctx.mode == "attach":
-        return data_wait_evidence(ctx), data_wait(ctx) or 0.0
-    return gpu_underused(ctx), gpu_lost_share(ctx)
+def _claim(ctx: Context, name: str) -> tuple[DataSplit, float] | None:
+    """The split and this rule's part of it, when the job waits and the part is the largest
+    or large enough to name beside it."""
+    if (data_wait(ctx) or 0.0) < DATA_WAIT_SHARE:
+        return None  # most ranks: no split to make
+    split = data_split(ctx)
+    if split is None:
+        return None
+    part = split.part(name)
+    largest = max(split.part(other) for other, _ in PARTS)
+    if part <= 0.0 or (part < largest and part < DATA_PART_MIN):
+        return None
+    return split, part
 
 
-def _cpu_evidence(ctx: Context) -> tuple[Evidence, ...]:
-    """Loading is CPU-bound: saturated workers, a saturated host on which the loaders get a
-    slice (sleeping loaders on a host others fill are not short of CPU), or a pegged trainer
-    doing the loading itself (num_workers=0)."""
-    host = cpu_saturated(ctx)
-    if ctx.mode == "attach" and (loader_cpu_pct(ctx) or 0.0) < LOADER_CROWDED_PCT:
-        host = ()
-    found = workers_saturated(ctx) + host
-    if found or ctx.mode == "system":
-        return found
-    inline, pegged = no_workers(ctx), trainer_pegged(ctx)
-    return inline + pegged if inline and pegged else ()
+def _wait_line(ctx: Context, split: DataSplit) -> tuple[Evidence, ...]:
+    """``data wait 97 % of time, in bursts of 2 batches every 0.48 s: 2 workers × ...``, and
+    how the wait divides when more than one cause has a part worth naming."""
+    facts = data_wait_evidence(ctx, _bursts(ctx))
+    named = [(n, words) for n, words in PARTS if split.part(n) >= DATA_PART_MIN]
+    if len(named) < 2:
+        return facts
+    parts = ", ".join(f"{pct(split.part(n))} {words}" for n, words in named)
+    text = f"the loaders meanwhile: {parts}"
+    return (*facts, Evidence(text, "data_wait_split", split.wait, "dataloader"))
+
+
+def _bursts(ctx: Context) -> str:
+    """How the wait falls across steps, when batches come in bursts (else nothing)."""
+    steps = ctx.job.steps if ctx.job else None
+    columns = steps.phase_times if steps is not None else None
+    names = [p.name for p in ctx.job.job.phases] if ctx.job else []
+    if columns is None or "data" not in names or len(columns) != len(names):
+        return ""
+    found = bursts_of(columns[names.index("data")], steps.times, len(ctx.workers))
+    return found.text if found is not None else ""
 
 
 def data_io(ctx: Context) -> Candidate | None:
-    """Batches wait on storage: iowait, or a disk both busy and queueing."""
-    starving, lost = _starving(ctx)
-    io = io_bound(ctx) if starving else ()
-    if not io:
+    """Batches wait on storage: the loaders block on reads while the job reads."""
+    if ctx.mode == "system":
+        return _system(ctx, "data_io")
+    claim = _claim(ctx, "data_io")
+    if claim is None:
         return None
+    split, part = claim
+    facts = (*_wait_line(ctx, split), *_blocked(ctx), *read_traffic(ctx), *storage_pressure(ctx))
     return candidate(
         ctx,
         "data_io",
-        strength=0.9,
         severity="warning",
-        summary=f"Input pipeline limited by storage: {pct(lost)} of time lost",
-        evidence=starving + io,
+        summary=f"Input pipeline limited by storage: {pct(part)} of time lost",
+        evidence=facts,
         remedies=remedies.data_io(ctx),
-        lost=lost,
+        lost=part,
+        steady=wait_held(ctx),
     )
 
 
+def _blocked(ctx: Context) -> tuple[Evidence, ...]:
+    """``2 loading processes blocked reading 93 % of the time (1 % CPU)``."""
+    procs = ctx.workers or ((ctx.trainer,) if ctx.trainer is not None else ())
+    blocked = mean_of(p.blocked_share for p in procs)
+    cpu = loader_cpu_pct(ctx)
+    if blocked is None:
+        if cpu is None:
+            return ()
+        text = f"{len(procs)} loading processes at {pct100(cpu)} CPU each while reading"
+        return (Evidence(text, "loader_cpu_pct", cpu, "dataloader"),)
+    text = f"{len(procs)} loading processes blocked reading {pct(blocked)} of the time"
+    text += f" ({pct100(cpu)} CPU each)" if cpu is not None else ""
+    return (Evidence(text, "loader_blocked_share", blocked, "dataloader"),)
+
+
 def data_cpu(ctx: Context) -> Candidate | None:
-    """Batches wait on CPU work (decode, augmentation) and storage is not the cause."""
-    starving, lost = _starving(ctx)
-    if not starving:
+    """Batches wait on CPU work (decode, augmentation): the loaders run or queue for a CPU."""
+    if ctx.mode == "system":
+        return _system(ctx, "data_cpu")
+    claim = _claim(ctx, "data_cpu")
+    if claim is None:
         return None
-    cpu = _cpu_evidence(ctx)
-    if not cpu or io_bound(ctx):
-        return None
+    split, part = claim
     spare = not cpu_saturated(ctx)
     return candidate(
         ctx,
         "data_cpu",
-        strength=0.9,
         severity="warning",
-        summary=f"Input pipeline limited by CPU: {pct(lost)} of time lost",
-        evidence=starving + cpu,
+        summary=f"Input pipeline limited by CPU: {pct(part)} of time lost",
+        evidence=(*_wait_line(ctx, split), *_cpu_facts(ctx)),
         remedies=remedies.data_cpu(ctx, spare),
-        lost=lost,
+        lost=part,
+        steady=wait_held(ctx),
     )
 
 
+def _cpu_facts(ctx: Context) -> tuple[Evidence, ...]:
+    """The workers' CPU and queueing (saturated or not), the host, or the inline trainer."""
+    if not ctx.workers:
+        return no_workers(ctx) + trainer_pegged(ctx)
+    return (workers_saturated(ctx) or _worker_facts(ctx)) + cpu_saturated(ctx)
+
+
 def data_starved(ctx: Context) -> Candidate | None:
-    """Batches are late although neither CPU nor storage is full: too little parallelism or
-    latency-bound fetches.  In system mode this is a guess, made only when no other
-    explanation (saturation, a pegged trainer, a busy NIC) is visible, and marked as such."""
-    starving, lost = _starving(ctx)
-    if not starving or io_bound(ctx) or _cpu_evidence(ctx):
+    """Batches are late although the loaders neither compute nor read most of the time: too
+    little parallelism or latency-bound fetches."""
+    if ctx.mode == "system":
+        return _system(ctx, "data_starved")
+    claim = _claim(ctx, "data_starved")
+    if claim is None:
         return None
-    if ctx.mode == "system" and (trainer_pegged(ctx) or nic_busy(ctx)):
-        return None
-    strength = 0.85 if ctx.mode == "attach" else 0.45
-    note = "" if ctx.mode == "attach" else " (likely; attach the job to confirm)"
+    split, part = claim
     return candidate(
         ctx,
         "data_starved",
-        strength=strength,
         severity="warning",
-        summary=f"Input pipeline too slow with CPU and disk to spare{note}",
-        evidence=starving + _worker_facts(ctx),
+        summary="Input pipeline too slow with CPU and disk to spare",
+        evidence=(*_wait_line(ctx, split), *_worker_facts(ctx)),
         remedies=remedies.data_starved(ctx),
-        lost=lost,
+        lost=part,
+        steady=wait_held(ctx),
     )
 
 
 def _worker_facts(ctx: Context) -> tuple[Evidence, ...]:
-    """Context for the starved case: how many workers there are and how idle they sit."""
+    """How many workers there are, how much CPU they use, and how long they wait for one."""
     loads = [w.cpu_pct for w in ctx.workers if w.cpu_pct is not None]
     if not loads:
         return ()
     mean = sum(loads) / len(loads)
-    text = f"{len(loads)} workers averaging {mean:.0f} % CPU"
+    text = f"{len(loads)} workers averaging {pct100(mean)} CPU"
+    waits = mean_of(w.cpu_wait_pct for w in ctx.workers)
+    if waits is not None and waits >= WAIT_EVIDENCE_PCT:
+        text += f", waiting for a CPU {pct100(waits)} of the time"
     return (Evidence(text, "worker_cpu_pct", mean, "dataloader"),)
+
+
+# System mode: no wait to split, only an underused GPU; a cause is named when it is visible.
+
+
+def _system(ctx: Context, name: str) -> Candidate | None:
+    """The one data cause system mode can see, if any: storage, CPU, else a guess."""
+    starving = gpu_underused(ctx)
+    if not starving or _system_cause(ctx) != name:
+        return None
+    lost = gpu_lost_share(ctx)
+    io = io_bound(ctx)
+    cpu = () if io else workers_saturated(ctx) + cpu_saturated(ctx)
+    facts = starving + (io or cpu)
+    return candidate(
+        ctx,
+        name,
+        severity="warning",
+        summary=_SYSTEM_SUMMARY[name].format(pct(lost)),
+        evidence=facts,
+        remedies=_system_remedies(ctx, name),
+        lost=lost,
+        certainty=SYSTEM_GUESS if name == "data_starved" else 1.0,
+    )
+
+
+_SYSTEM_SUMMARY = {
+    "data_io": "Input pipeline limited by storage: {} of time lost",
+    "data_cpu": "Input pipeline limited by CPU: {} of time lost",
+    "data_starved": "Input pipeline too slow with CPU and disk to spare (likely; attach the job "
+    "to confirm)",
+}
+
+
+def _system_cause(ctx: Context) -> str | None:
+    """Storage when it limits reads, CPU when workers or the host are saturated, else a
+    starved pipeline unless a pegged trainer or a busy NIC explains the idle GPU better."""
+    if io_bound(ctx):
+        return "data_io"
+    if workers_saturated(ctx) or cpu_saturated(ctx):
+        return "data_cpu"
+    if trainer_pegged(ctx) or nic_busy(ctx):
+        return None
+    return "data_starved"
+
+
+def _system_remedies(ctx: Context, name: str) -> tuple[str, ...]:
+    if name == "data_io":
+        return remedies.data_io(ctx)
+    if name == "data_cpu":
+        return remedies.data_cpu(ctx, not cpu_saturated(ctx))
+    return remedies.data_starved(ctx)

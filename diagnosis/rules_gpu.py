@@ -108,15 +108,16 @@ def _throttle(
     hw = any(b in HW_BITS for _, bits in hits for b in bits)
     kind = "temperature" if bottleneck == "throttle_thermal" else "power"
     gpus = ", ".join(str(g.index) for g, _ in hits)
+    held = max(g.reason_share.get(b, 0.0) for g, bits in hits for b in bits)
     return candidate(
         ctx,
         bottleneck,
-        strength=0.95,
         severity="error" if hw else "warning",
         summary=f"GPU {gpus} clocks held down by {kind}: {pct(lost)} below max",
         evidence=facts,
         remedies=fixes,
         lost=max(lost, 0.02),
+        steady=held,
     )
 
 
@@ -180,12 +181,12 @@ def memory(ctx: Context) -> Candidate | None:
     return candidate(
         ctx,
         "memory",
-        strength=0.9,
         severity=severity,
         summary=_memory_summary(swapping, tensors is not None),
         evidence=facts,
         remedies=remedies.memory(swapping),
         lost=0.5 if swapping else NEAR_OOM_RANK if tensors else 0.0,
+        explained=0.5 if swapping else 1.0,  # a full card is a state, measured, not a time
     )
 
 

@@ -37,6 +37,8 @@ NAMED_TRAINERS = 4
 THREADS_PER_CPU = 6.0  # the attached jobs' threads per logical CPU (a torch process idles 2-3) ...
 GOT_SHARE_MAX = 0.6  # ... getting at most this share of the CPU those threads could use
 LOST_MAX = 0.5  # contention slows every job, but rarely by more than half
+UNMEASURED_QUEUE = 0.9  # thread counts stand in for the run-queue wait: a little less sure
+UNSEEN_CPU = 0.7  # a sync stall without the trainer's CPU to show it waits
 
 
 def gpu_gap_evidence(ctx: Context) -> tuple[Evidence, ...]:
@@ -65,7 +67,6 @@ def host_overhead(ctx: Context) -> Candidate | None:
     return candidate(
         ctx,
         "host_overhead",
-        strength=0.8,
         severity="warning",
         summary=f"Trainer CPU-bound between GPU work: GPU idle {pct(lost)}",
         evidence=gaps + pegged,
@@ -99,16 +100,16 @@ def sync_stall(ctx: Context) -> Candidate | None:
     if cpu is not None:
         text = f"trainer at {pct100(cpu)} CPU: waiting, not computing"
         facts.append(Evidence(text, "trainer_cpu_pct", cpu, "processes"))
-    strength = 0.75 if cpu is not None and cpu < TRAINER_PEGGED_PCT * 0.8 else 0.5
+    waiting = cpu is not None and cpu < TRAINER_PEGGED_PCT * 0.8  # measured: it waits
     return candidate(
         ctx,
         "sync_stall",
-        strength=strength,
         severity="warning",
         summary=f"Host-GPU synchronisation stalls: GPU idle {pct(lost)}",
         evidence=[e for e in facts if e],
         remedies=remedies.SYNC_STALL,
         lost=lost,
+        certainty=1.0 if waiting else UNSEEN_CPU,
     )
 
 
@@ -201,12 +202,12 @@ def oversubscribed(ctx: Context) -> Candidate | None:
     return candidate(
         ctx,
         "oversubscribed",
-        strength=0.85 if measured else 0.8,
         severity="warning",
         summary=f"CPU oversubscribed: {short[0].text}",
         evidence=facts,
         remedies=remedies.oversubscribed(ctx),
         lost=_lost(ctx.box.demand),
+        certainty=1.0 if measured else UNMEASURED_QUEUE,
     )
 
 

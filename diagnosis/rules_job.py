@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from statistics import median
-
 from traintop.diagnosis import remedies
+from traintop.diagnosis.budget import LONG_FACTOR, Excess
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.findings import candidate
 from traintop.diagnosis.model import Candidate, Evidence
-from traintop.diagnosis.network_signals import comm_on_network, cpu_queued_share, job_traffic
+from traintop.diagnosis.network_signals import (
+    comm_held,
+    comm_on_network,
+    cpu_queued_share,
+    job_traffic,
+)
 from traintop.diagnosis.rules_host import gpu_gap_evidence
 from traintop.diagnosis.signals import (
     DATA_WAIT_SHARE,
@@ -19,6 +23,7 @@ from traintop.diagnosis.signals import (
     cpu_saturated,
     data_wait,
     gpu_lost_share,
+    held_share,
     nic_busy,
     runnable_pct,
     trainer_queueing,
@@ -27,10 +32,9 @@ from traintop.diagnosis.text import pct, pct100, seconds
 
 COMPUTE_BUSY_SHARE = 0.8  # GPU busy share of the step that counts as device-bound
 IDLE_EXPLAINED_BY_DATA = 0.5  # an idle GPU with this much data wait is a data problem
-STALL_FACTOR = 3.0  # a step this many times the median is a stall
-STALL_SHARE = 0.15  # stalls must cost this share of the window's time
-STALL_MIN_STEPS = 10
+STALL_SHARE = 0.15  # stalls must cost this share of the window's time (beyond the waits)
 COMPUTE_RANK = 0.01  # ranks the healthy state above purely advisory (zero-cost) findings
+NIC_ONLY = 0.7  # system mode: a busy NIC, no collective timed, is weaker evidence
 CPU_BUSY_SHARE = 0.8  # CPU-only job: trainer CPU vs what its threads could use
 CROWDED_CPU_SHARE = 0.1  # ... or this share of it while other processes fill the machine
 
@@ -59,8 +63,11 @@ def _cpu_device(ctx: Context) -> tuple[Evidence, ...]:
         return ()
     budget = min(t.num_threads or 1, ctx.box.logical_cpus) * 100.0
     # Demand, not use: a rank that shares the cores with its peers runs or waits to run; the
-    # queueing is the CPU being the limit too (time runnable counts as busy, as for workers).
-    if not _trainer_busy(ctx, runnable_pct(t) or t.cpu_pct, budget):
+    # queueing is the CPU being the limit too (time runnable counts as busy, as for workers),
+    # for a trainer that does run a fair slice.  One at 2 % CPU whose gloo threads queue at
+    # every wake-up (88 %, summed over them, at load 25) is waiting, not computing.
+    runs = t.cpu_pct >= CROWDED_CPU_SHARE * budget
+    if not _trainer_busy(ctx, (runnable_pct(t) if runs else None) or t.cpu_pct, budget):
         return ()
     text = f"no GPU: training runs on the CPU (trainer at {pct100(t.cpu_pct)} CPU"
     text += f" of {pct100(budget)} its threads could use)"
@@ -95,17 +102,29 @@ def compute(ctx: Context) -> Candidate | None:
     device = "GPU" if ctx.gpus else "CPU"
     facts = busy + trainer_queueing(ctx) + _throughput(ctx)
     if wait is not None:
-        facts += (Evidence(f"data wait {pct(wait)} of step", "data_wait_share", wait, "training"),)
+        facts += (Evidence(f"data wait {pct(wait)} of time", "data_wait_share", wait, "training"),)
     return candidate(
         ctx,
         "compute",
-        strength=0.9,
         severity="ok",
         summary=f"{device}-bound: the device is the limit (healthy)",
         evidence=facts,
         remedies=remedies.compute(ctx),
         lost=COMPUTE_RANK,
+        explained=_busy_share(ctx, busy[0]),
     )
+
+
+def _busy_share(ctx: Context, fact: Evidence) -> float:
+    """The share of the time the device works, which healthy compute explains: the GPU busy
+    share or utilization, or the trainer's CPU of what its threads could use."""
+    if fact.metric == "gpu_busy_share":
+        return fact.value or 0.0
+    if fact.metric == "gpu_util_pct":
+        return (fact.value or 0.0) / 100.0
+    t = ctx.trainer
+    budget = min(t.num_threads or 1, ctx.box.logical_cpus) * 100.0 if t else 100.0
+    return min(1.0, max(fact.value or 0.0, runnable_pct(t) or 0.0) / budget) if t else 0.0
 
 
 def idle(ctx: Context) -> Candidate | None:
@@ -121,17 +140,16 @@ def idle(ctx: Context) -> Candidate | None:
         return candidate(
             ctx,
             "idle",
-            strength=0.9,
             severity="info",
             summary="GPUs idle: no process is using them",
             evidence=(fact,),
             remedies=(),
             lost=0.0,
+            explained=1.0 - util / 100.0,
         )
     return candidate(
         ctx,
         "idle",
-        strength=0.9,
         severity="warning",
         summary=_idle_summary(ctx),
         evidence=(fact, *_job_state(ctx)),
@@ -174,48 +192,62 @@ def network(ctx: Context) -> Candidate | None:
     if not facts:
         return None
     facts += job_traffic(ctx)
-    strength = 0.85 if ctx.mode == "attach" else 0.6
     return candidate(
         ctx,
         "network",
-        strength=strength,
         severity="warning",
         summary=f"Communication-bound: {pct(lost)} of time in collectives/network",
         evidence=facts,
         remedies=remedies.NETWORK,
         lost=lost,
+        steady=comm_held(ctx),
+        certainty=1.0 if ctx.mode == "attach" else NIC_ONLY,
     )
 
 
 def periodic_stall(ctx: Context) -> Candidate | None:
     """A few steps far longer than the rest (checkpoints, eval, logging) cost a large share.
-    On a crowded host a step also runs long when the trainer waits for a CPU (3-5x the median
-    at eleven runnable processes on two cores); the share of time it spent queued, measured
-    by the scheduler, is taken off the stalls' cost before it is judged."""
-    window = ctx.job.steps if ctx.job else None
-    if window is None or window.count < STALL_MIN_STEPS:
+    It claims only the long steps' excess that fell outside the waits (for the next batch,
+    for the peers): that part of it is the data or communication rules' time (a loader that
+    delivers in bursts makes every other step long).  On a crowded host a step also runs long
+    when the trainer waits for a CPU (3-5x the median at eleven runnable processes on two
+    cores): the share of time it spent queued (the scheduler's figure) of the long steps' time
+    is what queueing can explain of them, and is taken off too."""
+    budget = ctx.job.budget if ctx.job else None
+    excess = budget.excess if budget is not None else None
+    if excess is None:
         return None
-    if window.longest <= STALL_FACTOR * window.shortest:
-        return None  # no step beyond 3x the median (never below the shortest): no sort needed
-    steps = window.times
-    mid = median(steps)
-    slow = [t for t in steps if t > STALL_FACTOR * mid]
-    total = sum(steps)
-    lost = sum(t - mid for t in slow) / total if total > 0 else 0.0
-    if not slow or lost - cpu_queued_share(ctx) < STALL_SHARE:
-        return None  # long steps the trainer spent queued for a CPU are contention, not its work
+    own = excess.outside(budget.waits)
+    lost = own - cpu_queued_share(ctx) * excess.time_share
+    if lost < STALL_SHARE:
+        return None  # waits, or long steps the trainer spent queued for a CPU
     text = (
-        f"{len(slow)} of {len(steps)} steps took > {STALL_FACTOR:.0f}× the {seconds(mid)} "
-        f"median (max {seconds(max(slow))})"
+        f"{excess.count} of {excess.steps} steps took > {LONG_FACTOR:.0f}× the "
+        f"{seconds(excess.median_s)} median (max {seconds(excess.longest_s)}): "
+        f"{pct(own)} of time beyond it{_where(excess, budget.waits)}"
     )
-    facts = (Evidence(text, "stall_share", lost, "training"),)
     return candidate(
         ctx,
         "periodic_stall",
-        strength=0.85,
         severity="warning",
         summary=f"Periodic long steps cost {pct(lost)} of training time",
-        evidence=facts,
+        evidence=(Evidence(text, "stall_share", lost, "training"),),
         remedies=remedies.PERIODIC,
         lost=lost,
+        steady=_stalls_held(ctx, excess.median_s),
     )
+
+
+def _where(excess: Excess, waits: tuple[str, ...]) -> str:
+    """``, in other`` (the phase holding most of the excess outside the waits)."""
+    own = {n: part for n, part in excess.by_phase.items() if n not in waits and part > 0}
+    return f", in {max(own, key=own.__getitem__)}" if own else ""
+
+
+def _stalls_held(ctx: Context, median_s: float) -> float:
+    """How regularly long steps came: the share of the window's summaries (after the first)
+    whose new steps hold one.  A checkpoint every second holds in all; one evaluation in the
+    window, in one."""
+    highs = ctx.job.steps.highs[1:] if ctx.job else ()
+    seen = [h for h in highs if h is not None]
+    return held_share(seen, LONG_FACTOR * median_s) if seen else 1.0

@@ -6,9 +6,11 @@ same evidence in its finding.  Thresholds live here, once, and docs/diagnosis.md
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.model import Evidence
-from traintop.diagnosis.stats import mean_of
+from traintop.diagnosis.stats import mean_of, present, share_true
 from traintop.diagnosis.text import pct, pct100, rate
 from traintop.diagnosis.views import ProcView
 from traintop.diagnosis.views import (
@@ -39,12 +41,25 @@ def data_wait(ctx: Context) -> float | None:
     return ctx.job.data_wait_share if ctx.job else None
 
 
-def data_wait_evidence(ctx: Context) -> tuple[Evidence, ...]:
-    """The job waits on its input for a large share of each step."""
+def data_wait_evidence(ctx: Context, detail: str = "") -> tuple[Evidence, ...]:
+    """The job waits on its input for a large share of its time (``detail``: how)."""
     wait = data_wait(ctx)
     if wait is None or wait < DATA_WAIT_SHARE:
         return ()
-    return (Evidence(f"data wait {pct(wait)} of step", "data_wait_share", wait, "training"),)
+    text = f"data wait {pct(wait)} of time" + (f", {detail}" if detail else "")
+    return (Evidence(text, "data_wait_share", wait, "training"),)
+
+
+def held_share(values: Iterable[float | None], threshold: float) -> float:
+    """How steadily a signal held over the window: the share of its measured samples at or
+    above ``threshold`` (1 when it has no samples to tell: a window mean is all there is)."""
+    got = present(values)
+    return share_true(v >= threshold for v in got) if got else 1.0
+
+
+def wait_held(ctx: Context) -> float:
+    """The share of the window's summaries whose data wait reached the threshold."""
+    return held_share(ctx.job.waits, DATA_WAIT_SHARE) if ctx.job else 1.0
 
 
 def io_bound(ctx: Context) -> tuple[Evidence, ...]:
@@ -55,7 +70,7 @@ def io_bound(ctx: Context) -> tuple[Evidence, ...]:
     reads = read_traffic(ctx)
     if not reads:
         return ()
-    pressure = _storage_pressure(ctx) or _idle_readers(ctx)
+    pressure = storage_pressure(ctx) or _idle_readers(ctx)
     return pressure + reads if pressure else ()
 
 
@@ -82,7 +97,7 @@ def _idle_readers(ctx: Context) -> tuple[Evidence, ...]:
     return (Evidence(text, "loader_cpu_pct", cpu, "dataloader"),)
 
 
-def _storage_pressure(ctx: Context) -> tuple[Evidence, ...]:
+def storage_pressure(ctx: Context) -> tuple[Evidence, ...]:
     found: list[Evidence] = []
     iowait = ctx.box.iowait_pct
     if iowait is not None and iowait >= IOWAIT_PCT:

@@ -61,6 +61,9 @@ class ProcView:
     threads_busy: float | None = None
     main_cpu_pct: float | None = None
     main_wait_pct: float | None = None
+    # Share of the window's samples in which its main thread was in uninterruptible sleep (D):
+    # blocked on a read (or another kernel wait), neither computing nor sleeping by choice.
+    blocked_share: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +161,10 @@ _PROC_FIELDS = operator.attrgetter(
     "threads_busy",
     "main_thread_cpu_pct",
     "main_thread_wait_pct",
+    "state",
 )
 PROCS = Kind(
-    operator.attrgetter("processes"), operator.attrgetter("pid"), lambda _, p: _PROC_FIELDS(p), 6
+    operator.attrgetter("processes"), operator.attrgetter("pid"), lambda _, p: _PROC_FIELDS(p), 7
 )
 
 
@@ -168,7 +172,7 @@ def proc_view(track: Track) -> ProcView:
     """Summarise one process's rows across the window (a :data:`PROCS` track, not empty):
     every rank brings a trainer and its workers, each summarised on every tick."""
     last = track.rows[-1]
-    cpu, read, wait, busy, main_cpu, main_wait = track.columns
+    cpu, read, wait, busy, main_cpu, main_wait, states = track.columns
     return ProcView(
         pid=last.pid,
         name=last.name,
@@ -179,7 +183,14 @@ def proc_view(track: Track) -> ProcView:
         threads_busy=mean_of(busy),
         main_cpu_pct=mean_of(main_cpu),
         main_wait_pct=mean_of(main_wait),
+        blocked_share=_blocked_share(states),
     )
+
+
+def _blocked_share(states: Sequence[str | None]) -> float | None:
+    """Share of the samples that read the state letter ``D`` (None: no state was read)."""
+    read = present(states)
+    return share_true(s == "D" for s in read) if read else None
 
 
 CORES = Kind(
@@ -197,15 +208,23 @@ def step_tail(prev: JobSnapshot, job: JobSnapshot) -> tuple[float, ...]:
     return job.recent_step_times_s[-new:] if new > 0 else ()
 
 
+def phase_tail(prev: JobSnapshot, job: JobSnapshot) -> tuple[tuple[float, ...], ...]:
+    """The per-phase columns of the steps :func:`step_tail` gives."""
+    new = job.steps_total - prev.steps_total
+    return tuple(column[-new:] for column in job.recent_phase_times_s) if new > 0 else ()
+
+
 def _read_job(prev: JobSnapshot | None, job: JobSnapshot) -> tuple:
-    """One summary: its shares, the steps it adds to the one before and their bounds (the
-    first summary's are never read: it gives all of its steps, :func:`window_step_times`)."""
+    """One summary: its shares, the steps it adds to the one before, their bounds and their
+    split by phase (the first summary's are never read: it gives all of its steps,
+    :func:`window_step_times`)."""
     tail = step_tail(prev, job) if prev is not None else ()
     low, high = (min(tail), max(tail)) if tail else (None, None)
-    return job.data_wait_share, job.gpu_busy_share, tail, low, high
+    phases = phase_tail(prev, job) if tail else ()
+    return job.data_wait_share, job.gpu_busy_share, tail, low, high, phases
 
 
-JOBS = Kind(operator.attrgetter("jobs"), operator.attrgetter("pid"), _read_job, 5)
+JOBS = Kind(operator.attrgetter("jobs"), operator.attrgetter("pid"), _read_job, 6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,10 +238,24 @@ class Steps:
     tails: Sequence[tuple[float, ...]]
     lows: Sequence[float | None]
     highs: Sequence[float | None]
+    phase_tails: Sequence[tuple[tuple[float, ...], ...]] = ()
 
     @property
     def times(self) -> tuple[float, ...]:
         return window_step_times(self.rows, self.tails)
+
+    @property
+    def phase_times(self) -> tuple[tuple[float, ...], ...] | None:
+        """Every step of :attr:`times` split by phase, one column per phase of the newest
+        summary; ``None`` where a summary carries no split (older writers, recordings)."""
+        if not self.rows:
+            return None
+        first = self.rows[0].recent_phase_times_s
+        width = len(self.rows[-1].recent_phase_times_s)
+        tails = [t for t, n in zip(self.phase_tails[1:], self.tails[1:], strict=False) if n]
+        if not width or len(first) != width or any(len(t) != width for t in tails):
+            return None
+        return tuple(tuple(chain(first[i], *(t[i] for t in tails))) for i in range(width))
 
     @property
     def count(self) -> int:

@@ -14,9 +14,16 @@ from collections.abc import Iterator
 
 from prometheus_client.core import GaugeMetricFamily
 
+from traintop.diagnosis.api import BOTTLENECKS
 from traintop.exporter.published import ExportedVerdict
 
 VERDICT_LABELS = ("job", "job_name", "hostname", "bottleneck", "severity")
+# The label's values are the CLI contract's ids: a query or alert can be written against them.
+BOTTLENECK_HELP = (
+    "The job's current bottleneck on this host (bottleneck: "
+    + ", ".join(BOTTLENECKS)
+    + "); the value is the confidence (0-1)."
+)
 JOB_LABELS = ("job", "job_name", "hostname")
 
 
@@ -24,11 +31,7 @@ def verdict_families(
     verdicts: tuple[ExportedVerdict, ...], hostname: str
 ) -> Iterator[GaugeMetricFamily]:
     """The bottleneck with its confidence, and how long it has held."""
-    primary = GaugeMetricFamily(
-        "traintop_bottleneck",
-        "The job's current bottleneck on this host; the value is the confidence (0-1).",
-        labels=VERDICT_LABELS,
-    )
+    primary = GaugeMetricFamily("traintop_bottleneck", BOTTLENECK_HELP, labels=VERDICT_LABELS)
     since = GaugeMetricFamily(
         "traintop_bottleneck_since_seconds",
         "Seconds the current bottleneck has held.",

@@ -5,8 +5,9 @@ screenful sorted by CPU (or memory).  Kept: every process of a job (trainers and
 DataLoader workers) or holding GPU memory, and the busiest by CPU and by resident memory.
 
 A job's ``recent_step_times_s`` (its last 120 step times, 10 new ones a second at 10 steps/s)
-is left out: every one of those steps is in the recording's step records, losslessly, and no
-panel draws it.  It was a third of each frame.
+and their split by phase (``recent_phase_times_s``) are left out: every one of those steps is in
+the recording's step records, losslessly, and no panel draws them.  The times alone were a third
+of each frame.
 
 A process's ``cpu_wait_s`` (its threads' total wait for a CPU since they started, in ns as float
 seconds) is left out too: no panel, verdict or comparison reads it, its rate ``cpu_wait_pct``
@@ -33,7 +34,9 @@ def trim(snapshot: Snapshot) -> Snapshot:
 
 
 def _without_recent(job: JobSnapshot) -> JobSnapshot:
-    return replace(job, recent_step_times_s=()) if job.recent_step_times_s else job
+    if not job.recent_step_times_s and not job.recent_phase_times_s:
+        return job
+    return replace(job, recent_step_times_s=(), recent_phase_times_s=())
 
 
 def _without_wait_total(process: ProcessSnapshot) -> ProcessSnapshot:

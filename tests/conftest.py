@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,6 +59,20 @@ def fake_nvml_old(fake_nvml_old_lib: Path) -> Iterator:
 
 
 # ---- scenarios (tests/test_scenarios*.py): real workloads under `traintop run` -------------
+
+MATRIX_ENV = "TRAINTOP_MATRIX"  # set by tests/scenarios/matrix.py for every run it starts
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Scenarios marked ``matrix`` repeat what a suite test already covers in one shared run:
+    the matrix runner runs them (it sets ``TRAINTOP_MATRIX``), the suite skips them."""
+    if os.environ.get(MATRIX_ENV):
+        return
+    skip = pytest.mark.skip(reason=f"a matrix scenario: python -m tests.scenarios.matrix sets "
+                                   f"{MATRIX_ENV}")  # fmt: skip
+    for item in items:
+        if item.get_closest_marker("matrix") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture

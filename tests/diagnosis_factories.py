@@ -65,12 +65,16 @@ class Scene:
     trainer_wait: float | None = None  # each trainer process, summed over its threads
     trainer_main: tuple[float, float] | None = None  # (run %, wait %) of its main thread
     worker_wait: float | None = None
+    worker_state: str | None = None  # state letter of every worker's main thread (D: blocked)
+    worker_state_alt: str | None = None
     data_wait: float | None = 0.03
     data_wait_alt: float | None = None
     gpu_busy: float | None = 0.95
     cuda_allocated: int | None = None  # the job's allocated tensor bytes (ring mem_bytes)
     phases: tuple[tuple[str, float], ...] = ()
     step_times: tuple[float, ...] = ()
+    # step_times split by phase: one column per entry of ``phases``, each as long as step_times
+    phase_times: tuple[tuple[float, ...], ...] = ()
     steps_per_tick: int = 0  # > 0: step_times is the whole window's series, revealed per tick
     world_size: int = 1
     state: str = "live"
@@ -115,7 +119,7 @@ class Scene:
             nics=(self._nic(),),
             gpus=tuple(self._gpu(i, odd) for i in range(self.gpu_count)),
             gpu_status=GpuStatus(True, driver_version="590.48.01"),
-            processes=self._processes(),
+            processes=self._processes(odd),
             jobs=self._jobs(odd, tick) if self.attach else (),
         )
 
@@ -174,8 +178,9 @@ class Scene:
     def _extra_pids(self) -> range:
         return range(TRAINER_PID + 1000, TRAINER_PID + 1000 + self.extra_jobs)
 
-    def _processes(self) -> tuple[ProcessSnapshot, ...]:
+    def _processes(self, odd: bool = False) -> tuple[ProcessSnapshot, ...]:
         trainers = tuple(self._trainer(pid) for pid in (TRAINER_PID, *self._extra_pids()))
+        state = self.worker_state_alt if odd and self.worker_state_alt else self.worker_state
         workers = tuple(
             ProcessSnapshot(
                 pid,
@@ -190,6 +195,7 @@ class Scene:
                 None,
                 self.worker_threads,
                 TRAINER_PID,
+                state=state,
                 cpu_wait_pct=self.worker_wait,
             )
             for pid in self._worker_pids()
@@ -204,12 +210,12 @@ class Scene:
         extra = (replace(first, pid=pid, workers=()) for pid in self._extra_pids())
         return (first, *extra)
 
-    def _steps(self, tick: int) -> tuple[int, tuple[float, ...]]:
-        """``steps_total`` and the newest ``RECENT`` step times as of ``tick``."""
+    def _steps(self, tick: int) -> tuple[int, slice]:
+        """``steps_total`` and which of the step times are the newest ``RECENT`` at ``tick``."""
         if not self.steps_per_tick:
-            return 5000, self.step_times
+            return 5000, slice(None)
         done = min(len(self.step_times), (tick + 1) * self.steps_per_tick)
-        return 5000 + done, self.step_times[max(0, done - RECENT) : done]
+        return 5000 + done, slice(max(0, done - RECENT), done)
 
     def _job(self, odd: bool, tick: int) -> JobSnapshot:
         wait = self.data_wait_alt if odd and self.data_wait_alt is not None else self.data_wait
@@ -236,7 +242,8 @@ class Scene:
                 WorkerSnapshot(pid, self.worker_cpu, GIB, self.worker_read)
                 for pid in self._worker_pids()
             ),
-            recent_step_times_s=recent,
+            recent_step_times_s=self.step_times[recent],
+            recent_phase_times_s=tuple(column[recent] for column in self.phase_times),
             cuda_mem_allocated_bytes=self.cuda_allocated,
             last_step_age_s=self.last_step_age,
         )

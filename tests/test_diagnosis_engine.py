@@ -11,15 +11,18 @@ import pytest
 from tests.diagnosis_factories import Scene
 from traintop.diagnosis.api import BOTTLENECKS, diagnose, verdict_to_dict
 from traintop.diagnosis.engine import RULES
+from traintop.diagnosis.findings import PREFERENCE
 
 HEALTHY = Scene()
 
 
 def test_rules_table_covers_every_bottleneck() -> None:
-    """Every id has its rule, but ``hang``, judged on a whole job that stopped stepping
-    (diagnosis/hang.py), and ``unknown``."""
-    assert {name for name, _ in RULES} == set(BOTTLENECKS) - {"unknown", "hang"}
-    assert len(BOTTLENECKS) == len(set(BOTTLENECKS)) == 15
+    """Every id but three comes from a per-rank rule: ``straggler`` is found across a job's
+    ranks (diagnosis/fold.py), ``hang`` on a whole job that stopped stepping
+    (diagnosis/hang.py), ``unknown`` when nothing is; the tie order knows them all."""
+    assert {name for name, _ in RULES} == set(BOTTLENECKS) - {"unknown", "straggler", "hang"}
+    assert len(BOTTLENECKS) == len(set(BOTTLENECKS)) == 16
+    assert sorted(PREFERENCE) == sorted(BOTTLENECKS)
 
 
 def test_rules_report_their_own_id() -> None:
@@ -84,7 +87,7 @@ def test_window_order_does_not_matter() -> None:
 def test_noisy_window_uses_the_mean() -> None:
     verdict = diagnose(HEALTHY.but(data_wait=0.62, data_wait_alt=0.1, worker_cpu=98).window())
     assert verdict.primary.bottleneck == "data_cpu"
-    assert verdict.primary.evidence[0].text == "data wait 38 % of step"
+    assert verdict.primary.evidence[0].text == "data wait 38 % of time"
 
 
 def test_bad_input_gives_one_line_error() -> None:
@@ -98,7 +101,7 @@ def test_verdict_to_dict_is_json_with_contract_keys() -> None:
     contract = {"bottleneck", "confidence", "summary", "evidence", "remedies", "also", "jobs"}
     assert contract | {"mode", "severity"} <= data.keys()
     assert data["bottleneck"] == "data_cpu" and data["mode"] == "attach"
-    assert data["evidence"][:2] == ["data wait 62 % of step", "4/4 workers at 98 % CPU"]
+    assert data["evidence"][:2] == ["data wait 62 % of time", "4/4 workers at 98 % CPU"]
     assert data["also"][0]["bottleneck"] == "throttle_power"
     assert data["jobs"] == [
         {

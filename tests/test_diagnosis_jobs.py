@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import pytest
+
 from tests.diagnosis_factories import GIB, Scene
 from traintop.collectors.snapshot import JobSnapshot, PhaseShare, ProcessSnapshot, Snapshot
 from traintop.diagnosis.api import VerdictStabilizer, diagnose, verdict_to_dict
@@ -104,17 +106,71 @@ def test_ranks_waiting_alike_on_communication_are_network_without_a_straggler() 
 
 def test_rank_that_waits_least_on_its_peers_is_the_straggler() -> None:
     """Rank 1 computes (a slower device) while rank 0 waits 80 % in the collective: not the
-    network's fault."""
+    network's fault, and the job's answer is the rank it waits for, with where that rank's own
+    time goes (its own finding, healthy compute, follows)."""
     ranks = [
         rank(100, 0, job_id=DDP, world=2, phases=(("forward", 0.15), ("allreduce", 0.8))),
         rank(101, 1, job_id=DDP, world=2, phases=(("forward", 0.9), ("allreduce", 0.05))),
     ]
     verdict = diagnose(window(ranks, {100: 10.0, 101: 100.0}))
-    assert verdict.primary.bottleneck == "compute"
-    assert "network" not in ids(verdict)
-    assert "rank 1 (pid 101) is the straggler: it waits on its peers 5 %" in (
-        verdict.primary.evidence[0].text
+    assert ids(verdict) == ["straggler", "compute"]
+    texts = [e.text for e in verdict.primary.evidence]
+    assert texts[0].startswith("rank 1 (pid 101) is the straggler: it waits on its peers 5 %")
+    assert texts[1] == "rank 1: 225 ms a step in forward, on CPU (trainer at 100 % CPU)"
+    assert texts[2] == (
+        "its own cause: more work than the others (compute); its own work takes 225 ms a step, "
+        "the other ranks' 38 ms"
     )
+    assert verdict.primary.share == 0.75
+    assert verdict.primary.summary.startswith("Rank 1 holds back the job")
+
+
+THREE = "run:tcp://127.0.0.1:29702/3"
+
+
+def test_ranks_waiting_on_one_off_cpu_rank_read_straggler() -> None:
+    """Issue 28's first case: rank 2 blocks 150 ms in its forward (off the CPU), ranks 0 and 1
+    wait for it 97 % of their step.  No rule names rank 2's own cause; the job's answer is
+    still rank 2, where its time goes and how to look closer (not "no bottleneck found")."""
+    waiting = (("forward", 0.01), ("backward", 0.01), ("comm", 0.97))
+    slow = (("forward", 0.92), ("backward", 0.01), ("comm", 0.05))
+    ranks = [
+        *(rank(600 + r, r, job_id=THREE, world=3, wait=0.005, phases=waiting) for r in range(2)),
+        rank(602, 2, job_id=THREE, world=3, wait=0.005, phases=slow),
+    ]
+    verdict = diagnose(window(ranks, {600: 2.0, 601: 2.0, 602: 3.0}))
+    p = verdict.primary
+    assert (p.bottleneck, p.share) == ("straggler", pytest.approx(0.92))
+    texts = [e.text for e in p.evidence]
+    assert texts[:2] == [
+        "rank 2 (pid 602) is the straggler: it waits on its peers 5 % of its step, "
+        "the other ranks 97 %",
+        "rank 2: 230 ms a step in forward, off CPU (trainer at 3 % CPU)",
+    ]
+    assert texts[2] == (
+        "its own cause: none a rule names; its own work takes 232 ms a step, the other ranks' 5 ms"
+    )
+    assert "py-spy dump --pid 602" in p.remedies[-2]
+    assert verdict.per_job[0].straggler.rank == 2
+
+
+def test_straggler_holding_peers_back_for_less_than_most_of_their_step_is_named_not_answer() -> (
+    None
+):
+    """Rank 1 waits on its input 60 % of its step, rank 0 waits for it 30 %: not most of its
+    step, so rank 1's own cause is the job's answer with the straggler named first; with no
+    cause a rule names, the job is unknown, explained, the straggler still named first."""
+    ranks = [
+        rank(100, 0, job_id=DDP, world=2, wait=0.0, phases=(("backward", 0.7), ("comm", 0.3))),
+        rank(101, 1, job_id=DDP, world=2, wait=0.6, phases=(("backward", 0.35), ("comm", 0.05))),
+    ]
+    verdict = diagnose(window(ranks, {100: 8.0, 101: 6.0}))
+    assert ids(verdict) == ["data_starved"]
+    assert verdict.primary.evidence[0].text.startswith("rank 1 (pid 101) is the straggler")
+    unnamed = [ranks[0], replace(ranks[1], data_wait_share=0.0)]
+    verdict = diagnose(window(unnamed, {100: 8.0, 101: 6.0}))
+    assert verdict.primary.bottleneck == "unknown"
+    assert verdict.primary.evidence[0].text.startswith("rank 1 (pid 101) is the straggler")
 
 
 def test_one_rank_waiting_a_quarter_while_its_peer_barely_waits_is_not_the_network() -> None:
@@ -208,7 +264,7 @@ def test_unknown_says_where_steps_go_and_what_was_ruled_out() -> None:
     p = verdict.primary
     assert p.bottleneck == "unknown"
     assert p.summary.startswith("no bottleneck found: steps spend 70 % in backward (175 ms)")
-    assert "off-CPU (trainer at 30 % CPU)" in p.summary
+    assert "off CPU (trainer at 30 % CPU)" in p.summary
     texts = [e.text for e in p.evidence]
     assert "data wait 1 % (< 20 %)" in texts and "CPU 40 % busy of 8" in texts
     queued = [replace(s, processes=(replace(trainer(500, 30.0), cpu_wait_pct=4.0),)) for s in w]
@@ -217,6 +273,17 @@ def test_unknown_says_where_steps_go_and_what_was_ruled_out() -> None:
     assert "GPU (none in use)" in texts and "storage (job reads 0 B/s)" in texts
     assert any(t.startswith("network (no collective timed") for t in texts)
     assert len(verdict.jobs) == 8 and verdict.per_job[0].ranks[7].rank == 7
+
+
+def test_trainer_barely_running_while_its_threads_queue_is_not_compute() -> None:
+    """At load 25 the off-CPU ranks ran 2 % while their threads queued 88 % (summed over
+    gloo's threads, woken at every message): waiting, not computing."""
+    job = "run:tcp://127.0.0.1:29701/8"
+    phases = (("forward", 0.2), ("backward", 0.7))
+    ranks = [rank(500 + r, r, job_id=job, world=8, wait=0.01, phases=phases) for r in range(8)]
+    queued = {500 + r: replace(trainer(500 + r, 2.0), cpu_wait_pct=88.0) for r in range(8)}
+    w = [_with(s, ranks, tuple(queued.values())) for s in CPU_BOX.window()]
+    assert diagnose(w).primary.bottleneck == "unknown"
 
 
 def test_a_live_run_and_an_ended_run_on_the_same_rendezvous_stay_apart() -> None:

@@ -53,7 +53,7 @@ def test_held_primary_keeps_fresh_evidence() -> None:
     both = CPU_BOUND.but(data_wait=0.5, swap_bytes_per_s=100e6)
     held = stab.update(at(both, 101.0))
     assert held.primary.bottleneck == "data_cpu"
-    assert held.primary.evidence[0].text == "data wait 50 % of step"
+    assert held.primary.evidence[0].text == "data wait 50 % of time"
     assert held.also[0].bottleneck == "memory"
 
 

@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 
 from tests.isolation import no_gpu_env
 from tests.snapshot_fixtures import EPOCH, MIB, ddp_job, machine, series, sweep_run
+from traintop.diagnosis.api import BOTTLENECKS
 from traintop.exporter.listen import DEFAULT_PORT, ListenAddress, parse_listen
 from traintop.exporter.published import Latest
 from traintop.exporter.run import ExporterConfig, Publisher, build_metrics_app
@@ -131,6 +132,17 @@ def test_verdict_per_job_with_confidence():
     assert verdict.labels["bottleneck"] != "unknown"
     assert verdict.labels["severity"] in ("ok", "info", "warning", "error")
     assert 0 < verdict.value <= 1
+
+
+def test_bottleneck_help_lists_every_id_of_the_contract():
+    """The label's values are the CLI's ids, ``straggler`` among them: queries and alerts are
+    written against the list the scrape itself documents."""
+    app = build_metrics_app(ExporterConfig(ListenAddress("127.0.0.1", 0)), _published(series(6)))
+    _, _, body = app.metrics(OPENMETRICS, "")
+    (help_line,) = [
+        line for line in body.decode().splitlines() if "HELP traintop_bottleneck " in line
+    ]
+    assert all(name in help_line for name in BOTTLENECKS) and "straggler" in help_line
 
 
 def test_one_verdict_per_live_job_on_the_host():

@@ -209,6 +209,11 @@ def test_many_steps_per_tick_give_exact_rates_and_shares(setup):
     newest = sorted(sum(p) for p, _, _ in steps[-128:])
     assert job.step_time_p95_s == six_digits(newest[int(0.95 * 128)] / 1e9)
     assert job.recent_step_times_s[-1] == pytest.approx(sum(steps[-1][0]) / 1e9)
+    # the same newest steps split by phase: one column per phase, row sums the step times
+    columns = job.recent_phase_times_s
+    assert len(columns) == len(job.phases) and {len(c) for c in columns} == {120}
+    assert [c[-1] for c in columns[:3]] == pytest.approx([ns / 1e9 for ns in steps[-1][0]])
+    assert list(map(sum, zip(*columns, strict=True))) == pytest.approx(job.recent_step_times_s)
 
 
 def _ended_then_later(setup):

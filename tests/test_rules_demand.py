@@ -89,8 +89,14 @@ def test_worker_that_runs_or_waits_all_the_time_is_cpu_bound() -> None:
     assert "2/2 workers at 70 % CPU and waiting for a CPU 25 % of the time" in texts
 
 
-def test_worker_at_seventy_percent_without_queueing_is_not_cpu_bound() -> None:
-    assert _verdict(QUEUED_WORKERS.but(worker_wait=2)).primary.bottleneck == "data_starved"
+def test_worker_at_seventy_percent_without_queueing_splits_the_wait() -> None:
+    """Workers on a CPU 72 % of the time and asleep the rest: the CPU explains most of the
+    wait, and the rest is named beside it with its part."""
+    verdict = _verdict(QUEUED_WORKERS.but(worker_wait=2))
+    assert [verdict.primary.bottleneck, verdict.also[0].bottleneck] == ["data_cpu", "data_starved"]
+    assert verdict.primary.share == 0.95 * 0.72
+    texts = [e.text for e in verdict.primary.evidence]
+    assert "the loaders meanwhile: 68 % on a CPU, 27 % idle" in texts
 
 
 GPU_GAPS = Scene(gpu_busy=0.5, data_wait=0.01, trainer_cpu=75)

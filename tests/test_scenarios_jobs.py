@@ -3,13 +3,16 @@
 Real PyTorch jobs under `traintop run` (zero-code), diagnosed by `traintop diagnose --json` as a
 subprocess, as in tests/test_scenarios.py:
 
-* ``straggler``: two gloo DDP ranks, one with slow input: the job is ``data_starved`` and the
-  straggler rank is named, although the rank asked about (rank 0) only waits in backward.
+* ``straggler``: two gloo DDP ranks, one with slow input: rank 0 waits on rank 1 for most of
+  its step, so the job is ``straggler``, naming rank 1 and its own cause, ``data_starved``
+  (it was ``data_starved`` until the straggler claimed the time its peers wait on it), although
+  the rank asked about (rank 0) only waits in the collective.
 * ``ended_beside_live``: a finished and a crashed run of a starved loader, then a healthy DDP
   job started by ``mp.spawn`` (no torchrun environment): ``compute``, and the ended runs appear
   only in ``per_job``, in the past tense, never under ``jobs``.
-* ``offcpu_ranks``: eight ranks whose steps wait off-CPU in backward: no rule holds, and the
-  answer must say where the steps go and what was ruled out, with numbers.
+* ``offcpu_ranks``: eight ranks whose steps all wait off the CPU in backward, none waiting on
+  another: no rule holds (no straggler either), and the answer must say where the steps go and
+  what was ruled out, with numbers.
 * ``no_live_job``: only ended runs: exit 3 with one line (text) and their final words (JSON).
 
 Setting TRAINTOP_SCENARIO_RESULTS appends one JSON line per scenario (tests/scenarios/matrix.py).
@@ -85,11 +88,14 @@ def test_straggler(ring_dir: Path, tmp_path: Path) -> None:
     with running(_ranks("ddp_straggler.py", ring_dir, tmp_path, 2, "--slow-rank", "1")) as jobs:
         wait_for_segments(ring_dir, 2, jobs)
         run = run_diagnose(scenario_env(ring_dir), job_pid=jobs[0].pid)
-        verdict = _check("straggler", "data_starved", jobs[0], run, VERDICT_DEADLINE_S)
+        verdict = _check("straggler", "straggler", jobs[0], run, VERDICT_DEADLINE_S)
     assert {j["pid"] for j in verdict["jobs"]} == {job.pid for job in jobs}
     (job,) = verdict["per_job"]
     assert job["straggler"]["rank"] == 1 and job["straggler"]["pid"] == jobs[1].pid
-    assert verdict["evidence"][0].startswith(f"rank 1 (pid {jobs[1].pid}) is the straggler")
+    evidence = verdict["evidence"]
+    assert evidence[0].startswith(f"rank 1 (pid {jobs[1].pid}) is the straggler"), evidence
+    assert any(e.startswith("its own cause: data_starved (data wait ") for e in evidence), evidence
+    assert verdict["also"][0]["bottleneck"] == "data_starved", verdict["also"]
 
 
 def _named(name: str, *args: str) -> list[str]:
@@ -135,7 +141,7 @@ def test_offcpu_ranks(ring_dir: Path, tmp_path: Path) -> None:
         verdict = _check("offcpu_ranks", "unknown", jobs[0], run, OFFCPU_DEADLINE_S)
     summary = verdict["summary"]
     assert summary.startswith("no bottleneck found: steps spend "), summary
-    assert " in backward " in summary and "off-CPU" in summary, summary
+    assert " in backward " in summary and "off CPU" in summary, summary
     assert "data wait" in summary and "CPU" in summary and "network" in summary, summary
     assert len(verdict["jobs"]) == OFFCPU_RANKS
 

@@ -40,6 +40,8 @@ def test_confusion_counts_misses_flips_and_errors() -> None:
     assert rows["straggler"]["hits"] == 1 and rows["straggler"]["runs"] == 3
     assert rows["straggler"]["late"] == 0  # wrong and slow is wrong, not late
     assert rows["compute"]["flips"] == 1 and rows["compute"]["ttv_max_s"] == 7.0
+    # between runs: data_starved then network (the crash gave no headline); compute twice
+    assert rows["straggler"]["headline_flips"] == 1 and rows["compute"]["headline_flips"] == 0
     assert rows["data_io"]["skipped"] == 1 and rows["data_io"]["runs"] == 2
     assert rows["data_io"]["late"] == 1 and rows["data_io"]["ttv_max_s"] == 15.5
     assert summary["checks"] == {"t::test_banner": {"passed": 1}}
@@ -49,7 +51,7 @@ def test_rendered_section_has_the_diagonal_in_bold_and_replaces_itself() -> None
     section = render(aggregate(RUNS))
     assert section.startswith(START) and section.endswith(END)
     straggler = "| `straggler` | `data_starved` | 1/3 | `data_starved` 1, `error` 1, `network` 1"
-    assert straggler + " | 0 | 0 | 9.0 s | 9.0 s |" in section
+    assert straggler + " | 1 | 0 | 0 | 9.0 s | 9.0 s |" in section
     assert "| `compute` | **1** | · | · |" in section
     doc = replace_section("# Scenarios\n\ntext\n", section)
     assert doc.count(START) == 1 and "## Confusion matrix" in doc

@@ -58,6 +58,15 @@ def test_a_recording_keeps_job_gpu_and_busiest_processes_without_wait_totals():
     assert {p.cpu_wait_s for p in kept} == {None} and {p.cpu_wait_pct for p in kept} == {1.5}
 
 
+def test_a_recording_leaves_out_the_recent_steps_and_their_split_by_phase():
+    """Both are in the recording's step records, losslessly."""
+    job = dataclasses.replace(
+        data_bound_job(), recent_step_times_s=(0.3, 0.4), recent_phase_times_s=((0.1, 0.2),) * 2
+    )
+    (kept,) = trim(series(1, jobs=(job,))[0]).jobs
+    assert kept.recent_step_times_s == () and kept.recent_phase_times_s == ()
+
+
 def test_an_older_file_without_a_new_field_reads_it_as_its_default():
     """Fields are added at the end with defaults; a file written before one existed still
     decodes, the new field taking its default, and a field since removed is skipped."""

@@ -33,7 +33,7 @@ def test_banner_names_the_worst_job_and_counts_the_others() -> None:
     verdict = _stable([HEALTHY, STARVED, SECOND], {200: 395.0, 400: 5.0, 401: 395.0})
     assert other_jobs_fact(verdict) == "+2 other jobs: compute ×2"
     line = banner_lines(verdict, 160)[0].plain
-    assert line.startswith("◆ INPUT STARVED — data wait 70 % of step")
+    assert line.startswith("◆ INPUT STARVED — data wait 70 % of time")
     assert line.endswith("· +2 other jobs: compute ×2 · d: details")
 
 
@@ -63,7 +63,7 @@ def test_details_list_every_job_live_first_then_ended() -> None:
     rows = [(marker.plain, text.plain) for marker, text in job_items(verdict)]
     assert rows[0] == (
         "◆ ",
-        "INPUT STARVED  starved.py (pid 400)  (shown above) — data wait 70 % of step",
+        "INPUT STARVED  starved.py (pid 400)  (shown above) — data wait 70 % of time",
     )
     assert rows[1][1].startswith("COMPUTE-BOUND  train.py (pid 200) — no GPU: training runs on")
     assert rows[2][1].startswith("crashed  old.py (pid 300) — crashed ")
@@ -76,7 +76,7 @@ def test_unknown_for_a_live_job_is_explained_not_waiting() -> None:
     ranks = [rank(500 + r, r, job_id=job, world=8, phases=phases) for r in range(8)]
     verdict = diagnose(window(ranks, {500 + r: 30.0 for r in range(8)}))
     line = banner_lines(verdict, 200)[0].plain
-    assert line.startswith("◇ NO BOTTLENECK FOUND — steps spend 70 % in backward (175 ms), off-CPU")
+    assert line.startswith("◇ NO BOTTLENECK FOUND — steps spend 70 % in backward (175 ms), off CPU")
 
 
 @async_test

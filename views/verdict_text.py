@@ -26,6 +26,7 @@ LABELS: dict[str, str] = {
     "periodic_stall": "PERIODIC STALLS",
     "oversubscribed": "CPU OVERSUBSCRIBED",
     "idle": "GPU IDLE",
+    "straggler": "STRAGGLER RANK",
     "hang": "HANG",
     "unknown": "NO VERDICT YET",
 }

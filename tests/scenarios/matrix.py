@@ -38,6 +38,7 @@ from tests.scenarios.matrix_report import START, aggregate, render, replace_sect
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_scenarios*.py"))
 RESULT_ENVS = ("TRAINTOP_SCENARIO_RESULTS", "TRAINTOP_GPU_SCENARIO_RESULTS")
+MATRIX_ENV = "TRAINTOP_MATRIX"  # runs the scenarios the suite leaves to the matrix (conftest.py)
 RUN_TIMEOUT_S = 600
 PYTEST = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")
 DEFAULT_STATE = Path.home() / ".cache" / "traintop" / "scenario-matrix.jsonl"
@@ -98,7 +99,7 @@ def _load1() -> float | None:
 def run_once(test: str, repeat: int) -> dict:
     """One pytest process for one scenario test; its rows, outcome and duration."""
     with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as rows:
-        env = dict(os.environ, **dict.fromkeys(RESULT_ENVS, rows.name))
+        env = dict(os.environ, **dict.fromkeys(RESULT_ENVS, rows.name), **{MATRIX_ENV: "1"})
         started, load = time.monotonic(), _load1()
         try:
             done = subprocess.run(

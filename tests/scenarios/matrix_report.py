@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from itertools import pairwise
 from statistics import median
 
 START = "<!-- matrix:start -->"
@@ -126,11 +127,21 @@ def _scenario_row(name: str, cs: list[dict]) -> dict:
         "skipped": len(cs) - len(counted),
         "hits": sum(c["hit"] for c in counted),
         "answers": dict(Counter(c["got"] for c in counted)),
+        "headline_flips": headline_flips(counted),
         "flips": sum(c["flips"] > 0 for c in counted),
         "late": sum(c["late"] for c in counted),
         "ttv_median_s": round(median(times), 1) if times else None,
         "ttv_max_s": round(max(times), 1) if times else None,
     }
+
+
+def headline_flips(cs: list[dict]) -> int:
+    """How often the answer changed from one run of a scenario to the next (in repeat order):
+    the same job must get the same headline every time.  A run that crashed (``error``) or was
+    skipped gave no headline and is passed over."""
+    answers = [c["got"] for c in sorted(cs, key=lambda c: c["repeat"])]
+    answers = [a for a in answers if a not in ("error", "skipped")]
+    return sum(a != b for a, b in pairwise(answers))
 
 
 def _seconds(value: float | None) -> str:
@@ -159,15 +170,17 @@ def _cell(count: int, diagonal: bool) -> str:
 
 def _scenario_table(rows: list[dict]) -> list[str]:
     lines = [
-        "| scenario | wanted | right | answers | flipped | late | time-to-verdict median | max |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| scenario | wanted | right | answers | flips | flipped | late "
+        "| time-to-verdict median | max |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         answers = ", ".join(f"`{g}` {n}" for g, n in sorted(r["answers"].items()))
         skipped = f" ({r['skipped']} skipped)" if r["skipped"] else ""
         lines.append(
             f"| `{r['scenario']}` | `{r['wanted']}` | {r['hits']}/{r['runs']}{skipped} | "
-            f"{answers or '-'} | {r['flips']} | {r['late']} | {_seconds(r['ttv_median_s'])} | "
+            f"{answers or '-'} | {r.get('headline_flips', 0)} | {r['flips']} | {r['late']} | "
+            f"{_seconds(r['ttv_median_s'])} | "
             f"{_seconds(r['ttv_max_s'])} |"
         )
     return lines

@@ -28,6 +28,7 @@ from traintop.views.hang_text import every_stack
 from traintop.views.verdict_text import fmt_since, focus_job, headline, label, marker, tone_style
 
 STAT_WIDTH = 8
+SHARE_SHOWN = 0.02  # claims below this are rankings (healthy compute), not time
 LABEL_WIDTH = 11
 SECTIONS = (
     ("evidence", "Evidence"),
@@ -178,7 +179,8 @@ def remedy_items(finding: Finding) -> list[Item]:
 
 
 def also_items(also: Sequence[Finding]) -> list[Item]:
-    """The other findings that hold this window, each with its own confidence."""
+    """The other findings that hold this window, each with the share of time it claims (the
+    split against the primary's) and its own confidence."""
     if not also:
         return [("", "nothing else")]
     return [
@@ -187,6 +189,7 @@ def also_items(also: Sequence[Finding]) -> list[Item]:
             Content.assemble(
                 (label(f.bottleneck), f"bold {tone_style(f)}"),
                 f"  {f.summary}",
+                (f" · {f.share * 100:.0f} % of time" if f.share >= SHARE_SHOWN else "", "dim"),
                 (f" · conf {f.confidence * 100:.0f} %", "dim"),
             ),
         )

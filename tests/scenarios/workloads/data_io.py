@@ -10,6 +10,7 @@ from __future__ import annotations
 import mmap
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -33,18 +34,20 @@ def read_direct(path: Path) -> bytes:
 
 
 class FileSamples(Dataset):
-    """One sample per file: the raw bytes, reduced to a feature vector."""
+    """One sample per file: the raw bytes (as ``read`` reads them), reduced to a feature
+    vector."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, read: Callable[[Path], bytes] = read_direct) -> None:
         self.files = sorted(root.glob("*.bin"))
+        self.read = read
         if not self.files:
-            raise SystemExit(f"data_io: no *.bin files under {root}")
+            raise SystemExit(f"no *.bin files under {root}")
 
     def __len__(self) -> int:
         return len(self.files)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        raw = torch.frombuffer(bytearray(read_direct(self.files[index])), dtype=torch.uint8)
+        raw = torch.frombuffer(bytearray(self.read(self.files[index])), dtype=torch.uint8)
         features = raw[: FEATURES * (raw.numel() // FEATURES)].view(FEATURES, -1)
         return features[:, 0].float() / 255, index % 10
 

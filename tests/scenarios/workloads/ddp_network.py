@@ -39,6 +39,16 @@ def any_rank_done(done: bool) -> bool:
     return bool(flag.item())
 
 
+def train_ranks(loader, model: torch.nn.Module, seconds: float, name: str) -> None:
+    """Train until every rank agrees the time is up, report, and leave the process group."""
+    started = time.monotonic()
+    try:
+        steps = train(loader, model, seconds, agree=any_rank_done)
+        report(f"{name} rank {dist.get_rank()}", steps, started)
+    finally:
+        dist.destroy_process_group()
+
+
 def timed_allreduce(probe: traintop.Probe):
     """A DDP comm hook: each gradient bucket is averaged by a blocking, timed all-reduce.
 

@@ -1,0 +1,139 @@
+"""The straggler as a finding: the time a job's ranks wait on one rank is that rank's to claim.
+
+In a synchronous job the other ranks finish their own work and wait in the collective for the
+slowest.  Each rank's rules see only its own side: the fast ranks' time is "communication" (no
+network explains it: the network rule takes off the skew), and the slow rank's own cause may be
+one no rule names (a blocking call in its forward, a device slower than the others').  Before,
+such a job read ``unknown`` with the straggler in the evidence.  Now the straggler claims the
+share of their step the other ranks wait on it beyond what it waits itself (what every rank
+waits is the collective's own cost) when that is most of their step, and leads, naming the
+rank, where its own time goes and its own cause when a rule finds one: the user's next move is
+that rank, whatever its cause.  This needs timed collectives on the ranks (the zero-code ``comm``
+phase, or the script's own): without them the straggler is found from its own loss and its
+cause is the job's answer (:mod:`traintop.diagnosis.fold`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from statistics import median
+
+from traintop.diagnosis import remedies
+from traintop.diagnosis.budget import is_wait
+from traintop.diagnosis.context import Context, RankResult
+from traintop.diagnosis.findings import candidate
+from traintop.diagnosis.model import Candidate, Evidence, Straggler
+from traintop.diagnosis.stats import share_true
+from traintop.diagnosis.text import pct, seconds
+from traintop.diagnosis.views import comm_share_of
+from traintop.diagnosis.where import how_to_look, where_time_goes
+
+MOST = 0.5  # the others wait on it for most of their step beyond what it waits itself
+NO_OWN_COST = frozenset({"compute", "unknown"})  # its own findings that name no lost time
+
+
+def held_back(
+    results: Sequence[RankResult], slow: RankResult, straggler: Straggler,
+    own: tuple[Candidate, ...],
+) -> Candidate | None:  # fmt: skip
+    """The ``straggler`` finding, or None when the other ranks' wait on it is not timed or
+    is not most of their step (a throttled GPU that holds its peers back a fifth of their step
+    is the throttle's case, the straggler named in its evidence; ranks a crowded host keeps a
+    little out of step are no straggler's)."""
+    claim = _claim(results, slow)
+    if claim is None or claim < MOST:
+        return None
+    return candidate(
+        slow.ctx,
+        "straggler",
+        severity="warning",
+        summary=f"Rank {slow.job.rank} holds back the job: the other ranks wait for it "
+        f"{pct(claim)} of their time",
+        evidence=_facts(results, slow, straggler, own),
+        remedies=_remedies(slow, own),
+        lost=claim,
+        steady=_held(results, slow),
+    )
+
+
+def _claim(results: Sequence[RankResult], slow: RankResult) -> float | None:
+    """The share of their step the other ranks (their median) wait beyond what it waits."""
+    mine = _comm(slow.ctx)
+    others = [c for r in results if r is not slow and (c := _comm(r.ctx)) is not None]
+    return median(others) - mine if mine is not None and others else None
+
+
+def _facts(
+    results: Sequence[RankResult], slow: RankResult, straggler: Straggler,
+    own: tuple[Candidate, ...],
+) -> tuple[Evidence, ...]:  # fmt: skip
+    """Who it is, where its own time goes, and its own cause."""
+    return (
+        Evidence(straggler.text, "straggler_gap", straggler.gap, "training"),
+        *where_time_goes(slow.ctx, own_time=True),
+        _own_cause(own, slow, results),
+    )
+
+
+def _remedies(slow: RankResult, own: tuple[Candidate, ...]) -> tuple[str, ...]:
+    """Its own cause's remedies first, then what to look at on that rank."""
+    cause = _costed(own)
+    first = cause.finding.remedies if cause is not None else ()
+    return (*first, *remedies.straggler(slow.job.rank), *how_to_look(slow.ctx))
+
+
+def _comm(ctx: Context) -> float | None:
+    return ctx.job.comm[0] if ctx.job and ctx.job.comm else None
+
+
+def _costed(own: tuple[Candidate, ...]) -> Candidate | None:
+    """The straggler's own worst finding that costs it time, if a rule found one."""
+    return next((c for c in own if c.finding.bottleneck not in NO_OWN_COST), None)
+
+
+def _own_cause(
+    own: tuple[Candidate, ...], slow: RankResult, results: Sequence[RankResult]
+) -> Evidence:
+    """What makes it slow: a rule's finding on it, else how its own work compares."""
+    cause = _costed(own)
+    if cause is not None:
+        f = cause.finding
+        first = f.evidence[0].text if f.evidence else f.summary
+        text = f"its own cause: {f.bottleneck} ({first})"
+        return Evidence(text, f"straggler.{f.bottleneck}", cause.lost_share, "training")
+    computes = any(c.finding.bottleneck == "compute" for c in own)
+    head = "more work than the others (compute)" if computes else "none a rule names"
+    mine = _own_work_s(slow.ctx)
+    others = [w for r in results if r is not slow and (w := _own_work_s(r.ctx)) is not None]
+    if mine is None or not others:
+        return Evidence(f"its own cause: {head}", "straggler.cause", None, "training")
+    text = (
+        f"its own cause: {head}; its own work takes {seconds(mine)} a step, "
+        f"the other ranks' {seconds(median(others))}"
+    )
+    return Evidence(text, "straggler.own_work_s", mine, "training")
+
+
+def _own_work_s(ctx: Context) -> float | None:
+    """Seconds a step the rank spends on its own work: every phase but the waits."""
+    phases = ctx.job.job.phases if ctx.job else ()
+    if not phases:
+        return None
+    return sum(p.mean_s for p in phases if not is_wait(p.name))
+
+
+def _held(results: Sequence[RankResult], slow: RankResult) -> float:
+    """How steadily it held the others back: the share of the window's summaries in which the
+    median other rank waited ``MOST`` more of its step than the straggler did."""
+    series = {r.job.pid: _comm_series(r.ctx) for r in results}
+    n = min(map(len, series.values()))
+    if n == 0:
+        return 1.0
+    mine = series[slow.job.pid][-n:]
+    others = [s[-n:] for pid, s in series.items() if pid != slow.job.pid]
+    return share_true(median(o[i] for o in others) - mine[i] >= MOST for i in range(n))
+
+
+def _comm_series(ctx: Context) -> list[float]:
+    rows = ctx.job.steps.rows if ctx.job else ()
+    return [comm[0] if (comm := comm_share_of(row)) else 0.0 for row in rows]

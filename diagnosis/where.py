@@ -1,0 +1,74 @@
+"""Where a rank spends its time, as far as the engine can tell: the one place that says it.
+
+Both answers that point at a rank without a cause to name, ``unknown`` (no rule holds) and
+``straggler`` (the others wait on a rank whose own cause may be unknown), say where that rank's
+step goes: its dominant phase, how long it takes a step, and whether the rank is on or off a
+CPU meanwhile (a process below half a core spends at least half of the time waiting on
+something: a device, a lock, a remote call).  Then they say how to look closer.
+
+This module is the single place for that line and that advice.  When sampled stacks of a rank
+during its dominant phase exist (the hang work, issue 25), :func:`where_time_goes` adds them
+here (the frames the samples fold into) and :func:`how_to_look` stops suggesting py-spy; both
+answers then show the stacks with no change of their own.
+"""
+
+from __future__ import annotations
+
+from traintop.collectors.phase_names import is_comm_phase
+from traintop.diagnosis.context import Context
+from traintop.diagnosis.model import Evidence
+from traintop.diagnosis.signals import WAIT_EVIDENCE_PCT
+from traintop.diagnosis.text import pct, pct100, seconds
+
+OFF_CPU_PCT = 50.0  # below half a core the trainer's main thread waits most of the time
+WHERE_TO_LOOK = (
+    "sample the trainer's stacks during the dominant phase (py-spy dump --pid PID) to see what "
+    "it waits on",
+    "time the suspected wait explicitly with probe.phase('name') so the next verdict can name it",
+)
+
+
+def cpu_state(ctx: Context) -> str:
+    """``off CPU (trainer at 3 % CPU)`` / ``on CPU (trainer at 47 % CPU, queued for one 50 %
+    of the time)``, or nothing.  A trainer queued for a CPU wants it as much as one running:
+    on a crowded host a rank burning its core gets half of one and is still on the CPU.  The
+    main thread's figures where it is measured alone (a sleeping trainer's other threads, gloo
+    and the like, queue too), else the process's."""
+    t = ctx.trainer
+    if t is None or t.cpu_pct is None:
+        return ""
+    run, wait = (t.main_cpu_pct, t.main_wait_pct) if t.main_cpu_pct is not None else (
+        t.cpu_pct, t.cpu_wait_pct)  # fmt: skip
+    queued = wait or 0.0
+    where = "off CPU" if run + queued < OFF_CPU_PCT else "on CPU"
+    text = f"{where} (trainer at {pct100(t.cpu_pct)} CPU"
+    if queued >= WAIT_EVIDENCE_PCT:
+        text += f", queued for one {pct100(queued)} of the time"
+    return text + ")"
+
+
+def where_time_goes(ctx: Context, *, own_time: bool = False) -> tuple[Evidence, ...]:
+    """The rank's dominant phase with its share, its time a step and its CPU state (with
+    ``own_time``: among its phases but the wait on its peers, as for a straggler, whose peers
+    wait for exactly the rest)."""
+    phases = ctx.job.job.phases if ctx.job else ()
+    if own_time:
+        phases = tuple(p for p in phases if not is_comm_phase(p.name)) or phases
+    if not phases:
+        return ()
+    top = max(phases, key=lambda p: p.share)
+    state = cpu_state(ctx)
+    if own_time:
+        text = f"rank {ctx.job.job.rank}: {seconds(top.mean_s)} a step in {top.name}"
+    else:
+        text = f"steps spend {pct(top.share)} in {top.name} ({seconds(top.mean_s)})"
+    text += f", {state}" if state else ""
+    return (Evidence(text, f"phase.{top.name}.share", top.share, "training"),)
+
+
+def how_to_look(ctx: Context) -> tuple[str, ...]:
+    """What to do to see inside the dominant phase of the rank."""
+    if ctx.job is None:
+        return ()
+    pid = str(ctx.job.job.pid)
+    return tuple(step.replace("PID", pid) for step in WHERE_TO_LOOK)
