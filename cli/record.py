@@ -32,7 +32,7 @@ def run_record(path: Path, *, interval_s: float, for_s: float | None,
     collectors = monitor_collectors()
     collectors.jobs.focus_pid = focus_pid  # the verdict's job: summarised on every tick
     tap = RecordingTap(recorder, collectors.jobs, match)
-    runner = VerdictRunner(job_pid=focus_pid)
+    runner = VerdictRunner(job_pid=focus_pid, sample=collectors.jobs.sample_phase)
     sampler = Sampler(collectors, interval_s=interval_s)
     sampler.start(lambda snap: tap.add(snap, runner.update(snap).verdict))
     try:

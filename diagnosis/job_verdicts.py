@@ -32,6 +32,7 @@ from traintop.diagnosis.model import (
 )
 from traintop.diagnosis.tense import clock, past
 from traintop.diagnosis.text import pct
+from traintop.diagnosis.where import sample_wish
 
 Rules = Callable[[Context], tuple[Candidate, ...]]
 LEADS = frozenset({"straggler"})  # findings whose followers explain them, not compete with them
@@ -71,7 +72,19 @@ def judge(box: Box, group: JobGroup, rules: Rules) -> JobVerdict:
         straggler=straggler,
         hang=hang,
         budget=tuple(t for r in results if (t := rank_time(r)) is not None),
+        sample=_sample_wish(results, straggler, findings[0]) if group.live and not hang else None,
     )
+
+
+def _sample_wish(
+    results: Sequence[RankResult], straggler: Straggler | None, primary: Finding
+) -> tuple[int, str] | None:
+    """Whose stacks would place the time this answer cannot: the straggler's own time, or the
+    rank ``unknown`` explains (the same rank :func:`_explained` picks)."""
+    if primary.bottleneck not in ("straggler", "unknown"):
+        return None
+    pick = next((r for r in results if straggler and r.job.pid == straggler.pid), results[0])
+    return sample_wish(pick.ctx, own_time=primary.bottleneck == "straggler")
 
 
 def _split_stated(found: tuple[Candidate, ...]) -> tuple[Candidate, ...]:

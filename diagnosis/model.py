@@ -182,6 +182,10 @@ class JobVerdict:
     straggler: Straggler | None = None
     hang: Hang | None = None  # the job stopped stepping (or crashed in its collectives)
     budget: tuple[RankTime, ...] = ()
+    # (pid, phase) of the rank whose time this answer cannot place (a straggler's own time, an
+    # ``unknown``), while traintop has no fresh samples of its stack in that phase: for whoever
+    # drives the collector to ask for them (JobCollector.sample_phase, diagnosis/where.py)
+    sample: tuple[int, str] | None = None
 
     @property
     def live(self) -> bool:

@@ -79,7 +79,7 @@ def _remedies(slow: RankResult, own: tuple[Candidate, ...]) -> tuple[str, ...]:
     """Its own cause's remedies first, then what to look at on that rank."""
     cause = _costed(own)
     first = cause.finding.remedies if cause is not None else ()
-    return (*first, *remedies.straggler(slow.job.rank), *how_to_look(slow.ctx))
+    return (*first, *remedies.straggler(slow.job.rank), *how_to_look(slow.ctx, own_time=True))
 
 
 def _comm(ctx: Context) -> float | None:

@@ -13,12 +13,15 @@ and the history need no locks.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from traintop.collectors.snapshot import Snapshot
 from traintop.diagnosis.api import Verdict, VerdictStabilizer, VerdictWindow
 from traintop.diagnosis.verdict_history import VerdictPoint, extend, point_from
 from traintop.diagnosis.verdict_window import WINDOW_S
+
+RESAMPLE_S = 10.0  # a rank whose samples have not come (or were not in its phase) is asked again
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +41,14 @@ class VerdictRunner:
         job_pid: int | None = None,
         window_s: float = WINDOW_S,
         stabilizer: VerdictStabilizer | None = None,
+        sample: Callable[[int, str], None] | None = None,
     ) -> None:
+        """``sample(pid, phase)`` asks the collector to sample a rank's stack in a phase
+        (``JobCollector.sample_phase``), for the verdicts that want to say where a rank's
+        time goes (``JobVerdict.sample``); at most once per ``RESAMPLE_S`` a rank."""
         self._job_pid = job_pid
+        self._sample = sample
+        self._asked: dict[int, float] = {}
         self._verdicts = VerdictWindow(job_pid=job_pid, window_s=window_s, stabilizer=stabilizer)
         self._history: tuple[VerdictPoint, ...] = ()
         self.runs = 0
@@ -47,6 +56,17 @@ class VerdictRunner:
     def update(self, snapshot: Snapshot) -> VerdictUpdate:
         """Add ``snapshot`` to the window and diagnose it; engine errors become the verdict."""
         verdict = self._verdicts.update(snapshot)
+        self._ask_samples(verdict, snapshot.monotonic)
         self.runs += 1
         self._history = extend(self._history, point_from(snapshot, verdict, self._job_pid))
         return VerdictUpdate(verdict, self._history)
+
+    def _ask_samples(self, verdict: Verdict, now: float) -> None:
+        """Pass on the verdicts' wishes for stack samples, each rank once per ``RESAMPLE_S``."""
+        if self._sample is None:
+            return
+        for job in verdict.per_job:
+            pid, phase = job.sample or (None, None)
+            if pid is not None and now - self._asked.get(pid, -RESAMPLE_S) >= RESAMPLE_S:
+                self._asked[pid] = now
+                self._sample(pid, phase)

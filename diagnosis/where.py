@@ -6,25 +6,32 @@ step goes: its dominant phase, how long it takes a step, and whether the rank is
 CPU meanwhile (a process below half a core spends at least half of the time waiting on
 something: a device, a lock, a remote call).  Then they say how to look closer.
 
-This module is the single place for that line and that advice.  When sampled stacks of a rank
-during its dominant phase exist (the hang work, issue 25), :func:`where_time_goes` adds them
-here (the frames the samples fold into) and :func:`how_to_look` stops suggesting py-spy; both
-answers then show the stacks with no change of their own.
+This module is the single place for that line and that advice.  The rank's helper thread can
+sample its stack (``JobCollector.sample_phase``): :func:`sample_wish` says which rank and phase
+to sample (both answers ask once their rank has no fresh samples of that phase), the verdict
+carries the wish (``JobVerdict.sample``) to whoever drives the collector, and once the samples
+arrive :func:`where_time_goes` adds the frames they fold into and :func:`how_to_look` stops
+suggesting py-spy.
 """
 
 from __future__ import annotations
 
 from traintop.collectors.phase_names import is_comm_phase
+from traintop.collectors.snapshot import PhaseSamples, PhaseShare
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.model import Evidence
 from traintop.diagnosis.signals import WAIT_EVIDENCE_PCT
+from traintop.diagnosis.stack_text import phase_sample_evidence
 from traintop.diagnosis.text import pct, pct100, seconds
 
 OFF_CPU_PCT = 50.0  # below half a core the trainer's main thread waits most of the time
-WHERE_TO_LOOK = (
+SAMPLES_FRESH_S = 30.0  # a rank's phase samples this old are taken again
+PY_SPY = (
     "sample the trainer's stacks during the dominant phase (py-spy dump --pid PID) to see what "
-    "it waits on",
-    "time the suspected wait explicitly with probe.phase('name') so the next verdict can name it",
+    "it waits on"
+)
+TIME_IT = (
+    "time the suspected wait explicitly with probe.phase('name') so the next verdict can name it"
 )
 
 
@@ -47,28 +54,54 @@ def cpu_state(ctx: Context) -> str:
     return text + ")"
 
 
-def where_time_goes(ctx: Context, *, own_time: bool = False) -> tuple[Evidence, ...]:
-    """The rank's dominant phase with its share, its time a step and its CPU state (with
-    ``own_time``: among its phases but the wait on its peers, as for a straggler, whose peers
-    wait for exactly the rest)."""
+def dominant(ctx: Context, *, own_time: bool = False) -> PhaseShare | None:
+    """The rank's largest phase (with ``own_time``: but its wait on its peers, as for a
+    straggler, whose peers wait for exactly the rest)."""
     phases = ctx.job.job.phases if ctx.job else ()
     if own_time:
         phases = tuple(p for p in phases if not is_comm_phase(p.name)) or phases
-    if not phases:
+    return max(phases, key=lambda p: p.share) if phases else None
+
+
+def where_time_goes(ctx: Context, *, own_time: bool = False) -> tuple[Evidence, ...]:
+    """The rank's dominant phase with its share, its time a step and its CPU state, then the
+    stacks it was sampled in during that phase, once they came."""
+    top = dominant(ctx, own_time=own_time)
+    if top is None:
         return ()
-    top = max(phases, key=lambda p: p.share)
     state = cpu_state(ctx)
     if own_time:
         text = f"rank {ctx.job.job.rank}: {seconds(top.mean_s)} a step in {top.name}"
     else:
         text = f"steps spend {pct(top.share)} in {top.name} ({seconds(top.mean_s)})"
     text += f", {state}" if state else ""
-    return (Evidence(text, f"phase.{top.name}.share", top.share, "training"),)
+    line = Evidence(text, f"phase.{top.name}.share", top.share, "training")
+    stacks = phase_sample_evidence(_samples_of(ctx, top.name), ctx.job.job.rank)
+    return (line, stacks) if stacks is not None else (line,)
 
 
-def how_to_look(ctx: Context) -> tuple[str, ...]:
-    """What to do to see inside the dominant phase of the rank."""
+def _samples_of(ctx: Context, phase: str) -> PhaseSamples | None:
+    """The rank's samples taken in ``phase``, if any came and they are fresh."""
+    samples = ctx.job.job.phase_samples if ctx.job else None
+    if samples is None or samples.phase not in (None, phase) or samples.age_s > SAMPLES_FRESH_S:
+        return None
+    return samples
+
+
+def sample_wish(ctx: Context, *, own_time: bool = False) -> tuple[int, str] | None:
+    """The rank (pid) and phase to sample, while there are no fresh samples of it."""
+    top = dominant(ctx, own_time=own_time)
+    if top is None or _samples_of(ctx, top.name) is not None:
+        return None
+    return ctx.job.job.pid, top.name
+
+
+def how_to_look(ctx: Context, *, own_time: bool = False) -> tuple[str, ...]:
+    """What to do to see inside the dominant phase of the rank: py-spy while traintop has no
+    samples of it (a rank without the helper thread, or before they came)."""
     if ctx.job is None:
         return ()
-    pid = str(ctx.job.job.pid)
-    return tuple(step.replace("PID", pid) for step in WHERE_TO_LOOK)
+    top = dominant(ctx, own_time=own_time)
+    sampled = top is not None and _samples_of(ctx, top.name) is not None
+    steps = (TIME_IT,) if sampled else (PY_SPY, TIME_IT)
+    return tuple(step.replace("PID", str(ctx.job.job.pid)) for step in steps)

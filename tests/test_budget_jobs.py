@@ -5,7 +5,8 @@ burst-fed loader (2 workers, each 0.48 s per batch, steps of a few ms) and a 3-r
 job whose rank 2 sleeps 150 ms in its forward run at once under `traintop run`, and one
 `traintop diagnose --json` must give each job its own answer: the loader ``data_starved`` with
 the bursts in its evidence (its long steps are data wait, not a periodic stall), the DDP job
-``straggler``, naming rank 2, the phase it spends its time in and that it is off the CPU.
+``straggler``, naming rank 2, the phase it spends its time in and that it is off the CPU, and
+where in the code that phase goes (its stack, sampled by its helper thread while diagnose ran).
 Both jobs sleep rather than compute, so sharing two cores changes neither answer.
 """
 
@@ -60,3 +61,7 @@ def test_burst_fed_loader_and_off_cpu_straggler(ring_dir: Path, tmp_path: Path) 
     assert ddp["evidence"][1].startswith("rank 2: "), context
     assert ddp["evidence"][1].split(" a step ")[1].startswith("in forward, off CPU"), context
     assert ddp["share"] >= 0.5, context
+    # where rank 2's forward goes, from its stack sampled while diagnose watched: the sleep
+    stacks = [e for e in ddp["evidence"] if e.startswith("rank 2 in forward (")]
+    assert stacks and "ddp_slow_rank.py:" in stacks[0] and " in forward" in stacks[0], context
+    assert not any("py-spy" in r for r in ddp["remedies"]), context

@@ -13,9 +13,18 @@ from dataclasses import replace
 import pytest
 
 from tests.diagnosis_factories import GIB, Scene
-from traintop.collectors.snapshot import JobSnapshot, PhaseShare, ProcessSnapshot, Snapshot
+from traintop.collectors.snapshot import (
+    Frame,
+    JobSnapshot,
+    PhaseSamples,
+    PhaseShare,
+    ProcessSnapshot,
+    Snapshot,
+    StackSample,
+)
 from traintop.diagnosis.api import VerdictStabilizer, diagnose, verdict_to_dict
 from traintop.diagnosis.job_groups import group_jobs
+from traintop.diagnosis.verdict_runner import VerdictRunner
 
 CPU_BOX = Scene(gpu_count=0, cpus=8, cpu_busy=40.0, workers=0)
 DDP = "run:tcp://127.0.0.1:29700/2"
@@ -152,6 +161,40 @@ def test_ranks_waiting_on_one_off_cpu_rank_read_straggler() -> None:
     )
     assert "py-spy dump --pid 602" in p.remedies[-2]
     assert verdict.per_job[0].straggler.rank == 2
+
+
+def _off_cpu_straggler(samples: PhaseSamples | None = None) -> list[JobSnapshot]:
+    waiting = (("forward", 0.01), ("backward", 0.01), ("comm", 0.97))
+    slow = (("forward", 0.92), ("backward", 0.01), ("comm", 0.05))
+    ranks = [rank(600 + r, r, job_id=THREE, world=3, wait=0.005, phases=waiting) for r in range(2)]
+    slow_rank = rank(602, 2, job_id=THREE, world=3, wait=0.005, phases=slow)
+    return [*ranks, replace(slow_rank, phase_samples=samples)]
+
+
+def test_a_straggler_asks_for_its_stacks_then_shows_where_its_time_goes() -> None:
+    """Without samples the job's verdict asks for rank 2's stack in forward (its own dominant
+    phase) and says py-spy; once they come, the evidence names the line and py-spy goes."""
+    cpu = {600: 2.0, 601: 2.0, 602: 3.0}
+    before = diagnose(window(_off_cpu_straggler(), cpu)).per_job[0]
+    assert before.sample == (602, "forward")
+    sleep = (Frame("/srv/train.py", 40, "train", "model(x)"),
+             Frame("/srv/model.py", 12, "forward", "time.sleep(0.15)"))  # fmt: skip
+    samples = PhaseSamples("forward", 20, 19, (StackSample(sleep, 19),), age_s=1.0)
+    after = diagnose(window(_off_cpu_straggler(samples), cpu)).per_job[0]
+    texts = [e.text for e in after.primary.evidence]
+    assert "rank 2 in forward (19 samples): 100% model.py:12 in forward: time.sleep(0.15)" in texts
+    assert after.sample is None and not any("py-spy" in r for r in after.primary.remedies)
+    stale = replace(samples, age_s=60.0)  # samples this old are asked for again
+    assert diagnose(window(_off_cpu_straggler(stale), cpu)).per_job[0].sample == (602, "forward")
+
+
+def test_the_runner_passes_a_wish_for_samples_on_once_per_rank_and_interval() -> None:
+    asked: list[tuple[int, str]] = []
+    runner = VerdictRunner(sample=lambda pid, phase: asked.append((pid, phase)))
+    snaps = window(_off_cpu_straggler(), {600: 2.0, 601: 2.0, 602: 3.0})
+    for snap in snaps:
+        runner.update(snap)
+    assert asked == [(602, "forward")]  # the window spans less than RESAMPLE_S
 
 
 def test_straggler_holding_peers_back_for_less_than_most_of_their_step_is_named_not_answer() -> (

@@ -167,7 +167,8 @@ class TraintopApp(App[None]):
         self._latest: Snapshot | None = None
         self._rec_failure: tuple[str, bool] | None = None
         self._panels: list[Panel] = []
-        self.verdicts = VerdictView(self, job_pid=focus_job)
+        sample = job_collector.sample_phase if job_collector is not None else None
+        self.verdicts = VerdictView(self, job_pid=focus_job, sample=sample)
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(self._clock, self._hostname, id="header")

@@ -11,6 +11,8 @@ even when the details screen covers it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual.app import App
 
 from traintop.collectors.snapshot import Snapshot
@@ -23,9 +25,16 @@ from traintop.tui.widgets.verdict import VerdictBanner
 class VerdictView:
     """Owns the :class:`VerdictRunner` of one app and shows what it computes."""
 
-    def __init__(self, app: App, *, job_pid: int | None = None) -> None:
+    def __init__(
+        self,
+        app: App,
+        *,
+        job_pid: int | None = None,
+        sample: Callable[[int, str], None] | None = None,
+    ) -> None:
+        """``sample``: how to ask for a rank's stack samples (see :class:`VerdictRunner`)."""
         self._app = app
-        self.runner = VerdictRunner(job_pid=job_pid)
+        self.runner = VerdictRunner(job_pid=job_pid, sample=sample)
         self.latest: VerdictUpdate | None = None
         self.shown: VerdictUpdate | None = None
         self._banner: VerdictBanner | None = None
