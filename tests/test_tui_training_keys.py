@@ -151,7 +151,7 @@ async def test_the_job_under_the_cursor_is_the_one_the_collector_summarises_ever
     """Beyond 16 live ranks the job collector summarises ranks in turns, but the focused job
     on every tick: the app tells it which job that is, as the cursor moves."""
     window = ticks(both)
-    collector = SimpleNamespace(focus=None)
+    collector = SimpleNamespace(focus=None, sample_phase=lambda pid, phase: None)
     source, app = make(window, job_collector=collector)
     async with app.run_test(size=(200, 50)) as pilot:
         await sf.feed(pilot, source, window)
