@@ -17,11 +17,11 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
-from traintop.collectors.rates import rate
+from traintop.collectors.pcie import PcieRates, counter_value
 from traintop.collectors.snapshot import GpuProcess, GpuSnapshot, GpuStatus
 
 INIT_RETRY_S = 10.0  # a driver may be loaded after traintop starts; do not hammer it
-PCIE_TX_FIELD, PCIE_RX_FIELD = 197, 198  # NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES, cumulative
+PCIE_TX_FIELD, PCIE_RX_FIELD = 197, 198  # NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES: collectors/pcie.py
 # NOT_SUPPORTED, FUNCTION_NOT_FOUND, ARGUMENT_VERSION_MISMATCH, DEPRECATED: asking again is futile.
 GIVE_UP_CODES = frozenset({3, 13, 25, 26})
 GPU_IS_LOST = 15
@@ -51,7 +51,7 @@ class _Gpu:
         self.lost = False
         self.unsupported: set[str] = set()
         self.static: dict[str, Any] = dict(previous.identity()) if previous else {}
-        self.pcie_prev: tuple[int, int, float] | None = None
+        self.pcie = PcieRates()
         self.errors: list[str] = []
         self.memory_v2 = partial(nvml.nvmlDeviceGetMemoryInfo, version=nvml.nvmlMemory_v2)
         self.temperature: Alternatives = ()
@@ -217,7 +217,8 @@ class _Gpu:
         return mem.total, mem.used, None, mem.free
 
     def _pcie(self, now: float) -> tuple[float | None, float | None]:
-        """(rx, tx) bytes/s from the cumulative counters; ``None`` until two readings exist."""
+        """(rx, tx) bytes/s from the cumulative counters (NVML's own measurement when they may
+        have lapped: collectors/pcie.py); ``None`` until two readings exist."""
         fields = [PCIE_TX_FIELD, PCIE_RX_FIELD]
         values = self.probe("pcie", self.nvml.nvmlDeviceGetFieldValues, self.handle, fields)
         if values is None:
@@ -228,11 +229,10 @@ class _Gpu:
         if any(codes):
             self.unsupported.add("pcie")
             return None, None
-        tx, rx = values[0].value.ullVal, values[1].value.ullVal
-        prev, self.pcie_prev = self.pcie_prev, (tx, rx, now)
-        if prev is None:
-            return None, None
-        return rate(prev[1], rx, now - prev[2]), rate(prev[0], tx, now - prev[2])
+        nv, h = self.nvml, self.handle
+        measure = partial(self.probe, "pcie_throughput", nv.nvmlDeviceGetPcieThroughput, h)
+        tx, rx = self.pcie.update([counter_value(v) for v in values], now, measure)
+        return rx, tx
 
     def _processes(self, total: int | None) -> tuple[GpuProcess, ...]:
         """Compute and graphics processes, merged per pid ("C+G") with nonsense rows dropped."""

@@ -69,7 +69,7 @@ class Field:
 
 
 def _mib(value: int | None) -> int | None:
-    return None if value is None else value // MIB
+    return None if value is None else round(value / MIB)
 
 
 def _whole(value: float | None) -> int | None:

@@ -2,11 +2,12 @@
 process group unless the user decided, read through whatever dump the installed torch offers,
 parsed from the JSON of ``FlightRecorder::dump_json``.
 
-The GPU check runs ``read_flight_recorder()`` on NCCL.  Here the parser reads two documents: one
-torch 2.13 wrote on gloo (taken from a real run) and one in the NCCL shape of torch 2.4 (version
-"2.4": ``nccl:`` names, a started entry); and the real function runs on gloo, whose process
-groups torch 2.13 records too, in the hung job of tests/test_hangs.py (its ranks' stack replies
-carry the unfinished entries).
+The GPU check runs ``read_flight_recorder()`` on NCCL.  Here the parser reads three documents: one
+torch 2.13 wrote on gloo (taken from a real run), one torch 2.11 wrote on NCCL on an H100 (the GPU
+check's run), and one in the NCCL shape of torch 2.4 (version "2.4": ``nccl:`` names, a started
+entry); the reader takes every recorder the installed torch has; and the real function runs on gloo,
+whose process groups torch 2.13 records too, in the hung job of tests/test_hangs.py (its ranks'
+stack replies carry the unfinished entries).
 """
 
 from __future__ import annotations
@@ -74,6 +75,57 @@ def test_the_json_of_the_nccl_recorder_parses() -> None:
         "1", 1042, "reduce_scatter", "started")  # fmt: skip
     assert started.sizes == ((8192, 1024),) and started.unfinished and not completed.unfinished
     assert fr.parse(json.dumps({"version": "2.4"})) == []  # no entries: the key is absent
+
+
+NCCL_H100_2_11 = {  # torch 2.11.0+cu130 on an H100, NCCL, one rank: _dump_nccl_trace_json
+    "version": "2.10",
+    "pg_config": {"0": {"desc": "default_pg", "name": "0", "ranks": "[0]"}},
+    "entries": [
+        {"collective_seq_id": 1, "input_dtypes": ["Float"], "input_sizes": [[1024]],
+         "is_p2p": False, "op_id": 1, "output_dtypes": ["Float"], "output_sizes": [[1024]],
+         "p2p_seq_id": 0, "pg_id": 0, "process_group": ["0", "default_pg"],
+         "profiling_name": "nccl:all_reduce", "record_id": 0, "retired": False,
+         "state": "completed", "thread_id": "140338864320832", "thread_name": "python3",
+         "time_created_ns": 1795745314622862490,
+         "time_discovered_completed_ns": 1795745314623465703,
+         "time_discovered_started_ns": 0, "timeout_ms": 600000},
+    ],
+}  # fmt: skip
+# the same process's _dump_fr_trace_json: the recorder other backends use, empty on NCCL
+OTHER_RECORDER_ON_NCCL = {"comm_lib_version": "", "nccl_comm_state": {}, "pg_config": {},
+                          "pg_status": {}, "version": "2.10"}  # fmt: skip
+
+
+def _torch_with(monkeypatch, **dumps: dict) -> None:
+    """A stand-in ``torch`` in sys.modules whose c10d module has these JSON dumps."""
+    from types import SimpleNamespace
+
+    def dumper(document: dict):
+        return lambda includeCollectives, onlyActive: json.dumps(document).encode()
+
+    c10d = SimpleNamespace(**{name: dumper(doc) for name, doc in dumps.items()})
+    monkeypatch.setitem(os.sys.modules, "torch", SimpleNamespace(_C=SimpleNamespace(
+        _distributed_c10d=c10d)))  # fmt: skip
+
+
+def test_every_recorder_is_read_nccl_s_and_the_other_backends(monkeypatch) -> None:
+    """On a CUDA build both dumps exist and NCCL's entries are only in NCCL's (seen on an H100:
+    reading the other one alone found nothing); a gloo group's are in the other."""
+    _torch_with(monkeypatch, _dump_fr_trace_json=OTHER_RECORDER_ON_NCCL,
+                _dump_nccl_trace_json=NCCL_H100_2_11)  # fmt: skip
+    (entry,) = fr.read_flight_recorder(only_active=False)
+    assert (entry.group, entry.seq, entry.op, entry.state) == (
+        "0:default_pg", 1, "all_reduce", "completed")  # fmt: skip
+    _torch_with(monkeypatch, _dump_fr_trace_json=GLOO_2_13, _dump_nccl_trace_json=NCCL_H100_2_11)
+    assert [(e.group, e.seq) for e in fr.read_flight_recorder()] == [  # in the order issued
+        ("0:default_pg", 1), ("0:default_pg", 2), ("0:default_pg", 1)]  # fmt: skip
+
+
+def test_a_collective_two_dumps_return_is_kept_once(monkeypatch) -> None:
+    _torch_with(monkeypatch, _dump_fr_trace_json=GLOO_2_13, _dump_nccl_trace_json=GLOO_2_13)
+    assert [e.seq for e in fr.read_flight_recorder()] == [1, 2]
+    _torch_with(monkeypatch)
+    assert fr.read_flight_recorder() is None  # a torch without a recorder
 
 
 @pytest.mark.parametrize(

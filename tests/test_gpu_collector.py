@@ -111,7 +111,7 @@ def test_pcie_not_supported_stays_none(fake_nvml, clock) -> None:
     clock.advance(1.0)
     gpus, _ = collector.collect()
     assert gpus[2].pcie_rx_bytes_per_s is None
-    assert gpus[1].pcie_rx_bytes_per_s == pytest.approx(1e6)
+    assert gpus[1].pcie_rx_bytes_per_s == pytest.approx(1e6, rel=1e-3)  # KB/s, the first interval
 
 
 def test_gpu_lost_mid_run_keeps_identity_and_others_go_on(fake_nvml, clock) -> None:
@@ -259,3 +259,43 @@ def test_close_releases_nvml(fake_nvml, clock) -> None:
 def test_default_nvml_module_is_pynvml(fake_nvml) -> None:
     gpus, status = GpuCollector().collect()
     assert status.available and gpus[0].name == "NVIDIA H100 80GB HBM3"
+
+
+def test_a_copy_that_laps_the_32_bit_counters_reads_nvml_s_own_measurement(
+    fake_nvml, clock
+) -> None:
+    """An H100's PCIe byte counters are 32-bit: at 55 GB/s they wrap 12 times a second, and
+    their increase between ticks says nothing; the collector reads the link's throughput."""
+    collector = collector_for(fake_nvml, clock)
+    fake_nvml.directive("0 set pcie.rx_rate 55000000000", "0 set pcie.tx_rate 120000000")
+    readings = []
+    for _ in range(6):
+        gpus, _ = collector.collect()
+        readings.append((gpus[0].pcie_rx_bytes_per_s, gpus[0].pcie_tx_bytes_per_s))
+        clock.advance(1.0)
+    assert readings[0] == (None, None)
+    for rx, tx in readings[1:]:
+        assert rx == pytest.approx(55e9, rel=1e-4) and tx == pytest.approx(1.2e8, rel=1e-4)
+
+
+def test_a_32_bit_counter_that_wraps_once_between_ticks_reads_its_increase(
+    fake_nvml, clock
+) -> None:
+    collector = collector_for(fake_nvml, clock)
+    fake_nvml.directive("0 set pcie.rx_rate 300000000")
+    clock.advance(12.0)  # 3.6 GB: the counter wraps (at 4.29 GB) between the last two ticks
+    rates = []
+    for _ in range(4):
+        gpus, _ = collector.collect()
+        rates.append(gpus[0].pcie_rx_bytes_per_s)
+        clock.advance(1.0)
+    assert rates[0] is None and rates[1:] == [pytest.approx(3e8, rel=1e-4)] * 3
+
+
+def test_without_nvml_s_measurement_a_lapped_counter_gives_no_figure(fake_nvml, clock) -> None:
+    collector = collector_for(fake_nvml, clock)
+    fake_nvml.directive("0 set pcie.rx_rate 55000000000", "0 error nvmlDeviceGetPcieThroughput 3")
+    collector.collect()
+    clock.advance(1.0)
+    gpus, _ = collector.collect()
+    assert gpus[0].pcie_rx_bytes_per_s is None  # not a lapped 3 GB/s

@@ -28,10 +28,17 @@ REPO = Path(__file__).resolve().parents[1]
 WRITER = Path(__file__).parent / "workloads" / "ring_writer.py"
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_writer(ring: Path, *args: str) -> tuple[subprocess.Popen, Path]:
     env = {**os.environ, "TRAINTOP_RING_DIR": str(ring), "PYTHONPATH": str(REPO)}
+    # SIGINT as a terminal delivers it: a suite started in the background (`cmd &` in a script)
+    # hands its children SIGINT ignored, and Python then never raises KeyboardInterrupt
     proc = subprocess.Popen([sys.executable, str(WRITER), *args], env=env, cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)  # fmt: skip
     line = proc.stdout.readline().strip()
     if not line:
         proc.kill()

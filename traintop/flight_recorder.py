@@ -9,9 +9,12 @@ shim turns it on before ``init_process_group`` when the user has not set
 NCCL (``FLIGHT_RECORDER_ENTRIES`` entries; docs/probe.md says what they cost), and the stack
 helper reads its unfinished entries when a monitor asks for a stack (a stall).
 
-The read is feature-detected: ``torch._C._distributed_c10d._dump_fr_trace_json`` (torch >= 2.7,
-any backend that records: NCCL, and gloo since 2.10), else ``_dump_nccl_trace_json`` (the NCCL
-builds of 2.3-2.6), else nothing.  Both return the JSON of ``FlightRecorder::dump_json``
+The read is feature-detected, and reads every recorder the installed torch has: NCCL's
+(``torch._C._distributed_c10d._dump_nccl_trace_json``, CUDA builds since 2.3) and the one other
+backends record into (``_dump_fr_trace_json``, gloo since 2.10).  They are two recorders, not two
+names for one: on a real H100 with torch 2.11 the NCCL group's all-reduces were in the first, and
+the second was empty (the GPU check, docs/gpu-check.md).  Both return the JSON of
+``FlightRecorder::dump_json``
 (torch/csrc/distributed/c10d/FlightRecorderDetail.hpp): ``{"version", "pg_config",
 "pg_status", "entries": [...]}``, each entry with ``process_group`` ([name, desc]),
 ``collective_seq_id``, ``profiling_name`` ("nccl:all_reduce"), ``input_sizes``,
@@ -30,7 +33,7 @@ from typing import Any
 
 ENV_SIZES = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 FLIGHT_RECORDER_ENTRIES = 2000
-DUMPERS = ("_dump_fr_trace_json", "_dump_nccl_trace_json")
+DUMPERS = ("_dump_nccl_trace_json", "_dump_fr_trace_json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,19 +80,27 @@ def enabled() -> bool:
     return False
 
 
-def _dumper() -> Any:
-    """The installed torch's JSON dump, or None (no torch loaded, or none of the known names)."""
+def _dumpers() -> list[Any]:
+    """The installed torch's JSON dumps (none when torch is not loaded or has none of them)."""
     c10d = getattr(getattr(sys.modules.get("torch"), "_C", None), "_distributed_c10d", None)
-    return next((getattr(c10d, name) for name in DUMPERS if hasattr(c10d, name)), None)
+    return [getattr(c10d, name) for name in DUMPERS if hasattr(c10d, name)]
 
 
 def read_flight_recorder(only_active: bool = True) -> list[FlightEntry] | None:
-    """The recorder's entries (only those not completed by default), oldest first; None when
+    """Every recorder's entries (only those not completed by default), oldest first; None when
     this torch has no recorder to read.  Raises what torch raises (the caller decides)."""
-    dump = _dumper()
-    if dump is None:
+    dumps = _dumpers()
+    if not dumps:
         return None
-    return parse(dump(includeCollectives=True, onlyActive=only_active))
+    raw = [dump(includeCollectives=True, onlyActive=only_active) for dump in dumps]
+    return merged([parse(document) for document in raw])
+
+
+def merged(readings: list[list[FlightEntry]]) -> list[FlightEntry]:
+    """The entries of several recorders in the order they were issued; one collective seen by
+    two of them (a torch whose two names dump the same recorder) is kept once."""
+    unique = {(e.group, e.seq, e.op, e.created_ns): e for reading in readings for e in reading}
+    return sorted(unique.values(), key=lambda e: e.created_ns)
 
 
 def parse(raw: bytes | str) -> list[FlightEntry]:

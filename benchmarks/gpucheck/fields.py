@@ -45,7 +45,7 @@ EXACT = Tolerance()
 
 
 def _mib(value: int | None) -> int | None:
-    return None if value is None else value // MIB
+    return None if value is None else round(value / MIB)  # nvidia-smi rounds: 5196.8 -> 5197
 
 
 def from_gpu(gpu: dict[str, Any], driver: str | None = None, count: int | None = None):

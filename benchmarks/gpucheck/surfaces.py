@@ -14,6 +14,7 @@ import signal
 import subprocess
 import time
 import urllib.request
+from typing import Any
 
 from gpucheck import nvsmi
 from gpucheck.context import Context
@@ -148,8 +149,13 @@ def snapshot_json(ctx: Context, job_pid: int | None) -> Result:
 
 def _snapshot_gpu(gpu: dict, status: dict, count: int, before, after) -> list:
     ours = from_gpu(gpu, status.get("driver_version"), count)
-    reference = {name: ours[name] for name in before.fields if name in ours}
+    # numbers as numbers, so each field's tolerance applies (memory moves while a job runs)
+    reference = {name: _number(ours[name]) for name in before.fields if name in ours}
     return compare_all(reference, [before.values(gpu["index"]), after.values(gpu["index"])])
+
+
+def _number(value: Any) -> Any:
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 async def _shoot(app, seconds: float) -> str:

@@ -333,7 +333,8 @@ nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t h, unsigne
     return reasons(h, K_REASONS_SUPPORTED, m, __func__);
 }
 
-/* Cumulative PCIe byte counters (fields 197 TX / 198 RX) grow at the scripted rates. */
+/* Cumulative PCIe byte counters (fields 197 TX / 198 RX) grow at the scripted rates.  32-bit, as
+ * an H100 with driver 580 answers them (valueType UNSIGNED_INT): they wrap every 4 GiB. */
 static void field_value(struct fake_device *d, nvmlFieldValue_t *f, double now) {
     char symbol[32];
     snprintf(symbol, sizeof symbol, "field%u", f->fieldId);
@@ -345,9 +346,10 @@ static void field_value(struct fake_device *d, nvmlFieldValue_t *f, double now) 
         f->nvmlReturn = code ? code : NOT_SUPPORTED;
         return;
     }
-    f->valueType = 3; /* NVML_VALUE_TYPE_UNSIGNED_LONG_LONG */
+    f->valueType = 1; /* NVML_VALUE_TYPE_UNSIGNED_INT */
     f->nvmlReturn = OK;
-    f->value.ullVal = (unsigned long long)((double)d->value[k] * now);
+    f->value.ullVal = 0;
+    f->value.uiVal = (unsigned int)(unsigned long long)((double)d->value[k] * now);
 }
 
 /* The slow call (a real driver measures a 20 ms window inside it): the scripted rate in KB/s,

@@ -22,21 +22,28 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
 BUFFER_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
-DUMPS = ("_dump_fr_trace_json", "_dump_nccl_trace_json")  # torch >= 2.7; NCCL builds 2.3-2.6
+# NCCL's recorder (CUDA builds since 2.3) and the one other backends use (gloo since 2.10): two
+# recorders, so the one holding this job's entries is kept (on an H100 with torch 2.11 the first
+# name alone read nothing)
+DUMPS = ("_dump_nccl_trace_json", "_dump_fr_trace_json")
 # The hang work's reader (issue 25): every entry of this process's recorder, or None.
 READER = ("traintop.flight_recorder", "read_flight_recorder")
 ALL_REDUCES = 3
 
 
 def dump() -> tuple[str, bytes]:
-    """torch's JSON dump of every entry, and the name of the function that made it."""
+    """torch's JSON dump of every entry (the recorder that holds most), and the name of the
+    function that made it."""
     import torch._C._distributed_c10d as c10d
 
-    for name in DUMPS:
-        function = getattr(c10d, name, None)
-        if function is not None:
-            return name, function(includeCollectives=True, onlyActive=False)
-    raise RuntimeError(f"this torch has none of {DUMPS}")
+    dumps = [
+        (name, getattr(c10d, name)(includeCollectives=True, onlyActive=False))
+        for name in DUMPS
+        if hasattr(c10d, name)
+    ]
+    if not dumps:
+        raise RuntimeError(f"this torch has none of {DUMPS}")
+    return max(dumps, key=lambda named: len(json.loads(named[1]).get("entries", ())))
 
 
 def traintop_reader() -> dict:
