@@ -121,6 +121,20 @@ def test_every_recorder_is_read_nccl_s_and_the_other_backends(monkeypatch) -> No
         ("0:default_pg", 1), ("0:default_pg", 2), ("0:default_pg", 1)]  # fmt: skip
 
 
+def test_a_recorder_that_fails_to_dump_leaves_the_other_s_entries(monkeypatch) -> None:
+    _torch_with(monkeypatch, _dump_fr_trace_json=GLOO_2_13, _dump_nccl_trace_json=NCCL_H100_2_11)
+    c10d = os.sys.modules["torch"]._C._distributed_c10d
+
+    def broken(includeCollectives, onlyActive):
+        raise RuntimeError("no NCCL here")
+
+    c10d._dump_nccl_trace_json = broken
+    assert [e.seq for e in fr.read_flight_recorder()] == [1, 2]
+    c10d._dump_fr_trace_json = broken
+    with pytest.raises(RuntimeError):
+        fr.read_flight_recorder()
+
+
 def test_a_collective_two_dumps_return_is_kept_once(monkeypatch) -> None:
     _torch_with(monkeypatch, _dump_fr_trace_json=GLOO_2_13, _dump_nccl_trace_json=GLOO_2_13)
     assert [e.seq for e in fr.read_flight_recorder()] == [1, 2]

@@ -14,13 +14,11 @@ The read is feature-detected, and reads every recorder the installed torch has: 
 backends record into (``_dump_fr_trace_json``, gloo since 2.10).  They are two recorders, not two
 names for one: on a real H100 with torch 2.11 the NCCL group's all-reduces were in the first, and
 the second was empty (the GPU check, docs/gpu-check.md).  Both return the JSON of
-``FlightRecorder::dump_json``
-(torch/csrc/distributed/c10d/FlightRecorderDetail.hpp): ``{"version", "pg_config",
-"pg_status", "entries": [...]}``, each entry with ``process_group`` ([name, desc]),
-``collective_seq_id``, ``profiling_name`` ("nccl:all_reduce"), ``input_sizes``,
-``input_dtypes``, ``state`` (scheduled, started, completed), ``retired``, ``time_created_ns``,
-``timeout_ms``; the key ``entries`` is absent when there are none.  Stdlib only; torch is
-looked up, never imported.
+``FlightRecorder::dump_json`` (torch/csrc/distributed/c10d/FlightRecorderDetail.hpp): ``{"version",
+"pg_config", "pg_status", "entries": [...]}``, each entry with ``process_group`` ([name, desc]),
+``collective_seq_id``, ``profiling_name`` ("nccl:all_reduce"), ``input_sizes``, ``input_dtypes``,
+``state`` (scheduled, started, completed), ``retired``, ``time_created_ns``, ``timeout_ms``; the key
+``entries`` is absent when there are none.  Stdlib only; torch is looked up, never imported.
 """
 
 from __future__ import annotations
@@ -88,12 +86,17 @@ def _dumpers() -> list[Any]:
 
 def read_flight_recorder(only_active: bool = True) -> list[FlightEntry] | None:
     """Every recorder's entries (only those not completed by default), oldest first; None when
-    this torch has no recorder to read.  Raises what torch raises (the caller decides)."""
-    dumps = _dumpers()
-    if not dumps:
-        return None
-    raw = [dump(includeCollectives=True, onlyActive=only_active) for dump in dumps]
-    return merged([parse(document) for document in raw])
+    this torch has no recorder to read.  Raises what torch raised when no recorder could be
+    read (the caller decides); one that fails does not hide the other's entries."""
+    dumps, readings, error = _dumpers(), [], None
+    for dump in dumps:
+        try:
+            readings.append(parse(dump(includeCollectives=True, onlyActive=only_active)))
+        except Exception as exc:
+            error = exc
+    if error is not None and not readings:
+        raise error
+    return merged(readings) if dumps else None
 
 
 def merged(readings: list[list[FlightEntry]]) -> list[FlightEntry]:
