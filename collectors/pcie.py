@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from traintop.collectors.rates import counter_delta, measured
+from traintop.collectors.rates import measured, rate
 
 # NVML valueType of a field: UNSIGNED_INT, UNSIGNED_LONG (64-bit on Linux), UNSIGNED_LONG_LONG
 WIDTH_BITS = {1: 32, 2: 64, 3: 64}
@@ -65,8 +65,7 @@ class PcieRates:
             return None
         value, bits = counter
         if bits > LAPPABLE_BITS:
-            delta = counter_delta(prev[0], value)
-            return None if delta is None else measured(delta / dt)
+            return rate(prev[0], value, dt)
         span = 1 << bits
         delta = (value - prev[0]) % span
         if not self.busy[d] and delta < LAP_RISK * span:
