@@ -90,6 +90,12 @@ class GpuProcess:
     pid: int
     used_memory_bytes: int | None
     kind: str = "C"  # "C" compute, "G" graphics, as in nvidia-smi
+    # The process's own share of the GPU over the last interval, from NVML's per-process
+    # utilization (nvmlDeviceGetProcessesUtilizationInfo, else nvmlDeviceGetProcessUtilization):
+    # SM ("a kernel of this process ran", nvitop's %SM) and frame-buffer bandwidth, 0-100.  None
+    # where the driver gives none (unsupported, MIG, no sample, a garbage value).
+    sm_util_pct: float | None = None
+    mem_util_pct: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +132,18 @@ class GpuSnapshot:
     pcie_tx_bytes_per_s: float | None = None
     mig_mode: bool | None = None
     processes: tuple[GpuProcess, ...] = ()
+    # The mean of the driver's utilization samples (nvmlDeviceGetSamples) since the previous
+    # tick: "a kernel ran" over the whole interval, not only its last sample period.
+    util_gpu_mean_pct: float | None = None
+    # Hopper and newer, NVML GPM (the counters DCGM's profiling fields read), 0-100 over the last
+    # interval; None where GPM is unsupported.  SM active: SMs with a warp resident
+    # (DCGM_FI_PROF_SM_ACTIVE); occupancy: resident warps of the maximum; tensor: any tensor
+    # pipe active (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE); DRAM: memory bandwidth used of the peak
+    # (DCGM_FI_PROF_DRAM_ACTIVE).
+    sm_active_pct: float | None = None
+    sm_occupancy_pct: float | None = None
+    tensor_active_pct: float | None = None
+    dram_active_pct: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +210,22 @@ class PhaseShare:
 
 
 @dataclass(frozen=True, slots=True)
+class ProcState:
+    """What the kernel says of a process (its main thread, or the thread named): read before a
+    stalled rank or worker is asked for its stack.  ``state`` is /proc's letter (R running, S
+    sleeping, D uninterruptible, T stopped, t traced, Z zombie, X dead); ``cpu_s`` its CPU
+    time so far, so two readings tell a working process from a stuck one; ``wchan``, ``syscall``
+    (its name) and ``file`` (the path of the fd that syscall is on) say where it waits."""
+
+    state: str
+    cpu_s: float | None = None
+    cpu_pct: float | None = None  # over the last interval
+    wchan: str | None = None
+    syscall: str | None = None
+    file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerSnapshot:
     """A DataLoader worker process of a job (a child of the trainer)."""
 
@@ -199,6 +233,10 @@ class WorkerSnapshot:
     cpu_pct: float | None
     rss_bytes: int | None
     read_bytes_per_s: float | None
+    # Only while its rank waits for a batch past the stall limit: the kernel's view and, where
+    # the worker registered the faulthandler signal, its Python stack.
+    proc: ProcState | None = None
+    stack: RankStack | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,10 +306,119 @@ class PhaseSamples:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuStepProfile:
+    """One step of a rank profiled on the GPU (torch.profiler, one step every so often), its
+    wall time split as Holistic Trace Analysis splits a stream's idle time.  The shares are of
+    the step's wall time and add up to 1: kernels (kernel, memcpy, memset) running, or the GPU
+    idle because the next launch came late (host_wait: launch-bound), because the host waited on
+    a sync (sync), in the short gap between back-to-back kernels (kernel_wait), or otherwise."""
+
+    step: int
+    age_s: float
+    step_s: float  # the profiled step's wall time (profiling slows it a little)
+    kernel_share: float
+    host_wait_share: float
+    sync_share: float
+    kernel_wait_share: float
+    other_share: float
+    kernels: int  # kernel launches in the step
+    median_kernel_us: float | None = None
+    launch_us_p50: float | None = None  # the CPU time of one launch call, median
+    pageable_copies: int = 0  # host-to-device copies from pageable memory (pinning would help)
+    attention: str | None = None  # SDPA kernel run: "flash", "efficient", "cudnn", "math"
+    every_s: float | None = None  # how often a step is profiled
+    cost_share: float | None = None  # profiling's measured cost as a share of training time
+
+
+@dataclass(frozen=True, slots=True)
+class SyncSite:
+    """A line of the user's code where the host waited for the GPU (``.item()``, a blocking
+    copy, ``torch.cuda.synchronize()``...), from the probe's sync hook."""
+
+    file: str
+    line: int
+    function: str
+    kind: str  # "item", "copy", "nonzero", "synchronize", "event", "stream", "other"
+    per_step: float  # over the recent window
+    total: int  # since the probe started
+    code: str = ""  # the source line, stripped
+
+
+@dataclass(frozen=True, slots=True)
+class LoaderFacts:
+    """One DataLoader as the job built it (torch's defaults where it did not say)."""
+
+    num_workers: int
+    pin_memory: bool
+    persistent_workers: bool
+    prefetch_factor: int | None  # None with no workers
+    batch_size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OptimizerFacts:
+    """One optimizer: its class and the kernels it was asked for (None: torch's default)."""
+
+    name: str
+    fused: bool | None
+    foreach: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What the job already does, as its probe saw it, so no remedy it follows is offered.
+    ``None`` is "could not tell" and never "off"."""
+
+    device: str | None = None  # "cuda" or "cpu": where the model's parameters are
+    autocast: str | None = None  # "bf16", "fp16", "off" as seen inside forward
+    compiled: bool | None = None  # torch.compile'd model, or dynamo frames captured
+    cuda_graphs: bool | None = None
+    optimizers: tuple[OptimizerFacts, ...] = ()
+    loaders: tuple[LoaderFacts, ...] = ()
+    has_conv: bool | None = None
+    channels_last: bool | None = None
+    tf32_matmul: bool | None = None
+    tf32_cudnn: bool | None = None
+    attention: str | None = None  # SDPA kernel in use ("flash", ...) or "manual" (no SDPA)
+    pinned_copies: bool | None = None  # host-to-device copies come from pinned memory
+
+
+@dataclass(frozen=True, slots=True)
+class CpuLimit:
+    """The CPUs a process may use by its cgroup (v1 or v2), not the host's count."""
+
+    cpus: float  # what it may use: the least of its quota, its cpuset and the host
+    quota_cpus: float | None  # cpu.max (v2) or cfs_quota_us / cfs_period_us (v1); None: no quota
+    cpuset: tuple[int, ...] | None  # the effective cpuset; None: every CPU of the host
+    throttled_share: float | None = None  # of the quota periods over the last interval
+    throttled_s_per_s: float | None = None  # time throttled per second over it
+    cgroup: str = ""  # the cgroup's path, as /proc/PID/cgroup names it
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a rank's run ended, as it happened.  ``kind``: "finished" (the script returned),
+    "raised" (an exception left it: ``detail`` is its type and message, ``frame`` where it came
+    from), "signal" (stopped by one: ``detail`` is its name, SIGTERM, SIGINT...), "gone" (no word:
+    killed, or died in native code)."""
+
+    kind: str
+    detail: str = ""
+    frame: Frame | None = None
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class JobSnapshot:
     """A training process attached through its ring buffer, summarised over a recent window.
 
-    ``state`` is one of "live", "stalled", "finished", "crashed", "restarted".
+    ``state`` is one of "starting" (its ring exists, no step has ended yet), "live", "stalled",
+    "finished", "crashed", "restarted" (``ending`` says how an ended run ended).
+    ``gpu_busy_share`` is the card's own truth over the recent window, read from
+    ``gpu_busy_source``: "profile" (a sampled step's kernel time), "process" (NVML's
+    per-process SM utilization) or "device" (NVML's GPU utilization); ``gpu_queued_share`` is
+    the CUDA-event span, time with work queued on the stream: an upper bound of busy, never
+    shown as busy.
     """
 
     pid: int
@@ -319,6 +466,19 @@ class JobSnapshot:
     # The same recent steps split by phase: one column per phase (``phases``' order), each as
     # long as ``recent_step_times_s``, so a long step's excess can be told by the phase it fell in.
     recent_phase_times_s: tuple[tuple[float, ...], ...] = ()
+    # ---- the card's truth and what the job already does (collectors/gpu_truth.py, the probe's
+    # facts side file) ----
+    gpu_busy_source: str | None = None
+    gpu_queued_share: float | None = None
+    gpu_profile: GpuStepProfile | None = None
+    sync_sites: tuple[SyncSite, ...] = ()  # most per step first
+    facts: JobFacts | None = None
+    cuda_alloc_retries: int | None = None  # the caching allocator's retries since start
+    cpu_limit: CpuLimit | None = None
+    # ---- the run's life ----
+    first_step_s: float | None = None  # how long the first step took (the warm-up)
+    ending: Ending | None = None  # how an ended run ended; None while it runs
+    proc: ProcState | None = None  # the kernel's view of the rank, read while it stalls or starts
 
 
 @dataclass(frozen=True, slots=True, eq=False)
