@@ -203,3 +203,12 @@ def test_h100x8_scenario_fills_everything(fake_nvml, clock) -> None:
     assert gpus[3].processes[0].sm_util_pct == 84.0
     c.close()
     assert fake_nvml.gpm_samples_live() == 0
+
+
+def test_unscripted_fake_gives_the_first_compute_process_the_device_utilization(
+    fake_nvml, clock
+) -> None:
+    c = collector(fake_nvml, clock, "0 set util.gpu 64", "0 set util.mem 22",
+                  f"0 proc {PID} 1073741824", "0 proc 41300 1048576 G")  # fmt: skip
+    procs = {p.pid: (p.sm_util_pct, p.mem_util_pct) for p in gpu(c).processes}
+    assert procs == {PID: (64.0, 22.0), 41300: (0.0, 0.0)}

@@ -475,10 +475,25 @@ nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t h, int type, unsigned long long l
     DONE(OK);
 }
 
-/* The samples of both per-process calls: one per scripted process for the newest sample period,
- * if it is newer than lastSeen.  Returns how many there are. */
-static unsigned int procutil_count(struct fake_device *d, unsigned long long last_seen) {
-    return sample_us(newest_sample()) > last_seen ? (unsigned int)d->n_procutil : 0;
+/* The samples of both per-process calls for the newest sample period, if it is newer than
+ * lastSeen: the scripted procutil lines; with none, the first compute process does all the work
+ * (the device's util.gpu and util.mem), so an unscripted scenario stays self-consistent.  Like the
+ * driver, only processes with some utilization have a sample.  Returns how many there are. */
+static unsigned int procutil_rows(struct fake_device *d, unsigned long long last_seen,
+                                  struct fake_procutil *rows) {
+    if (sample_us(newest_sample()) <= last_seen) return 0;
+    if (d->n_procutil) {
+        memcpy(rows, d->procutil, sizeof *rows * (size_t)d->n_procutil);
+        return (unsigned int)d->n_procutil;
+    }
+    long long sm = fake_value(d, K_UTIL_GPU), mem = fake_value(d, K_UTIL_MEM);
+    for (int i = 0; i < d->n_procs; i++) {
+        if (d->procs[i].kind != 'C' || sm == FAKE_NA || (sm <= 0 && mem <= 0)) continue;
+        rows[0] = (struct fake_procutil){d->procs[i].pid, (unsigned)sm,
+                                         mem == FAKE_NA ? 0u : (unsigned)mem};
+        return 1;
+    }
+    return 0;
 }
 
 /* Shared gate: which API the device answers, MIG (no per-process data), and the sizing step. */
@@ -492,14 +507,14 @@ static int procutil_gate(struct fake_device *d, enum fake_procutil_api api, unsi
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h, nvmlProcessUtilizationSample_t *out,
                                              unsigned int *count, unsigned long long last_seen) {
     DEVICE_CALL(h);
-    unsigned int n = procutil_count(d, last_seen);
+    struct fake_procutil rows[FAKE_MAX_PROCUTIL];
+    unsigned int n = procutil_rows(d, last_seen, rows);
     int rc = procutil_gate(d, PROCUTIL_OLD, n, *count, out != NULL);
     if (rc == INSUFFICIENT) *count = n;
     if (rc) DONE(rc);
     unsigned long long ts = sample_us(newest_sample());
     for (unsigned int i = 0; i < n; i++)
-        out[i] = (nvmlProcessUtilizationSample_t){d->procutil[i].pid, ts, d->procutil[i].sm,
-                                                  d->procutil[i].mem, 0, 0};
+        out[i] = (nvmlProcessUtilizationSample_t){rows[i].pid, ts, rows[i].sm, rows[i].mem, 0, 0};
     *count = n;
     DONE(OK);
 }
@@ -509,7 +524,8 @@ nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t h,
                                                    nvmlProcessesUtilizationInfo_v1_t *info) {
     DEVICE_CALL(h);
     if (info->version != 0x01000018) DONE(VERSION_MISMATCH);
-    unsigned int n = procutil_count(d, info->lastSeenTimeStamp);
+    struct fake_procutil rows[FAKE_MAX_PROCUTIL];
+    unsigned int n = procutil_rows(d, info->lastSeenTimeStamp, rows);
     int rc = procutil_gate(d, PROCUTIL_NEW, n, info->processSamplesCount,
                            info->procUtilArray != NULL);
     if (rc == INSUFFICIENT) info->processSamplesCount = n;
@@ -517,7 +533,7 @@ nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t h,
     unsigned long long ts = sample_us(newest_sample());
     for (unsigned int i = 0; i < n; i++)
         info->procUtilArray[i] = (nvmlProcessUtilizationInfo_v1_t){
-            ts, d->procutil[i].pid, d->procutil[i].sm, d->procutil[i].mem, 0, 0, 0, 0};
+            ts, rows[i].pid, rows[i].sm, rows[i].mem, 0, 0, 0, 0};
     info->processSamplesCount = n;
     info->lastSeenTimeStamp = ts;
     DONE(OK);
