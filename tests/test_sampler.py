@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from tests.job_fixtures import data_bound_job
 from traintop.collectors.factory import build_collectors
 from traintop.collectors.sampler import (
     Collectors,
@@ -16,8 +17,6 @@ from traintop.collectors.sampler import (
     next_slot,
 )
 from traintop.collectors.snapshot import GpuProcess, GpuSnapshot, GpuStatus, HostInfo
-
-from tests.job_fixtures import data_bound_job
 
 GPU = GpuSnapshot(index=0, processes=(GpuProcess(7, 3 << 30), GpuProcess(8, None)))
 
