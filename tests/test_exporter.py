@@ -209,8 +209,9 @@ def test_an_ended_rank_serves_its_state_and_end_but_no_current_figure():
     for name in (
         "traintop_job_steps_per_second", "traintop_job_samples_per_second",
         "traintop_job_data_wait_share", "traintop_job_gpu_busy_share",
-        "traintop_job_gpu_queued_share", "traintop_job_communication_share", "traintop_job_step_time_seconds",
-        "traintop_job_phase_seconds", "traintop_job_last_step_age_seconds",
+        "traintop_job_gpu_queued_share", "traintop_job_communication_share",
+        "traintop_job_step_time_seconds", "traintop_job_phase_seconds",
+        "traintop_job_last_step_age_seconds",
     ):  # fmt: skip
         assert _job_ids(samples, name) == live, name
     crashed = {
