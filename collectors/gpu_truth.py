@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from traintop.collectors.snapshot import GpuSnapshot, JobSnapshot
+from traintop.collectors.snapshot import GpuSnapshot, JobSnapshot, ProcessSnapshot
 
 
 def with_gpu_truth(
@@ -54,3 +54,18 @@ def _share(pids: set[int], gpu: GpuSnapshot) -> tuple[float | None, str | None]:
         return min(1.0, sum(sm) / 100.0), "process"
     device = gpu.util_gpu_mean_pct if gpu.util_gpu_mean_pct is not None else gpu.util_gpu_pct
     return (None, None) if device is None else (device / 100.0, "device")
+
+
+def with_process_sm(
+    processes: tuple[ProcessSnapshot, ...], gpus: tuple[GpuSnapshot, ...]
+) -> tuple[ProcessSnapshot, ...]:
+    """Process rows with their SM share of the GPUs they hold (``gpu_sm_pct``), summed over
+    GPUs as GPU memory is; rows holding no GPU are returned as they are."""
+    sm: dict[int, float] = {}
+    for gpu in gpus:
+        for proc in gpu.processes:
+            if proc.sm_util_pct is not None:
+                sm[proc.pid] = sm.get(proc.pid, 0.0) + proc.sm_util_pct
+    if not sm:
+        return processes
+    return tuple(replace(p, gpu_sm_pct=sm[p.pid]) if p.pid in sm else p for p in processes)

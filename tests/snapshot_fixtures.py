@@ -173,6 +173,7 @@ def processes(gpus: int, tick: int = 0) -> tuple[ProcessSnapshot, ...]:
             write_bytes_per_s=180e3,
             num_threads=64,
             gpu_mem_bytes=70_900 * MIB if gpus else None,
+            gpu_sm_pct=round(_wave(tick, 0, 80, 94)) if gpus else None,
             cpu_wait_pct=_wave(tick, 0, 2, 6),
         )
     ]
@@ -203,6 +204,7 @@ def processes(gpus: int, tick: int = 0) -> tuple[ProcessSnapshot, ...]:
             ppid=4100,
             num_threads=48,
             gpu_mem_bytes=(70_900 + 97 * rank) * MIB,
+            gpu_sm_pct=round(_wave(tick, rank, 80, 94)) if rank != 2 else 66.0,
         )
         for rank in range(1, gpus)
     ]

@@ -59,3 +59,17 @@ def test_an_idle_rank_reads_zero_not_unknown() -> None:
 def test_the_queued_span_is_kept_apart() -> None:
     got = with_gpu_truth((JOB,), (gpu(0, GpuProcess(100, GIB, "C", 62.0, 3.0)),))[0]
     assert (got.gpu_busy_share, got.gpu_queued_share) == (0.62, 0.99)
+
+
+def test_process_rows_get_their_sm_share_summed_over_gpus() -> None:
+    from tests.snapshot_fixtures import processes
+    from traintop.collectors.gpu_truth import with_process_sm
+
+    rows = tuple(replace(p, gpu_sm_pct=None) for p in processes(tick=0, gpus=2))
+    trainer = rows[0].pid
+    unsupported = GpuProcess(1, GIB, "C", None, None)
+    gpus = (gpu(0, GpuProcess(trainer, GIB, "C", 40.0, 1.0)),
+            gpu(1, GpuProcess(trainer, GIB, "C", 35.0, 1.0), unsupported))  # fmt: skip
+    got = {p.pid: p.gpu_sm_pct for p in with_process_sm(rows, gpus)}
+    assert got[trainer] == 75.0
+    assert all(v is None for pid, v in got.items() if pid != trainer)
