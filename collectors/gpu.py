@@ -4,7 +4,9 @@ Every metric is optional: boards answer NOT_SUPPORTED for whole families of call
 utilization under MIG), old drivers lack newer symbols, and a GPU can fall off the bus at any
 time.  Like btop, each metric is probed on first use and never asked again once the driver said
 it cannot answer, which also keeps a tick cheap.  Static facts (name, limits, thresholds) are
-read once per device; counters come from one ``nvmlDeviceGetFieldValues`` batch.
+read once per device; counters come from one ``nvmlDeviceGetFieldValues`` batch.  What the card
+did over the tick (utilization samples, per-process utilization, GPM) is
+``collectors/gpu_activity.py``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
+from traintop.collectors.gpu_activity import GpuActivity, PerPid
 from traintop.collectors.pcie import PcieRates, counter_value
 from traintop.collectors.snapshot import GpuProcess, GpuSnapshot, GpuStatus
 
@@ -25,6 +28,7 @@ PCIE_TX_FIELD, PCIE_RX_FIELD = 197, 198  # NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES: c
 # NOT_SUPPORTED, FUNCTION_NOT_FOUND, ARGUMENT_VERSION_MISMATCH, DEPRECATED: asking again is futile.
 GIVE_UP_CODES = frozenset({3, 13, 25, 26})
 GPU_IS_LOST = 15
+NOT_FOUND = 6  # the sampled calls: nothing newer than the timestamp passed
 PSTATE_UNKNOWN = 32
 INIT_MESSAGES = {
     12: "NVML library not found",
@@ -57,13 +61,15 @@ class _Gpu:
         self.temperature: Alternatives = ()
         self.reasons: Alternatives = ()
         self.processes: tuple[tuple[str, Alternatives], ...] = ()
+        self.activity: GpuActivity | None = None
 
     def identity(self) -> dict[str, Any]:
         """Name, uuid and bus id, kept so a lost GPU is still recognisable."""
         return {k: self.static.get(k) for k in ("name", "uuid", "pci_bus_id")}
 
-    def probe(self, key: str, call: Callable[..., Any], *args: Any) -> Any:
-        """Call NVML for one metric; ``None`` when unavailable, remembering permanent refusals."""
+    def probe(self, key: str, call: Callable[..., Any], *args: Any, empty: Any = None) -> Any:
+        """Call NVML for one metric; ``None`` when unavailable, remembering permanent refusals;
+        ``empty`` when a sampled call has nothing new (NOT_FOUND)."""
         if key in self.unsupported:
             return None
         try:
@@ -71,6 +77,8 @@ class _Gpu:
         except self.nvml.NVMLError as exc:
             if exc.value == GPU_IS_LOST:
                 raise GpuLost from exc
+            if exc.value == NOT_FOUND and empty is not None:
+                return empty
             if exc.value in GIVE_UP_CODES:
                 self.unsupported.add(key)
             else:
@@ -135,6 +143,7 @@ class _Gpu:
     def _prepare(self, h: Any) -> None:
         """The per-tick metrics that have a deprecated fallback (see ``first``)."""
         sensor = self.nvml.NVML_TEMPERATURE_GPU
+        self.activity = GpuActivity(self.nvml, h, self.probe)
         self.temperature = self.alternatives(
             "temp",
             ("nvmlDeviceGetTemperatureV", h, sensor),
@@ -166,7 +175,13 @@ class _Gpu:
             return self._read(now)
         except GpuLost:
             self.lost = True
+            self.close()
             return GpuSnapshot(index=self.index, lost=True, error="GPU is lost", **self.identity())
+
+    def close(self) -> None:
+        """Release what NVML allocated for this GPU (GPM samples)."""
+        if self.activity is not None:
+            self.activity.close()
 
     def _read(self, now: float) -> GpuSnapshot:
         nv, h, s = self.nvml, self.handle, self.static
@@ -176,6 +191,7 @@ class _Gpu:
         pstate = self.probe("pstate", nv.nvmlDeviceGetPerformanceState, h)
         fan = self.probe("fan", nv.nvmlDeviceGetFanSpeed, h)
         rx, tx = self._pcie(now)
+        activity, per_pid = self.activity.read(now, mig=bool(s["mig"]))
         return GpuSnapshot(
             index=self.index,
             **self.identity(),
@@ -203,7 +219,8 @@ class _Gpu:
             pcie_rx_bytes_per_s=rx,
             pcie_tx_bytes_per_s=tx,
             mig_mode=s["mig"],
-            processes=self._processes(total),
+            processes=self._processes(total, per_pid),
+            **activity,
         )
 
     def _memory(self) -> tuple[int | None, int | None, int | None, int | None]:
@@ -234,8 +251,9 @@ class _Gpu:
         tx, rx = self.pcie.update([counter_value(v) for v in values], now, measure)
         return rx, tx
 
-    def _processes(self, total: int | None) -> tuple[GpuProcess, ...]:
-        """Compute and graphics processes, merged per pid ("C+G") with nonsense rows dropped."""
+    def _processes(self, total: int | None, per_pid: PerPid | None) -> tuple[GpuProcess, ...]:
+        """Compute and graphics processes, merged per pid ("C+G") with nonsense rows dropped;
+        each with its utilization where the driver gives it (no sample: 0 %, as nvitop)."""
         rows: dict[int, GpuProcess] = {}
         for kind, calls in self.processes:
             for p in self.first(calls) or ():
@@ -243,10 +261,11 @@ class _Gpu:
                 if p.pid <= 0 or (used is not None and total is not None and used > total):
                     continue
                 seen = rows.get(p.pid)
+                sm, mem = (None, None) if per_pid is None else per_pid.get(p.pid, (0.0, 0.0))
                 rows[p.pid] = (
-                    GpuProcess(p.pid, used, kind)
+                    GpuProcess(p.pid, used, kind, sm, mem)
                     if seen is None
-                    else GpuProcess(p.pid, seen.used_memory_bytes, "C+G")
+                    else GpuProcess(p.pid, seen.used_memory_bytes, "C+G", sm, mem)
                 )
         return tuple(rows.values())
 
@@ -287,6 +306,8 @@ class GpuCollector:
 
     def _open_all(self, count: int) -> list[_Gpu]:
         old = {gpu.index: gpu for gpu in self._gpus}
+        for gpu in self._gpus:
+            gpu.close()
         return [_Gpu(self._nvml, i, previous=old.get(i)) for i in range(count)]
 
     def _ensure_init(self) -> bool:
@@ -336,6 +357,8 @@ class GpuCollector:
 
     def _shutdown(self) -> None:
         nv = self._nvml
+        for gpu in self._gpus:
+            gpu.close()
         with contextlib.suppress(nv.NVMLError):  # a vanished driver has nothing to release
             nv.nvmlShutdown()
         self._initialized = False

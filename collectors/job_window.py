@@ -198,6 +198,7 @@ class JobWindow:
             live_phase=live[0],
             live_phase_s=live[1],
             ended_at=ended_at,
+            gpu_busy_share=None,  # the card's count, joined in the sampler (gpu_truth.py)
             **(self._stopped() if stopped else self._rates(ref_ns)),
             **self._times(),
             **self._memory(),
@@ -214,11 +215,13 @@ class JobWindow:
         span = self._span_s(ref_ns)
         if span is None:  # no step in the window: slow steps, or none yet
             return dict.fromkeys(
-                ("steps_per_s", "samples_per_s", "batches_per_s", "gpu_busy_share")
+                ("steps_per_s", "samples_per_s", "batches_per_s", "gpu_queued_share")
             )
         steps, samples, batches, gpu_ns, gpu_steps = self._totals
         # The probe times the GPU on one step in 16 (traintop/cuda_timing.py): the mean GPU time
-        # of the steps that carry one, over the mean step.  Divided by the whole window, the
+        # of the steps that carry one, over the mean step.  It is the span between CUDA events at
+        # the step's ends, time with work queued (launch and sync gaps included), never "busy":
+        # collectors/gpu_truth.py reads busy from the card.  Divided by the whole window, the
         # timed steps' GPU time read 16 times too low, and a compute-bound job as GPU-starved.
         gpu = gpu_ns / gpu_steps / _NS * steps / span if gpu_steps else None
         return {
@@ -227,7 +230,7 @@ class JobWindow:
             # unknown ("—"), not 0, which would read as a dead loader in panels and evidence.
             "samples_per_s": measured(samples / span) if samples else None,
             "batches_per_s": measured(batches / span),
-            "gpu_busy_share": None if gpu is None else min(1.0, measured(gpu)),
+            "gpu_queued_share": None if gpu is None else min(1.0, measured(gpu)),
         }
 
     def _stopped(self) -> dict:
@@ -239,7 +242,7 @@ class JobWindow:
             "steps_per_s": 0.0 if stepped else None,
             "samples_per_s": 0.0 if self._counts_samples else None,
             "batches_per_s": 0.0 if stepped else None,
-            "gpu_busy_share": 0.0 if self._times_gpu else None,
+            "gpu_queued_share": 0.0 if self._times_gpu else None,
         }
 
     def _times(self) -> dict:

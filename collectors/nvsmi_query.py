@@ -68,8 +68,36 @@ class Field:
     system: bool = False  # answers even for a lost GPU (timestamp, count, identity)
 
 
-def _mib(value: int | None) -> int | None:
-    return None if value is None else round(value / MIB)
+def mib_floor(value: int | None) -> int | None:
+    """Whole MiB, truncated: nvidia-smi's memory.total, .reserved and .free (see ``MIB_RULES``)."""
+    return None if value is None else value // MIB
+
+
+def mib_ceil(value: int | None) -> int | None:
+    """Whole MiB, rounded up: nvidia-smi's memory.used (see ``MIB_RULES``)."""
+    return None if value is None else -(-value // MIB)
+
+
+MIB_RULES: dict[str, Callable[[int | None], int | None]] = {
+    "memory.total": mib_floor,
+    "memory.reserved": mib_floor,
+    "memory.used": mib_ceil,
+    "memory.free": mib_floor,
+}
+"""How nvidia-smi turns NVML's bytes (``nvmlDeviceGetMemoryInfo_v2``) into MiB, per field.
+
+No single rule fits both cards: rounding to the nearest, tuned on the H100, printed 616 for the
+H200's reserved memory where nvidia-smi printed 615, so reserved truncates (its bytes lay between
+615.5 and 616 MiB); and the H100's used memory of 5196.8 MiB printed 5197, so used does not
+truncate.  Used rounds up (any allocated byte shows, as "1MiB" on an idle card's summary does):
+up and to the nearest agree on every reading seen so far, and a card check that records the raw
+bytes beside nvidia-smi's figure is what would tell them apart.  Total is a whole number of MiB on
+every board captured (81559 on the H100, 143771 on the H200, 46068 on the L40S), so every rule
+agrees there; free truncates, like reserved.  The printed fields do not add up to total: on nine
+public captures (nvidia_gpu_exporter's, drivers 580 to 610) reserved + used + free exceeds total
+by 1 or 2 MiB, idle or loaded, so NVML's own fields overlap and nvidia-smi prints each as read,
+never one derived from the others; this code does the same.
+"""
 
 
 def _whole(value: float | None) -> int | None:
@@ -104,12 +132,14 @@ FIELDS: dict[str, Field] = {
     "utilization.memory": Field(
         "utilization.memory [%]", "%", lambda r: _whole(r.gpu.util_mem_pct)
     ),
-    "memory.total": Field("memory.total [MiB]", "MiB", lambda r: _mib(r.gpu.mem_total_bytes)),
-    "memory.reserved": Field(
-        "memory.reserved [MiB]", "MiB", lambda r: _mib(r.gpu.mem_reserved_bytes)
+    "memory.total": Field(
+        "memory.total [MiB]", "MiB", lambda r: mib_floor(r.gpu.mem_total_bytes)
     ),
-    "memory.used": Field("memory.used [MiB]", "MiB", lambda r: _mib(r.gpu.mem_used_bytes)),
-    "memory.free": Field("memory.free [MiB]", "MiB", lambda r: _mib(r.gpu.mem_free_bytes)),
+    "memory.reserved": Field(
+        "memory.reserved [MiB]", "MiB", lambda r: mib_floor(r.gpu.mem_reserved_bytes)
+    ),
+    "memory.used": Field("memory.used [MiB]", "MiB", lambda r: mib_ceil(r.gpu.mem_used_bytes)),
+    "memory.free": Field("memory.free [MiB]", "MiB", lambda r: mib_floor(r.gpu.mem_free_bytes)),
     "temperature.gpu": Field("temperature.gpu", "", lambda r: _whole(r.gpu.temp_c)),
     "power.draw": Field("power.draw [W]", "W", lambda r: _watts(r.gpu.power_w)),
     "power.limit": Field("power.limit [W]", "W", lambda r: _watts(r.gpu.power_limit_w)),

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from traintop.collectors.gpu_truth import with_gpu_truth, with_process_sm
 from traintop.collectors.snapshot import (
     CollectorError,
     GpuSnapshot,
@@ -214,7 +215,9 @@ class Sampler:
         )
         gpu_mem = gpu_memory_by_pid(gpus)
         processes = self._call("processes", lambda: c.processes.collect(gpu_mem), (), errors)
+        processes = with_process_sm(processes, gpus)  # nvitop's %SM per GPU-holding process
         jobs = self._call("jobs", c.jobs.collect, (), errors) if c.jobs is not None else ()
+        jobs = with_gpu_truth(jobs, gpus)  # the card's busy share: needs this tick's GPUs and jobs
         return Snapshot(
             timestamp=self._wall(),
             monotonic=self._clock(),

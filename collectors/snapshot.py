@@ -181,6 +181,9 @@ class ProcessSnapshot:
     threads_busy: int | None = None  # runnable (on a CPU or queued) at least half the interval
     main_thread_cpu_pct: float | None = None
     main_thread_wait_pct: float | None = None
+    # Its SM share of the GPUs it holds, summed (NVML per-process utilization, nvitop's %SM;
+    # collectors/gpu_truth.py); None where it holds no GPU or the driver gives none.
+    gpu_sm_pct: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,9 @@ field names; ``tests/exporter_fixtures/dcgm_fields.txt`` keeps the list we rely 
 source.  Two deliberate differences: everything here is a gauge, because the PCIe
 "throughput" fields are NVML rates in KB/s (dcgm-exporter declares them counters, which under
 OpenMetrics would force a ``_total`` suffix and break the names), and a reading NVML does not
-support is left out, as dcgm-exporter leaves out blank fields, never exported as 0.
+support is left out, as dcgm-exporter leaves out blank fields, never exported as 0.  The
+profiling fields (``DCGM_FI_PROF_*``) are ratios 0-1, as DCGM gives them; traintop reads them
+from NVML GPM on Hopper and newer, so an older GPU has none of them.
 """
 
 from __future__ import annotations
@@ -31,8 +33,12 @@ class GpuMetric:
     read: Callable[[GpuSnapshot], float | None]
 
 
-def _scaled(value: float | None, unit: int) -> float | None:
+def _scaled(value: float | None, unit: float) -> float | None:
     return None if value is None else value / unit
+
+
+def _ratio(pct: float | None) -> float | None:
+    return _scaled(pct, 100.0)
 
 
 GPU_METRICS: tuple[GpuMetric, ...] = (
@@ -82,6 +88,26 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
         "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
         "PCIe RX throughput (in KB/s) via NVML.",
         lambda g: _scaled(g.pcie_rx_bytes_per_s, KIB),
+    ),
+    GpuMetric(
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "The ratio of cycles an SM has at least 1 warp assigned.",
+        lambda g: _ratio(g.sm_active_pct),
+    ),
+    GpuMetric(
+        "DCGM_FI_PROF_SM_OCCUPANCY",
+        "The ratio of number of warps resident on an SM.",
+        lambda g: _ratio(g.sm_occupancy_pct),
+    ),
+    GpuMetric(
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "Ratio of cycles any tensor pipe is active.",
+        lambda g: _ratio(g.tensor_active_pct),
+    ),
+    GpuMetric(
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+        lambda g: _ratio(g.dram_active_pct),
     ),
 )
 

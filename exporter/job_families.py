@@ -63,8 +63,14 @@ LIVE_GAUGES: tuple[tuple[str, str, Reader], ...] = (
     ),
     (
         "traintop_job_gpu_busy_share",
-        "Share of step time the GPU was busy with the step (0-1).",
+        "Share of time a kernel of the rank ran on its GPU, by the card's counters (0-1).",
         lambda j: j.gpu_busy_share,
+    ),
+    (
+        "traintop_job_gpu_queued_share",
+        "Share of step time with work queued on the GPU stream, the CUDA-event span (0-1): "
+        "an upper bound of busy.",
+        lambda j: j.gpu_queued_share,
     ),
     (
         "traintop_job_last_step_age_seconds",

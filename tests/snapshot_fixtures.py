@@ -79,7 +79,20 @@ def h100(index: int, tick: int = 0, *, throttling: bool = True) -> GpuSnapshot:
         pcie_rx_bytes_per_s=_wave(tick, index, 9.0e9, 13.5e9),
         pcie_tx_bytes_per_s=_wave(tick, index + 2, 0.8e9, 1.9e9),
         mig_mode=False,
-        processes=(GpuProcess(TRAINER_PID + index, (70_900 + 97 * index) * MIB),),
+        processes=(
+            GpuProcess(
+                TRAINER_PID + index,
+                (70_900 + 97 * index) * MIB,
+                "C",
+                round(_wave(tick, index, 80, 94)) if not hot else 66.0,
+                round(_wave(tick, index + 1, 30, 52)),
+            ),
+        ),
+        util_gpu_mean_pct=round(_wave(tick, index + 0.4, 84, 98)) if not hot else 69.0,
+        sm_active_pct=round(_wave(tick, index, 70, 84)) if not hot else 55.0,
+        sm_occupancy_pct=round(_wave(tick, index, 36, 48), 1),
+        tensor_active_pct=round(_wave(tick, index + 0.5, 38, 55)) if not hot else 27.0,
+        dram_active_pct=round(_wave(tick, index + 1, 28, 45)),
     )
 
 
@@ -160,6 +173,7 @@ def processes(gpus: int, tick: int = 0) -> tuple[ProcessSnapshot, ...]:
             write_bytes_per_s=180e3,
             num_threads=64,
             gpu_mem_bytes=70_900 * MIB if gpus else None,
+            gpu_sm_pct=round(_wave(tick, 0, 80, 94)) if gpus else None,
             cpu_wait_pct=_wave(tick, 0, 2, 6),
         )
     ]
@@ -190,6 +204,7 @@ def processes(gpus: int, tick: int = 0) -> tuple[ProcessSnapshot, ...]:
             ppid=4100,
             num_threads=48,
             gpu_mem_bytes=(70_900 + 97 * rank) * MIB,
+            gpu_sm_pct=round(_wave(tick, rank, 80, 94)) if rank != 2 else 66.0,
         )
         for rank in range(1, gpus)
     ]
@@ -236,7 +251,8 @@ def ddp_rank(
         steps_total=8_800 + tick * 2, steps_per_s=1 / step, samples_per_s=32 / step,
         step_time_p50_s=step, step_time_p95_s=step * 1.18, data_wait_share=data,
         data_wait_p50_s=step * data, data_wait_p95_s=step * data * 1.6, batches_per_s=1 / step,
-        gpu_busy_share=0.93 - data - comm,
+        gpu_busy_share=0.93 - data - comm, gpu_busy_source="process",
+        gpu_queued_share=0.99 - data - comm,
         phases=tuple(PhaseShare(n, share, step * share) for n, share in phases),
         workers=workers, last_step_age_s=0.2,
         cuda_mem_allocated_bytes=(61_000 + 90 * rank) * MIB, cuda_mem_reserved_bytes=70_000 * MIB,

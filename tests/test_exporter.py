@@ -88,6 +88,35 @@ def test_units_follow_dcgm():
     assert power["5"] == 700.0
 
 
+def test_gpm_fields_are_dcgm_ratios_and_absent_where_unsupported():
+    snap = machine(gpus=3)
+    ampere = replace(snap.gpus[1], sm_active_pct=None, sm_occupancy_pct=None,
+                     tensor_active_pct=None, dram_active_pct=None)  # fmt: skip
+    snap = replace(snap, gpus=(snap.gpus[0], ampere, snap.gpus[2]))
+    samples = _scrape(_published([snap]))
+    for name, field in (
+        ("DCGM_FI_PROF_SM_ACTIVE", "sm_active_pct"),
+        ("DCGM_FI_PROF_SM_OCCUPANCY", "sm_occupancy_pct"),
+        ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "tensor_active_pct"),
+        ("DCGM_FI_PROF_DRAM_ACTIVE", "dram_active_pct"),
+    ):
+        got = {s.labels["gpu"]: s.value for s in samples[name]}
+        assert DCGM_UNITS[name] == "ratio"
+        assert got == pytest.approx({"0": getattr(snap.gpus[0], field) / 100,
+                                     "2": getattr(snap.gpus[2], field) / 100})  # fmt: skip
+        assert all(0 <= v <= 1 for v in got.values())
+
+
+def test_job_busy_share_is_the_card_s_and_queued_share_apart():
+    jobs = ddp_job(world=2)
+    samples = _scrape(_published([machine(jobs=jobs)]))
+    busy = {s.labels["rank"]: s.value for s in samples["traintop_job_gpu_busy_share"]}
+    queued = {s.labels["rank"]: s.value for s in samples["traintop_job_gpu_queued_share"]}
+    assert busy == pytest.approx({"0": jobs[0].gpu_busy_share, "1": jobs[1].gpu_busy_share})
+    assert queued == pytest.approx({"0": jobs[0].gpu_queued_share, "1": jobs[1].gpu_queued_share})
+    assert all(queued[r] > busy[r] for r in busy)
+
+
 def test_unsupported_readings_and_lost_gpus_are_left_out_not_zero():
     snap = machine(gpus=3, lost=[1])
     snap = replace(snap, gpus=(replace(snap.gpus[0], temp_c=None), *snap.gpus[1:]))
@@ -180,8 +209,9 @@ def test_an_ended_rank_serves_its_state_and_end_but_no_current_figure():
     for name in (
         "traintop_job_steps_per_second", "traintop_job_samples_per_second",
         "traintop_job_data_wait_share", "traintop_job_gpu_busy_share",
-        "traintop_job_communication_share", "traintop_job_step_time_seconds",
-        "traintop_job_phase_seconds", "traintop_job_last_step_age_seconds",
+        "traintop_job_gpu_queued_share", "traintop_job_communication_share",
+        "traintop_job_step_time_seconds", "traintop_job_phase_seconds",
+        "traintop_job_last_step_age_seconds",
     ):  # fmt: skip
         assert _job_ids(samples, name) == live, name
     crashed = {

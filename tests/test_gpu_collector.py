@@ -65,9 +65,10 @@ def test_h100_readings_exact(fake_nvml, clock) -> None:
     assert (hot.pstate, hot.fan_pct, hot.mig_mode) == (0, None, False)
     assert (hot.clocks_event_reasons, hot.clocks_event_reasons_supported) == (0x28, 0x1FF)
     assert hot.processes == (
-        GpuProcess(41203, 52000 * MIB, "C"),
-        GpuProcess(41303, 18000 * MIB, "C"),
+        GpuProcess(41203, 52000 * MIB, "C", 84.0, 38.0),
+        GpuProcess(41303, 18000 * MIB, "C", 3.0, 1.0),
     )
+    assert (hot.util_gpu_mean_pct, hot.sm_active_pct, hot.tensor_active_pct) == (95.0, None, None)
     assert (gpus[5].power_w, gpus[5].clocks_event_reasons) == (699.0, 0x4)
     assert (gpus[0].power_w, gpus[0].temp_c, gpus[0].lost, gpus[0].error) == (
         631.95,
@@ -90,7 +91,8 @@ def test_idle_3090_and_not_supported_fields(fake_nvml, clock) -> None:
     idle = gpus[0]
     assert idle.sm_clock_mhz == 0  # a real 0 MHz in P8, not "unavailable"
     assert (idle.pstate, idle.fan_pct, idle.mem_clock_mhz) == (8, 0.0, 405)
-    assert idle.processes == (GpuProcess(2213, 230 * MIB, "G"),)
+    # the 3090 answers the older per-process call; no process ran a kernel (NOT_FOUND): 0 %
+    assert idle.processes == (GpuProcess(2213, 230 * MIB, "G", 0.0, 0.0),)
     broken = gpus[2]
     assert (broken.power_w, broken.power_limit_w, broken.pstate) == (None, None, None)
 

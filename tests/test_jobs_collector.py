@@ -56,13 +56,13 @@ def test_statistics_over_the_window(setup):
     assert job.step_time_p50_s == pytest.approx(0.010)
     assert job.data_wait_share == pytest.approx(0.2)
     assert job.data_wait_p95_s == pytest.approx(0.002)
-    assert job.gpu_busy_share == pytest.approx(0.6)
+    assert job.gpu_queued_share == pytest.approx(0.6)
     assert [p.share for p in job.phases] == pytest.approx([0.2, 0.3, 0.5])
     assert job.cuda_mem_allocated_bytes == 7 << 30
     assert job.last_step_age_s == pytest.approx(0.0)
 
 
-def test_gpu_busy_share_comes_from_the_steps_the_probe_timed(setup):
+def test_gpu_queued_share_comes_from_the_steps_the_probe_timed(setup):
     """The probe times one step in 16 on the GPU (traintop/cuda_timing.py): a job whose timed
     steps keep the GPU busy 95 % of their 20 ms is 95 % busy, not 95 % / 16."""
     w, clock, col = setup
@@ -74,7 +74,7 @@ def test_gpu_busy_share_comes_from_the_steps_the_probe_timed(setup):
         t += 20 * MS
     clock.t = t / 1e9
     (job,) = col.collect()
-    assert job.gpu_busy_share == pytest.approx(0.95)
+    assert job.gpu_queued_share == pytest.approx(0.95)
 
 
 def test_window_slides_and_slow_data_shows(setup):
@@ -148,7 +148,7 @@ def test_a_stalled_rank_reads_0_steps_per_s(setup, quiet_s):
     clock.t = end / 1e9 + quiet_s
     (job,) = col.collect()
     assert job.state == "stalled" and job.ended_at is None
-    assert (job.steps_per_s, job.samples_per_s, job.gpu_busy_share) == (0.0, 0.0, 0.0)
+    assert (job.steps_per_s, job.samples_per_s, job.gpu_queued_share) == (0.0, 0.0, 0.0)
     assert job.step_time_p50_s == (pytest.approx(0.010) if quiet_s < 10 else None)
 
 
@@ -205,7 +205,7 @@ def test_many_steps_per_tick_give_exact_rates_and_shares(setup):
     assert job.samples_per_s == six_digits(sum(s for _, s, _ in steps) / span)
     assert job.data_wait_share == six_digits(sum(p[0] for p, _, _ in steps) / total)
     # 4 steps in 5 carry a GPU time: the others were not timed, and count as unknown, not idle
-    assert job.gpu_busy_share == six_digits(200_000 * 2000 / total)
+    assert job.gpu_queued_share == six_digits(200_000 * 2000 / total)
     newest = sorted(sum(p) for p, _, _ in steps[-128:])
     assert job.step_time_p95_s == six_digits(newest[int(0.95 * 128)] / 1e9)
     assert job.recent_step_times_s[-1] == pytest.approx(sum(steps[-1][0]) / 1e9)
@@ -252,7 +252,7 @@ def test_a_job_without_gpu_measurements_has_no_gpu_share(setup):
         t += 6 * MS
     clock.t = t / 1e9
     (job,) = col.collect()
-    assert job.gpu_busy_share is None and job.steps_per_s == six_digits(1e9 / (6 * MS))
+    assert job.gpu_queued_share is None and job.steps_per_s == six_digits(1e9 / (6 * MS))
 
 
 def test_slow_steps_raise_the_stall_limit_above_its_floor(setup):

@@ -3,9 +3,11 @@
 import queue
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
+from tests.job_fixtures import data_bound_job
 from traintop.collectors.factory import build_collectors
 from traintop.collectors.sampler import (
     Collectors,
@@ -108,9 +110,20 @@ def test_failing_gpu_and_host_keep_their_sections_well_formed():
 
 
 def test_jobs_land_in_snapshot_when_given():
-    job = object()
-    assert Sampler(_collectors(jobs=Fixed((job,)))).sample_once().jobs == (job,)
+    job = data_bound_job()  # on no GPU the fake lists: no busy share from the card
+    assert Sampler(_collectors(jobs=Fixed((job,)))).sample_once().jobs == (
+        replace(job, gpu_busy_share=None),
+    )
     assert Sampler(_collectors()).sample_once().jobs == ()
+
+
+def test_jobs_get_the_busy_share_of_the_gpu_they_hold():
+    job = data_bound_job(pid=7)
+    gpu = replace(GPU, util_gpu_pct=41.0, util_gpu_mean_pct=38.0,
+                  processes=(GpuProcess(7, 1 << 30, "C", 36.0, 12.0),))  # fmt: skip
+    collectors = _collectors(jobs=Fixed((job,)), gpu=Fixed(((gpu,), GpuStatus(True))))
+    got = Sampler(collectors).sample_once().jobs[0]
+    assert (got.gpu_busy_share, got.gpu_busy_source) == (0.36, "process")
 
 
 def test_raising_callback_does_not_kill_the_thread():

@@ -123,7 +123,9 @@ async def test_process_table_sort_key_and_selection_follow_the_pid():
         source.push(machine(gpus=8, tick=5))
         await pilot.pause()
         assert table.selected_pid == chosen
-        await pilot.press("s", "s", "s")
+        await pilot.press("s", "s")  # GPU memory, then the GPU-holding processes' SM share
+        assert "SM%▼" in table.lines[0].plain and table.selected_pid == chosen
+        await pilot.press("s", "s")
         assert "PID▲" in table.lines[0].plain
         await pilot.press("end")
         assert table.selected_pid == table.rows[-1].proc.pid

@@ -3,6 +3,8 @@ build from it: whole fields that fit the width, never two fields run together.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tests.snapshot_fixtures import cpu, h100
@@ -277,3 +279,21 @@ def test_fmt_settled_age_counts_in_ten_second_steps_under_two_minutes(seconds, e
 def test_fmt_number_and_share_keep_three_digits():
     assert [fmt_number(v) for v in (3.214, 41.23, 1644.2, None)] == ["3.21", "41.2", "1,644", "n/a"]
     assert [fmt_share(v) for v in (0.621, 0.0, None)] == ["62%", "0%", "n/a"]
+
+
+def test_80_columns_show_bandwidth_sm_and_tensor_active():
+    gpus = [h100(i) for i in range(8)]
+    row = gpu_row(gpus[1], plan_layout(80, badge_need(gpus), fans=False, gpm=True), []).plain
+    assert len(row) <= 80
+    g = gpus[1]
+    for label, pct in (("bw", g.util_mem_pct), ("sm", g.sm_active_pct),
+                       ("tc", g.tensor_active_pct), ("util", g.util_gpu_mean_pct)):  # fmt: skip
+        assert f"{label}  {pct:.0f}%" in row, (label, row)
+
+
+def test_no_gpm_columns_where_no_gpu_has_gpm_and_a_gap_where_one_lacks_it():
+    plain = plan_layout(200, fans=False, gpm=False)
+    assert not plain.gpm and not plain.gpm_more and plain.bw
+    mixed = plan_layout(200, fans=False, gpm=True)
+    old = replace(h100(0), sm_active_pct=None, tensor_active_pct=None)
+    assert " sm  n/a tc  n/a " in gpu_row(old, mixed, []).plain

@@ -133,3 +133,19 @@ def test_sorting_by_wait_puts_the_most_queued_first():
         for p, w in ((11, 5.0), (12, 80.0), (13, None))
     ]
     assert [r.proc.pid for r in display_rows(procs, "wait")] == [12, 11, 13]
+
+
+def test_sm_column_only_where_some_process_has_a_share():
+    from dataclasses import replace as _replace
+
+    from traintop.collectors.snapshot import ProcessSnapshot
+    from traintop.tui.widgets.processes import Row, plan_columns, row_content
+
+    holder = ProcessSnapshot(7, 1, "u", "python", "python train.py", 99.0, 1 << 30,
+                             None, None, gpu_mem_bytes=1 << 30, gpu_sm_pct=57.0)  # fmt: skip
+    other = _replace(holder, pid=8, gpu_mem_bytes=None, gpu_sm_pct=None)
+    rows = [Row(holder), Row(other)]
+    columns = plan_columns(120, rows)
+    assert "sm" in [c.key for c in columns]
+    assert " 57 " in row_content(rows[0], columns, 120, False).plain
+    assert "sm" not in [c.key for c in plan_columns(120, [Row(other)])]

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from traintop.collectors.nvsmi_query import MIB_RULES
+
 MIB = 1 << 20
 
 
@@ -42,10 +44,12 @@ TOLERANCES: dict[str, Tolerance] = {
     "fan.speed": Tolerance(2, why="%: " + MOVES),
 }
 EXACT = Tolerance()
+_MEMORY = {
+    name: (MIB_RULES[name], f"mem_{name.split('.')[1]}_bytes")
+    for name in ("memory.total", "memory.reserved", "memory.used", "memory.free")
+}
 
 
-def _mib(value: int | None) -> int | None:
-    return None if value is None else round(value / MIB)  # nvidia-smi rounds: 5196.8 -> 5197
 
 
 def from_gpu(gpu: dict[str, Any], driver: str | None = None, count: int | None = None):
@@ -61,10 +65,8 @@ def from_gpu(gpu: dict[str, Any], driver: str | None = None, count: int | None =
         "pci.bus_id": gpu.get("pci_bus_id"),
         "utilization.gpu": gpu.get("util_gpu_pct"),
         "utilization.memory": gpu.get("util_mem_pct"),
-        "memory.total": _mib(gpu.get("mem_total_bytes")),
-        "memory.reserved": _mib(gpu.get("mem_reserved_bytes")),
-        "memory.used": _mib(gpu.get("mem_used_bytes")),
-        "memory.free": _mib(gpu.get("mem_free_bytes")),
+        # nvidia-smi's rule per field (traintop.collectors.nvsmi_query.MIB_RULES)
+        **{name: rule(gpu.get(key)) for name, (rule, key) in _MEMORY.items()},
         "temperature.gpu": gpu.get("temp_c"),
         "power.draw": gpu.get("power_w"),
         "enforced.power.limit": gpu.get("power_limit_w"),

@@ -48,6 +48,10 @@ class FakeNvml:
         """How many NVML device calls GPU ``index`` has answered."""
         return self.lib.fakenvml_calls(index)
 
+    def gpm_samples_live(self) -> int:
+        """GPM samples allocated and not yet freed (a collector that leaks them shows here)."""
+        return self.lib.fakenvml_gpm_samples_live()
+
     def init_refcount(self) -> int:
         """Outstanding nvmlInit calls not yet matched by nvmlShutdown."""
         return self.lib.fakenvml_init_refcount()

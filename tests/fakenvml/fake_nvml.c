@@ -3,8 +3,10 @@
  * versioned names nvidia-ml-py 13.615 looks up.  Struct layouts are copied from nvml.h.
  *
  * Build with -DFAKE_NVML_OLD_DRIVER to mimic a pre-R535 driver: the newer symbols
- * (TemperatureV, MemoryInfo_v2, *RunningProcesses_v3, *ClocksEventReasons) are then absent.
+ * (TemperatureV, MemoryInfo_v2, *RunningProcesses_v3, *ClocksEventReasons, GPM,
+ * ProcessesUtilizationInfo) are then absent.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,8 +44,8 @@ typedef struct {
     nvmlValue_t value;
 } nvmlFieldValue_t;
 
-enum { OK = 0, UNINIT = 1, INVALID = 2, NOT_SUPPORTED = 3, INSUFFICIENT = 7, LOST = 15,
-       VERSION_MISMATCH = 25, UNKNOWN = 999 };
+enum { OK = 0, UNINIT = 1, INVALID = 2, NOT_SUPPORTED = 3, NOT_FOUND = 6, INSUFFICIENT = 7,
+       LOST = 15, VERSION_MISMATCH = 25, UNKNOWN = 999 };
 
 /* Checks init, handle, loss triggers and injected errors; caller holds fake.lock. */
 static int enter_locked(nvmlDevice_t d, const char *symbol) {
@@ -125,6 +127,7 @@ const char *nvmlErrorString(nvmlReturn_t rc) {
     case INVALID: return "Invalid Argument";
     case NOT_SUPPORTED: return "Not Supported";
     case 4: return "Insufficient Permissions";
+    case NOT_FOUND: return "Not Found";
     case INSUFFICIENT: return "Insufficient Size";
     case 9: return "Driver Not Loaded";
     case 13: return "Function Not Found";
@@ -409,3 +412,232 @@ nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t h, unsigned i
                                                       nvmlProcessInfo_t *p) {
     return processes(h, n, p, 'G', __func__);
 }
+
+/* ---- the driver's utilization samples, per-process utilization (nvml.h layouts) ---- */
+
+/* The driver samples every 1/6 s and keeps about 20 s; timestamps are CPU-clock microseconds. */
+#define SAMPLE_HZ 6
+#define SAMPLE_RING 120
+#define SAMPLE_EPOCH_US 1700000000000000ULL
+
+typedef struct {
+    unsigned long long timeStamp;
+    nvmlValue_t sampleValue;
+} nvmlSample_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil, memUtil, encUtil, decUtil;
+} nvmlProcessUtilizationSample_t;
+
+typedef struct {
+    unsigned long long timeStamp;
+    unsigned int pid, smUtil, memUtil, encUtil, decUtil, jpgUtil, ofaUtil;
+} nvmlProcessUtilizationInfo_v1_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int processSamplesCount;
+    unsigned long long lastSeenTimeStamp;
+    nvmlProcessUtilizationInfo_v1_t *procUtilArray;
+} nvmlProcessesUtilizationInfo_v1_t;
+
+static unsigned long long sample_us(long long k) {
+    return SAMPLE_EPOCH_US + (unsigned long long)(k * 1000000LL / SAMPLE_HZ);
+}
+
+/* Index of the newest sample period that has ended by now. */
+static long long newest_sample(void) { return (long long)floor(fake_now_locked() * SAMPLE_HZ); }
+
+/* GPU_UTILIZATION_SAMPLES (type 1) only: the util.gpu reading (with its wave) at each sample's
+ * time, those after lastSeen; NOT_FOUND when none is, NOT_SUPPORTED under MIG. */
+nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t h, int type, unsigned long long last_seen,
+                                  int *value_type, unsigned int *count, nvmlSample_t *out) {
+    DEVICE_CALL(h);
+    if (type != 1 || fake_value(d, K_MIG) == 1 || d->value[K_UTIL_GPU] == FAKE_NA)
+        DONE(NOT_SUPPORTED);
+    long long last = newest_sample(), first = last - SAMPLE_RING + 1;
+    first = first < 0 ? 0 : first;
+    while (first <= last && sample_us(first) <= last_seen) first++;
+    unsigned int n = first > last ? 0 : (unsigned int)(last - first + 1);
+    if (!n) DONE(NOT_FOUND);
+    *value_type = 1; /* NVML_VALUE_TYPE_UNSIGNED_INT */
+    if (!out) { *count = n; DONE(OK); }
+    n = n < *count ? n : *count;
+    for (unsigned int i = 0; i < n; i++) {
+        long long k = last - n + 1 + i;
+        out[i].timeStamp = sample_us(k);
+        out[i].sampleValue.ullVal = 0;
+        out[i].sampleValue.uiVal = (unsigned int)fake_value_at(d, K_UTIL_GPU, (double)k / SAMPLE_HZ);
+    }
+    *count = n;
+    DONE(OK);
+}
+
+/* The samples of both per-process calls for the newest sample period, if it is newer than
+ * lastSeen: the scripted procutil lines; with none, the first compute process does all the work
+ * (the device's util.gpu and util.mem), so an unscripted scenario stays self-consistent.  Like the
+ * driver, only processes with some utilization have a sample.  Returns how many there are. */
+static unsigned int procutil_rows(struct fake_device *d, unsigned long long last_seen,
+                                  struct fake_procutil *rows) {
+    if (sample_us(newest_sample()) <= last_seen) return 0;
+    if (d->n_procutil) {
+        memcpy(rows, d->procutil, sizeof *rows * (size_t)d->n_procutil);
+        return (unsigned int)d->n_procutil;
+    }
+    long long sm = fake_value(d, K_UTIL_GPU), mem = fake_value(d, K_UTIL_MEM);
+    for (int i = 0; i < d->n_procs; i++) {
+        if (d->procs[i].kind != 'C' || sm == FAKE_NA || (sm <= 0 && mem <= 0)) continue;
+        rows[0] = (struct fake_procutil){d->procs[i].pid, (unsigned)sm,
+                                         mem == FAKE_NA ? 0u : (unsigned)mem};
+        return 1;
+    }
+    return 0;
+}
+
+/* Shared gate: which API the device answers, MIG (no per-process data), and the sizing step. */
+static int procutil_gate(struct fake_device *d, enum fake_procutil_api api, unsigned int n,
+                         unsigned int have, int filling) {
+    if (d->procutil_api != api || fake_value(d, K_MIG) == 1) return NOT_SUPPORTED;
+    if (!n) return NOT_FOUND;
+    return !filling || have < n ? INSUFFICIENT : OK;
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h, nvmlProcessUtilizationSample_t *out,
+                                             unsigned int *count, unsigned long long last_seen) {
+    DEVICE_CALL(h);
+    struct fake_procutil rows[FAKE_MAX_PROCUTIL];
+    unsigned int n = procutil_rows(d, last_seen, rows);
+    int rc = procutil_gate(d, PROCUTIL_OLD, n, *count, out != NULL);
+    if (rc == INSUFFICIENT) *count = n;
+    if (rc) DONE(rc);
+    unsigned long long ts = sample_us(newest_sample());
+    for (unsigned int i = 0; i < n; i++)
+        out[i] = (nvmlProcessUtilizationSample_t){rows[i].pid, ts, rows[i].sm, rows[i].mem, 0, 0};
+    *count = n;
+    DONE(OK);
+}
+
+#ifndef FAKE_NVML_OLD_DRIVER
+nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t h,
+                                                   nvmlProcessesUtilizationInfo_v1_t *info) {
+    DEVICE_CALL(h);
+    if (info->version != 0x01000018) DONE(VERSION_MISMATCH);
+    struct fake_procutil rows[FAKE_MAX_PROCUTIL];
+    unsigned int n = procutil_rows(d, info->lastSeenTimeStamp, rows);
+    int rc = procutil_gate(d, PROCUTIL_NEW, n, info->processSamplesCount,
+                           info->procUtilArray != NULL);
+    if (rc == INSUFFICIENT) info->processSamplesCount = n;
+    if (rc) DONE(rc);
+    unsigned long long ts = sample_us(newest_sample());
+    for (unsigned int i = 0; i < n; i++)
+        info->procUtilArray[i] = (nvmlProcessUtilizationInfo_v1_t){
+            ts, rows[i].pid, rows[i].sm, rows[i].mem, 0, 0, 0, 0};
+    info->processSamplesCount = n;
+    info->lastSeenTimeStamp = ts;
+    DONE(OK);
+}
+
+/* ---- GPM (Hopper and newer): opaque samples, metrics between two of them ---- */
+
+#define GPM_METRIC_MAX 477 /* NVML_GPM_METRIC_MAX of nvml.h 13.x (nvidia-ml-py 13.615) */
+#define GPM_MAGIC 0x47504d53u
+
+struct fake_gpm_sample {
+    unsigned int magic;
+    struct fake_device *device; /* NULL until nvmlGpmSampleGet filled it */
+    double t;
+};
+typedef struct fake_gpm_sample *nvmlGpmSample_t;
+
+typedef struct {
+    unsigned int metricId;
+    nvmlReturn_t nvmlReturn;
+    double value;
+    struct { const char *shortName, *longName, *unit; } metricInfo;
+} nvmlGpmMetric_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int numMetrics;
+    nvmlGpmSample_t sample1, sample2;
+    nvmlGpmMetric_t metrics[GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int isSupportedDevice;
+} nvmlGpmSupport_t;
+
+static int gpm_supported(struct fake_device *d) {
+    for (int k = K_GPM_SM_ACTIVE; k <= K_GPM_DRAM; k++)
+        if (d->value[k] == FAKE_NA) return 0;
+    return fake_value(d, K_MIG) != 1;
+}
+
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t h, nvmlGpmSupport_t *support) {
+    DEVICE_CALL(h);
+    if (support->version != 1) DONE(VERSION_MISMATCH);
+    support->isSupportedDevice = (unsigned int)gpm_supported(d);
+    DONE(OK);
+}
+
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *out) {
+    if (!out) return INVALID;
+    struct fake_gpm_sample *s = calloc(1, sizeof *s);
+    if (!s) return UNKNOWN;
+    s->magic = GPM_MAGIC;
+    pthread_mutex_lock(&fake.lock);
+    fake.gpm_samples_live++;
+    *out = s;
+    DONE(OK);
+}
+
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t s) {
+    if (!s || s->magic != GPM_MAGIC) return INVALID;
+    s->magic = 0;
+    free(s);
+    pthread_mutex_lock(&fake.lock);
+    fake.gpm_samples_live--;
+    DONE(OK);
+}
+
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t h, nvmlGpmSample_t s) {
+    DEVICE_CALL(h);
+    if (!s || s->magic != GPM_MAGIC) DONE(INVALID);
+    if (!gpm_supported(d)) DONE(NOT_SUPPORTED);
+    s->device = d;
+    s->t = fake_now_locked();
+    DONE(OK);
+}
+
+/* Each metric over the two samples: the scripted percent at the later sample's time. */
+static void gpm_metric(struct fake_device *d, double t, nvmlGpmMetric_t *m) {
+    static const struct { unsigned int id; enum fake_key key; const char *name; } table[] = {
+        {2, K_GPM_SM_ACTIVE, "SM_UTIL"}, {3, K_GPM_SM_OCCUPANCY, "SM_OCCUPANCY"},
+        {5, K_GPM_TENSOR, "ANY_TENSOR_UTIL"}, {10, K_GPM_DRAM, "DRAM_BW_UTIL"},
+    };
+    m->nvmlReturn = NOT_SUPPORTED;
+    m->value = 0.0;
+    for (unsigned int i = 0; i < sizeof table / sizeof *table; i++) {
+        if (table[i].id != m->metricId) continue;
+        m->nvmlReturn = OK;
+        m->value = (double)fake_value_at(d, table[i].key, t);
+        m->metricInfo.shortName = table[i].name;
+        m->metricInfo.longName = table[i].name;
+        m->metricInfo.unit = "%";
+    }
+}
+
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *get) {
+    if (!get) return INVALID;
+    if (get->version != 1) return VERSION_MISMATCH;
+    nvmlGpmSample_t a = get->sample1, b = get->sample2;
+    if (!a || !b || a->magic != GPM_MAGIC || b->magic != GPM_MAGIC) return INVALID;
+    if (!a->device || a->device != b->device || get->numMetrics > GPM_METRIC_MAX) return INVALID;
+    DEVICE_CALL(a->device);
+    for (unsigned int i = 0; i < get->numMetrics; i++) gpm_metric(d, b->t, &get->metrics[i]);
+    DONE(OK);
+}
+#endif

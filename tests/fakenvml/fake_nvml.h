@@ -14,14 +14,19 @@
 #define FAKE_MAX_DEVICES 16
 #define FAKE_MAX_ERRORS 32
 #define FAKE_MAX_PROCS 16
+#define FAKE_MAX_PROCUTIL 16
 #define FAKE_NA LLONG_MIN /* a reading that answers NVML_ERROR_NOT_SUPPORTED */
 
 enum fake_key {
     K_UTIL_GPU, K_UTIL_MEM, K_MEM_TOTAL, K_MEM_RESERVED, K_MEM_USED, K_TEMP,
     K_THR_SHUTDOWN, K_THR_SLOWDOWN, K_THR_MEM_MAX, K_THR_GPU_MAX, K_POWER, K_POWER_LIMIT,
     K_CLOCK_SM, K_CLOCK_MEM, K_CLOCK_MAX_SM, K_CLOCK_MAX_MEM, K_PSTATE, K_FAN, K_REASONS,
-    K_REASONS_SUPPORTED, K_MIG, K_PCIE_TX_RATE, K_PCIE_RX_RATE, K_COUNT
+    K_REASONS_SUPPORTED, K_MIG, K_PCIE_TX_RATE, K_PCIE_RX_RATE,
+    K_GPM_SM_ACTIVE, K_GPM_SM_OCCUPANCY, K_GPM_TENSOR, K_GPM_DRAM, K_COUNT
 };
+
+/* Which per-process utilization call a device answers (directive "SEL procutil_api"). */
+enum fake_procutil_api { PROCUTIL_NONE, PROCUTIL_OLD, PROCUTIL_NEW };
 
 struct fake_error {
     char symbol[64];
@@ -32,6 +37,13 @@ struct fake_proc {
     unsigned int pid;
     unsigned long long used_bytes;
     char kind; /* 'C' compute or 'G' graphics */
+};
+
+/* One process's per-process utilization (directive "SEL procutil PID SM MEM"): the driver gives a
+ * sample of it for every sample period (1/6 s of fake time). */
+struct fake_procutil {
+    unsigned int pid;
+    unsigned int sm, mem;
 };
 
 struct fake_wave {
@@ -49,6 +61,9 @@ struct fake_device {
     int n_errors;
     struct fake_proc procs[FAKE_MAX_PROCS];
     int n_procs;
+    struct fake_procutil procutil[FAKE_MAX_PROCUTIL];
+    int n_procutil;
+    enum fake_procutil_api procutil_api;
     int lost;
     long long calls;
     long long lose_after_calls; /* 0 = never */
@@ -68,6 +83,7 @@ struct fake_state {
     int frozen;
     double fixed_time_s;
     double start_s;
+    int gpm_samples_live; /* GpmSampleAlloc minus GpmSampleFree since fakenvml_reset: leaks */
 };
 
 /* Internal to the library: only nvml* and fakenvml_* symbols are exported. */
@@ -79,6 +95,7 @@ extern FAKE_INTERNAL struct fake_state fake;
 FAKE_INTERNAL void fake_reset_locked(int count);
 FAKE_INTERNAL double fake_now_locked(void);
 FAKE_INTERNAL long long fake_value(const struct fake_device *d, enum fake_key k);
+FAKE_INTERNAL long long fake_value_at(const struct fake_device *d, enum fake_key k, double t);
 FAKE_INTERNAL int fake_error_for(const struct fake_error *errors, int n, const char *symbol);
 FAKE_INTERNAL int fake_apply_line(char *line, char *err, int err_len);
 FAKE_INTERNAL int fake_load_file(const char *path, char *err, int err_len);

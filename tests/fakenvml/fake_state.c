@@ -21,6 +21,7 @@ static const char *KEY_NAMES[K_COUNT] = {
     "thr.shutdown", "thr.slowdown", "thr.mem_max", "thr.gpu_max", "power", "power.limit",
     "clock.sm", "clock.mem", "clock.max.sm", "clock.max.mem", "pstate", "fan", "reasons",
     "reasons.supported", "mig", "pcie.tx_rate", "pcie.rx_rate",
+    "gpm.sm_active", "gpm.sm_occupancy", "gpm.tensor", "gpm.dram",
 };
 
 static double monotonic_s(void) {
@@ -33,12 +34,15 @@ double fake_now_locked(void) {
     return fake.frozen ? fake.fixed_time_s : monotonic_s() - fake.start_s;
 }
 
-long long fake_value(const struct fake_device *d, enum fake_key k) {
+long long fake_value_at(const struct fake_device *d, enum fake_key k, double t) {
     long long base = d->value[k];
     const struct fake_wave *w = &d->wave[k];
     if (base == FAKE_NA || w->period_s <= 0.0) return base;
-    double t = fake_now_locked();
     return base + llround(w->amplitude * sin(2.0 * M_PI * t / w->period_s));
+}
+
+long long fake_value(const struct fake_device *d, enum fake_key k) {
+    return fake_value_at(d, k, fake_now_locked());
 }
 
 int fake_error_for(const struct fake_error *errors, int n, const char *symbol) {
@@ -55,28 +59,37 @@ static void add_error(struct fake_error *errors, int *n, const char *symbol, int
     errors[(*n)++].code = code;
 }
 
-/* H100 80GB HBM3 SXM5 at idle, driver 590 (NVML.md section 7). */
+/* H100 80GB HBM3 SXM5 at idle, driver 590 (NVML.md section 7): GPM (Hopper) and the newer
+ * per-process utilization call answer. */
 static void preset_h100(struct fake_device *d) {
     long long v[K_COUNT] = {0, 0, 81559 * MIB, 479 * MIB, 0, 41, 92, 89, 95, 87, 69850, 700000,
-                            345, 2619, 1980, 2619, 0, FAKE_NA, 0x1, 0x1FF, 0, 2000000, 1000000};
+                            345, 2619, 1980, 2619, 0, FAKE_NA, 0x1, 0x1FF, 0, 2000000, 1000000,
+                            0, 0, 0, 0};
     memcpy(d->value, v, sizeof v);
+    d->procutil_api = PROCUTIL_NEW;
     snprintf(d->name, sizeof d->name, "NVIDIA H100 80GB HBM3");
     add_error(d->errors, &d->n_errors, "nvmlDeviceGetApplicationsClock", 26);
 }
 
-/* A100-SXM4-80GB with MIG enabled: utilization answers NOT_SUPPORTED. */
+/* A100-SXM4-80GB with MIG enabled: utilization answers NOT_SUPPORTED; no GPM (Ampere); the
+ * older per-process call only (NOT_SUPPORTED while MIG is on). */
 static void preset_a100(struct fake_device *d) {
     long long v[K_COUNT] = {0, 0, 81920 * MIB, 869 * MIB, 0, 27, 92, 89, 95, 85, 67000, 500000,
-                            1275, 1593, 1410, 1593, 0, FAKE_NA, 0x0, 0x1FF, 1, 500000, 500000};
+                            1275, 1593, 1410, 1593, 0, FAKE_NA, 0x0, 0x1FF, 1, 500000, 500000,
+                            FAKE_NA, FAKE_NA, FAKE_NA, FAKE_NA};
     memcpy(d->value, v, sizeof v);
+    d->procutil_api = PROCUTIL_OLD;
     snprintf(d->name, sizeof d->name, "NVIDIA A100-SXM4-80GB");
 }
 
-/* GeForce RTX 3090 idle in P8: SM clock really reads 0 MHz, memory max threshold is N/A. */
+/* GeForce RTX 3090 idle in P8: SM clock really reads 0 MHz, memory max threshold is N/A; no GPM
+ * (Ampere), the older per-process call only. */
 static void preset_rtx3090(struct fake_device *d) {
     long long v[K_COUNT] = {0, 0, 24576 * MIB, 316 * MIB, 0, 35, 98, 95, FAKE_NA, 93, 27000,
-                            200000, 0, 405, 2100, 9751, 8, 0, 0x1, 0x1FF, FAKE_NA, 10000, 10000};
+                            200000, 0, 405, 2100, 9751, 8, 0, 0x1, 0x1FF, FAKE_NA, 10000, 10000,
+                            FAKE_NA, FAKE_NA, FAKE_NA, FAKE_NA};
     memcpy(d->value, v, sizeof v);
+    d->procutil_api = PROCUTIL_OLD;
     snprintf(d->name, sizeof d->name, "NVIDIA GeForce RTX 3090");
 }
 
@@ -131,6 +144,27 @@ static int apply_preset(struct fake_device *d, const char *name) {
     return 1;
 }
 
+static int parse_api(const char *s, enum fake_procutil_api *out) {
+    if (strcmp(s, "new") == 0) *out = PROCUTIL_NEW;
+    else if (strcmp(s, "old") == 0) *out = PROCUTIL_OLD;
+    else if (strcmp(s, "none") == 0) *out = PROCUTIL_NONE;
+    else return 0;
+    return 1;
+}
+
+/* "procutil PID SM MEM": replaces that pid's sample, or adds one.  Values are taken as given
+ * (unsigned 32-bit), garbage included: a real driver has answered 2147483632 and 37100. */
+static int set_procutil(struct fake_device *d, const char *pid, const char *sm, const char *mem,
+                        char *err, int n) {
+    struct fake_procutil p = {(unsigned)strtoul(pid, 0, 10), (unsigned)strtoul(sm, 0, 0),
+                              (unsigned)strtoul(mem, 0, 0)};
+    for (int i = 0; i < d->n_procutil; i++)
+        if (d->procutil[i].pid == p.pid) { d->procutil[i] = p; return 1; }
+    if (d->n_procutil >= FAKE_MAX_PROCUTIL) { snprintf(err, n, "too many procutil lines"); return 0; }
+    d->procutil[d->n_procutil++] = p;
+    return 1;
+}
+
 /* One directive on one device; returns 0 and fills err when the line is bad. */
 static int apply_device(struct fake_device *d, char *verb, char *rest, char *err, int n) {
     char a[128] = "", b[128] = "", c[128] = "";
@@ -150,6 +184,9 @@ static int apply_device(struct fake_device *d, char *verb, char *rest, char *err
         d->procs[d->n_procs++] = (struct fake_proc){(unsigned)atol(a), strtoull(b, 0, 0),
                                                     got == 3 ? c[0] : 'C'};
     else if (strcmp(verb, "noprocs") == 0) d->n_procs = 0;
+    else if (strcmp(verb, "procutil") == 0 && got == 3) return set_procutil(d, a, b, c, err, n);
+    else if (strcmp(verb, "noprocutil") == 0) d->n_procutil = 0;
+    else if (strcmp(verb, "procutil_api") == 0 && got == 1 && parse_api(a, &d->procutil_api)) return 1;
     else if (strcmp(verb, "lost") == 0) d->lost = 1;
     else if (strcmp(verb, "lose_after_calls") == 0 && got == 1) d->lose_after_calls = atoll(a);
     else if (strcmp(verb, "lose_after_s") == 0 && got == 1) d->lose_after_s = atof(a);
@@ -222,6 +259,7 @@ void fakenvml_reset(int count) {
     pthread_mutex_lock(&fake.lock);
     fake_reset_locked(count);
     fake.init_refcount = 0;
+    fake.gpm_samples_live = 0; /* a test counts its own collector's samples */
     fake.scenario_loaded = 1; /* in-process tests script the fake themselves */
     pthread_mutex_unlock(&fake.lock);
 }
@@ -246,6 +284,13 @@ void fakenvml_set_time(double seconds) {
 long long fakenvml_calls(int index) {
     pthread_mutex_lock(&fake.lock);
     long long n = index >= 0 && index < FAKE_MAX_DEVICES ? fake.dev[index].calls : -1;
+    pthread_mutex_unlock(&fake.lock);
+    return n;
+}
+
+int fakenvml_gpm_samples_live(void) {
+    pthread_mutex_lock(&fake.lock);
+    int n = fake.gpm_samples_live;
     pthread_mutex_unlock(&fake.lock);
     return n;
 }

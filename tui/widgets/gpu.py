@@ -1,4 +1,5 @@
-"""The GPU panel (key 1): one compact row per GPU plus a utilization history per GPU."""
+"""The GPU panel (key 1): one compact row per GPU plus a utilization history per GPU
+(columns: tui/widgets/gpu_row.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections import deque
 from textual.content import Content
 
 from traintop.collectors.snapshot import Snapshot
-from traintop.tui.widgets.gpu_row import badge_need, gpu_row, plan_layout
+from traintop.tui.widgets.gpu_row import badge_need, gpu_row, gpu_util, plan_layout
 from traintop.tui.widgets.panel import Panel
 
 HISTORY_LEN = 120
@@ -31,7 +32,7 @@ class GpuPanel(Panel):
     def record(self, snapshot: Snapshot) -> None:
         for gpu in snapshot.gpus:
             series = self._history.setdefault(gpu.index, deque(maxlen=HISTORY_LEN))
-            series.append(None if gpu.lost else gpu.util_gpu_pct)
+            series.append(None if gpu.lost else gpu_util(gpu))
 
     def history(self, index: int) -> tuple[float | None, ...]:
         """Utilization samples of GPU ``index``, oldest first (for tests and diagnosis views)."""
@@ -48,8 +49,9 @@ class GpuPanel(Panel):
         two_columns = len(snapshot.gpus) > 8 and width >= _TWO_COLUMNS_MIN_WIDTH
         column_width = (width - len(_SEPARATOR)) // 2 if two_columns else width
         fans = any(gpu.fan_pct is not None for gpu in snapshot.gpus)
+        gpm = any(gpu.sm_active_pct is not None for gpu in snapshot.gpus)
         self._badge_need = max(self._badge_need, badge_need(snapshot.gpus))
-        layout = plan_layout(column_width, self._badge_need, fans)
+        layout = plan_layout(column_width, self._badge_need, fans, gpm)
         rows = [gpu_row(gpu, layout, self._history.get(gpu.index, ())) for gpu in snapshot.gpus]
         if not two_columns:
             return rows

@@ -1,7 +1,11 @@
 """One GPU as one line: which columns fit a given width, and the styled row itself.
 
-Columns are added greedily in priority order so that 80 columns still show utilization, memory,
-temperature, power and the throttle badge, while 200 columns add bars, clocks, PCIe and history.
+Columns are added greedily in priority order.  80 columns show utilization, memory bandwidth
+(``bw``: share of time device memory was read or written), SM active and tensor active (GPM,
+Hopper and newer), memory as a percentage, temperature, power and the throttle badge; wider
+terminals widen memory to GiB and power to its cap first, then add bars, clocks, SM occupancy and
+DRAM bandwidth, PCIe and history.  ``util`` is the tick's mean of the driver's samples where it
+has them (what happened over the whole tick, not its last 1/6 s).
 """
 
 from __future__ import annotations
@@ -28,21 +32,28 @@ from traintop.views.format import (
     truncate,
 )
 
-# index, " util 97%", "  mem 70.2/79.6 GiB", temperature, power, the gap before the badge
-_FIXED = 3 + 10 + 19 + 6 + 11 + 2
-_BADGE_MIN = 14
+# index, " util 97%", "  mem 88%", temperature, "  632W", the gap before the badge
+_FIXED = 3 + 10 + 10 + 6 + 7 + 2
+_BADGE_MIN = 12
 # (column, cells it costs) in priority order; "badge" is the room the full throttle names need
 # beyond the minimum, so at wide sizes they are never cut while PCIe and fan still fit later.
-# "util+" and "mem+" widen bars that are already shown.
+# "util+" and "mem+" widen bars that are already shown; "mem_gib" and "power_cap" widen the
+# compact memory and power columns; "gpm" (SM and tensor active) and "gpm+" (occupancy, DRAM)
+# cost nothing where no GPU has GPM.
 _WANTS = (
+    ("bw", 8),
+    ("gpm", 16),
+    ("mem_gib", 9),
+    ("power_cap", 4),
     ("util", 8),
     ("mem", 8),
-    ("clocks", 15),
     ("badge", 0),
-    ("pstate", 5),
+    ("clocks", 15),
     ("pcie", 25),
     ("fan", 9),
     ("spark", 18),
+    ("pstate", 5),
+    ("gpm+", 19),
     ("util+", 10),
     ("mem+", 10),
 )
@@ -56,6 +67,11 @@ class GpuLayout:
     name: int
     util_bar: int = 0
     mem_bar: int = 0
+    bw: bool = False
+    gpm: bool = False
+    gpm_more: bool = False
+    mem_gib: bool = False
+    power_cap: bool = False
     clocks: bool = False
     pstate: bool = False
     pcie: bool = False
@@ -64,18 +80,22 @@ class GpuLayout:
     badge: int = _BADGE_MIN
 
 
-def plan_layout(width: int, badge_need: int = 0, fans: bool = True) -> GpuLayout:
+def plan_layout(
+    width: int, badge_need: int = 0, fans: bool = True, gpm: bool = True
+) -> GpuLayout:
     """Pick the columns that fit ``width`` cells; what is left widens the throttle badge.
 
-    ``badge_need`` is the widest badge of this frame and ``fans`` whether any GPU reports a
-    fan: SXM boards have none, and a column of "n/a" on every row is noise.
+    ``badge_need`` is the widest badge of this frame, ``fans`` whether any GPU reports a fan
+    (SXM boards have none, and a column of "n/a" on every row is noise) and ``gpm`` whether any
+    reports GPM counters (older than Hopper: none).
     """
-    name = 15 if width >= 116 else 10 if width >= 76 else 5
+    # At 80 columns the counters matter more than the model's name, which every row repeats.
+    name = 15 if width >= 116 else 9 if width >= (100 if gpm else 76) else 5
     free = width - _FIXED - name - _BADGE_MIN
     costs = dict(_WANTS, badge=max(badge_need - _BADGE_MIN, 0))
     chosen: dict[str, int] = {}
     for column, cost in costs.items():
-        wanted = fans or column != "fan"
+        wanted = (fans or column != "fan") and (gpm or not column.startswith("gpm"))
         if wanted and cost <= free and (not column.endswith("+") or column[:-1] in chosen):
             chosen[column] = cost
             free -= cost
@@ -84,6 +104,11 @@ def plan_layout(width: int, badge_need: int = 0, fans: bool = True) -> GpuLayout
         name=name,
         util_bar=chosen.get("util", 2) - 2 + chosen.get("util+", 0),
         mem_bar=chosen.get("mem", 2) - 2 + chosen.get("mem+", 0),
+        bw="bw" in chosen,
+        gpm="gpm" in chosen,
+        gpm_more="gpm+" in chosen,
+        mem_gib="mem_gib" in chosen,
+        power_cap="power_cap" in chosen,
         clocks="clocks" in chosen,
         pstate="pstate" in chosen,
         pcie="pcie" in chosen,
@@ -102,9 +127,10 @@ def gpu_row(gpu: GpuSnapshot, layout: GpuLayout, history: Sequence[float | None]
         line.add(" LOST ", "bold $error").add(gpu.error or "GPU has fallen off the bus", "$error")
         return _fit(line, layout.width)
     _util(line, gpu, layout)
+    _activity(line, gpu, layout)
     _memory(line, gpu, layout)
     line.add(fmt_celsius(gpu.temp_c).rjust(6), temp_style(gpu.temp_c, gpu.temp_slowdown_c))
-    _power(line, gpu)
+    _power(line, gpu, layout.power_cap)
     _optional_columns(line, gpu, layout)
     if layout.spark:
         line.add("  ").add(sparkline(history, layout.spark), "$primary")
@@ -146,13 +172,29 @@ def badge_need(gpus: Sequence[GpuSnapshot]) -> int:
     return max(widths, default=0)
 
 
+def gpu_util(gpu: GpuSnapshot) -> float | None:
+    """The utilization to show: the tick's mean of the driver's samples, else its last period."""
+    return gpu.util_gpu_mean_pct if gpu.util_gpu_mean_pct is not None else gpu.util_gpu_pct
+
+
 def _util(line: Line, gpu: GpuSnapshot, layout: GpuLayout) -> None:
-    pct = gpu.util_gpu_pct
+    pct = gpu_util(gpu)
     line.add(" util", "dim")
     if layout.util_bar:
         # High utilization is the goal in training, so it is not drawn as a warning.
         meter(line, pct, layout.util_bar, "$primary")
     line.add(" " + fmt_pct(pct).rjust(4))
+
+
+def _activity(line: Line, gpu: GpuSnapshot, layout: GpuLayout) -> None:
+    """Memory bandwidth, then what GPM says the SMs did (blank where the GPU has no GPM)."""
+    cells = [("bw", gpu.util_mem_pct)] if layout.bw else []
+    if layout.gpm:
+        cells += [("sm", gpu.sm_active_pct), ("tc", gpu.tensor_active_pct)]
+    if layout.gpm_more:
+        cells += [("occ", gpu.sm_occupancy_pct), ("dram", gpu.dram_active_pct)]
+    for label, pct in cells:
+        line.add(" ").add(label, "dim").add(" " + fmt_pct(pct).rjust(4))
 
 
 def _memory(line: Line, gpu: GpuSnapshot, layout: GpuLayout) -> None:
@@ -162,17 +204,21 @@ def _memory(line: Line, gpu: GpuSnapshot, layout: GpuLayout) -> None:
     if layout.mem_bar:
         # Training fills VRAM on purpose; only the last few percent before OOM are a warning.
         meter(line, pct, layout.mem_bar, level_style(pct, 95, 99))
+    if not layout.mem_gib:
+        line.add(" " + fmt_pct(pct).rjust(4), level_style(pct, 95, 99))
+        return
     text = f"{fmt_gib(used)}/{fmt_gib(total)} GiB" if total is not None else NA
     line.add(" " + text.rjust(13))
 
 
-def _power(line: Line, gpu: GpuSnapshot) -> None:
+def _power(line: Line, gpu: GpuSnapshot, cap: bool) -> None:
+    cells = 11 if cap else 7
     if gpu.power_w is None:
-        line.add(f"{NA:>11}")
+        line.add(NA.rjust(cells))
         return
-    limit = f"/{gpu.power_limit_w:.0f}" if gpu.power_limit_w is not None else ""
+    limit = f"/{gpu.power_limit_w:.0f}" if cap and gpu.power_limit_w is not None else ""
     pct = gpu.power_w / gpu.power_limit_w * 100 if gpu.power_limit_w else None
-    line.add(f"{gpu.power_w:.0f}{limit} W".rjust(11), level_style(pct, 90, 98))
+    line.add(f"{gpu.power_w:.0f}{limit} W".rjust(cells), level_style(pct, 90, 98))
 
 
 def _optional_columns(line: Line, gpu: GpuSnapshot, layout: GpuLayout) -> None:

@@ -35,6 +35,7 @@ _SORT_NAMES = {
     "wait": "WAIT%",
     "mem": "RSS",
     "gpu": "GPU MEM",
+    "sm": "SM%",
     "io": "I/O",
     "pid": "PID",
 }

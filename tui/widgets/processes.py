@@ -21,7 +21,7 @@ from traintop.views.format import NA, level_style, truncate
 KTHREADD_PID = 2
 """Linux starts every kernel thread from kthreadd (pid 2); htop hides them the same way."""
 
-SORT_ORDER = ("cpu", "wait", "mem", "gpu", "io", "pid")
+SORT_ORDER = ("cpu", "wait", "mem", "gpu", "sm", "io", "pid")
 """The sort columns ``s`` cycles through, the default first."""
 
 _SORT_KEYS: dict[str, Callable[[ProcessSnapshot], float]] = {
@@ -29,6 +29,7 @@ _SORT_KEYS: dict[str, Callable[[ProcessSnapshot], float]] = {
     "wait": lambda p: -1.0 if p.cpu_wait_pct is None else -p.cpu_wait_pct,
     "mem": lambda p: -float(p.rss_bytes or 0),
     "gpu": lambda p: -float(p.gpu_mem_bytes or 0),
+    "sm": lambda p: -1.0 if p.gpu_sm_pct is None else -p.gpu_sm_pct,
     "io": lambda p: -((p.read_bytes_per_s or 0.0) + (p.write_bytes_per_s or 0.0)),
     "pid": lambda p: 0.0,
 }
@@ -62,7 +63,10 @@ COLUMNS = (
     Column("read", "READ/s", 7, "io", drop=2),
     Column("write", "WRITE/s", 8, "io", drop=2),
     Column("gpu", "GPU MEM", 8, "gpu"),
+    Column("sm", "SM%", 5, "sm"),
 )
+"""``SM%`` is the process's share of its GPUs' SM time (NVML per-process utilization, nvitop's
+%SM), shown only where some process has one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +118,7 @@ def plan_columns(width: int, rows: Sequence[Row]) -> tuple[Column, ...]:
         if c.key in ("pid", "user")
         else c
         for c in COLUMNS
+        if c.key != "sm" or any(row.proc.gpu_sm_pct is not None for row in rows)
     ]
     for level in sorted({c.drop for c in sized if c.drop}, reverse=True):
         if sum(c.width + 1 for c in sized) + MIN_COMMAND_WIDTH <= width:
@@ -190,6 +195,7 @@ _CELL_TEXT: dict[str, Callable[[ProcessSnapshot], str]] = {
     "read": lambda proc: compact_rate(proc.read_bytes_per_s),
     "write": lambda proc: compact_rate(proc.write_bytes_per_s),
     "gpu": lambda proc: "" if proc.gpu_mem_bytes is None else compact_bytes(proc.gpu_mem_bytes),
+    "sm": lambda proc: "" if proc.gpu_sm_pct is None else f"{proc.gpu_sm_pct:.0f}",
 }
 
 
