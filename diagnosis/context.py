@@ -9,12 +9,14 @@ both: ``ctx.box.cpu_busy_pct`` is about the host, ``ctx.trainer`` about the rank
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
 from traintop.diagnosis.budget import Budget, budget_of
+from traintop.diagnosis.cpu_pool import pool_of
 from traintop.diagnosis.demand import CpuDemand, cpu_demand, group_members
 from traintop.diagnosis.memo import Track, Window
 from traintop.diagnosis.model import Candidate
@@ -55,6 +57,9 @@ class JobView:
     comm: tuple[float, str] | None  # share of the step in communication phases, their names
     waits: Sequence[float | None] = ()  # the data wait share of each summary in the window
     budget: Budget | None = None  # where its time went (traintop.diagnosis.budget)
+    # The CUDA-event span: time with work queued on the GPU, an upper bound of busy that the
+    # card's counters (``gpu_busy_share``) correct; shown only as "queued".
+    gpu_queued_share: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +85,7 @@ class Context:
 
 def _job_view(box: Box, job: JobSnapshot) -> JobView:
     track = box.samples[job.pid]
-    wait, busy, tails, lows, highs, phases = track.columns
+    wait, busy, tails, lows, highs, phases, queued = track.columns
     steps = Steps(track.rows, tails, lows, highs, phases)
     return JobView(
         job=job,
@@ -90,6 +95,7 @@ def _job_view(box: Box, job: JobSnapshot) -> JobView:
         comm=comm_share_of(job),
         waits=wait,
         budget=budget_of(job.phases, steps),
+        gpu_queued_share=mean_of(queued),
     )
 
 
@@ -197,6 +203,9 @@ class Box:
     demand: CpuDemand | None
     samples: dict[int, Track]  # each judged rank's summaries across the window, by pid
     children: dict[int, tuple[int, ...]]  # the newest processes by group, the leader left out
+    # Ranks judged on the box by the CPUs they share: a limited cgroup's path (its quota or
+    # cpuset), "" for the host's CPUs (traintop.diagnosis.job_cpus)
+    pools: dict[str, int] = field(default_factory=dict)
 
     @property
     def has_gpus(self) -> bool:
@@ -239,6 +248,7 @@ def box_of(window: Window, jobs: Sequence[JobSnapshot]) -> Box:
         demand=cpu_demand(jobs, members, procs, cpus),
         samples={j.pid: window.track(JOBS, j.pid) for j in jobs},
         children=members,
+        pools=dict(Counter(pool_of(j) for j in jobs)),
     )
 
 
