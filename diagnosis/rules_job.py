@@ -53,8 +53,12 @@ def _device_busy(ctx: Context) -> tuple[Evidence, ...]:
         return ()
     if busy.device is not None and busy.device < COMPUTE_BUSY_SHARE:
         return ()
-    if ctx.job is None and (ctx.gpu_util_std or 0.0) >= GPU_SWING_PCT:
-        return ()
+    if ctx.job is None:  # system mode: the GPUs' utilization, steady
+        if (ctx.gpu_util_std or 0.0) >= GPU_SWING_PCT:
+            return ()
+        which = ", ".join(str(g.index) for g in ctx.gpus)
+        util = busy.share * 100.0
+        return (Evidence(f"GPU {which} utilization {pct100(util)}", "gpu_util_pct", util, "gpu"),)
     return (busy_evidence(busy),)
 
 
@@ -133,6 +137,8 @@ def _busy_share(ctx: Context, fact: Evidence) -> float:
     share or utilization, or the trainer's CPU of what its threads could use."""
     if fact.metric == "gpu_busy_share":
         return fact.value or 0.0
+    if fact.metric == "gpu_util_pct":
+        return (fact.value or 0.0) / 100.0
     t = ctx.trainer
     if t is None:
         return 0.0

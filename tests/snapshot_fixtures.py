@@ -236,7 +236,7 @@ def ddp_rank(
         steps_total=8_800 + tick * 2, steps_per_s=1 / step, samples_per_s=32 / step,
         step_time_p50_s=step, step_time_p95_s=step * 1.18, data_wait_share=data,
         data_wait_p50_s=step * data, data_wait_p95_s=step * data * 1.6, batches_per_s=1 / step,
-        gpu_busy_share=0.93 - data - comm,
+        gpu_busy_share=0.93 - data - comm, gpu_busy_source="process",
         phases=tuple(PhaseShare(n, share, step * share) for n, share in phases),
         workers=workers, last_step_age_s=0.2,
         cuda_mem_allocated_bytes=(61_000 + 90 * rank) * MIB, cuda_mem_reserved_bytes=70_000 * MIB,
