@@ -6,7 +6,7 @@ from traintop.diagnosis import remedies
 from traintop.diagnosis.applied import facts_seen
 from traintop.diagnosis.budget import LONG_FACTOR, Excess
 from traintop.diagnosis.busy import busy_evidence, gpm_evidence, gpu_busy, gpu_gaps, gpu_lost_share
-from traintop.diagnosis.context import Context
+from traintop.diagnosis.context import Context, JobView
 from traintop.diagnosis.findings import candidate
 from traintop.diagnosis.job_cpus import job_cpus, throttled
 from traintop.diagnosis.model import Candidate, Evidence
@@ -188,12 +188,20 @@ def _job_state(ctx: Context) -> tuple[Evidence, ...]:
     job = ctx.job.job if ctx.job else None
     if job is not None and job.state == "live" and job.steps_per_s:
         text = f"job {job.name} runs {job.steps_per_s:.1f} steps/s"
-        text += ", none timed on the GPU" if ctx.job.gpu_busy_share is None else ""
+        text += "" if _timed(ctx.job) else ", none timed on the GPU"
         return (Evidence(text, "steps_per_s", job.steps_per_s, "training"),)
     if job is None or job.last_step_age_s is None:
         return ()
     text = f"last step {seconds(job.last_step_age_s)} ago (state {job.state})"
     return (Evidence(text, "last_step_age_s", job.last_step_age_s, "training"),)
+
+
+def _timed(job: JobView) -> bool:
+    """Whether the probe timed the job's steps on the GPU (CUDA events): its queued share, or
+    an older collector's busy share, which was that span."""
+    return job.gpu_queued_share is not None or (
+        job.gpu_busy_share is not None and job.job.gpu_busy_source is None
+    )
 
 
 def network(ctx: Context) -> Candidate | None:

@@ -98,6 +98,7 @@ class Scene:
     profile: GpuStepProfile | None = None
     alloc_retries_per_tick: int | None = None  # the allocator's retries grow by this a tick
     cpu_limit: CpuLimit | None = None
+    steps_per_s: float = 4.0
 
     def but(self, **changes) -> Scene:
         """A copy with some knobs changed (reads better than ``replace`` in tables)."""
@@ -250,7 +251,7 @@ class Scene:
             world_size=self.world_size,
             state=self.state,
             steps_total=total,
-            steps_per_s=4.0,
+            steps_per_s=self.steps_per_s,
             samples_per_s=1024.0,
             step_time_p50_s=0.25,
             step_time_p95_s=0.3,
