@@ -318,9 +318,9 @@ def _throttling(last: _Reading | None, now_counters: Throttle | None, now: float
     """The share of the last interval's periods that were throttled, and the throttled seconds
     per second (summed over CPUs, as the kernel sums them); None on a first reading, after a
     reset, or over an interval without a period."""
-    before = last.counters if last is not None else None
-    if before is None or now_counters is None or now <= last.at:
+    if last is None or last.counters is None or now_counters is None or now <= last.at:
         return {}
+    before = last.counters
     periods = now_counters.periods - before.periods
     throttled = now_counters.throttled - before.throttled
     seconds = now_counters.throttled_s - before.throttled_s

@@ -71,9 +71,9 @@ def busy_text(busy: Busy, only: bool = False) -> str:
     other processes keep it busier than the job does."""
     word = "busy only" if only else "busy"
     text = f"GPU {word} {pct(busy.share)} of the time ({SOURCES[busy.source]}"
-    others = busy.device is not None and busy.device > busy.share + CONTRADICTION
-    if others and busy.source != "device":
-        text += f"; the card {pct(busy.device)} busy with other processes' work too"
+    device = busy.device
+    if device is not None and device > busy.share + CONTRADICTION and busy.source != "device":
+        text += f"; the card {pct(device)} busy with other processes' work too"
     return text + ")"
 
 
@@ -128,8 +128,11 @@ _GPM = (
 def gpm_evidence(ctx: Context) -> tuple[Evidence, ...]:
     """What the SMs do while a kernel runs (GPM, Hopper and newer): ``SMs 40 % active, tensor
     cores 10 %, memory bandwidth 30 %``; nothing where the card has no GPM."""
-    found = [(label, field, gpm_mean(ctx, field)) for label, field in _GPM]
-    found = [(label, field, v) for label, field, v in found if v is not None]
+    found: list[tuple[str, str, float]] = []
+    for label, field in _GPM:
+        value = gpm_mean(ctx, field)
+        if value is not None:
+            found.append((label, field, value))
     if not found:
         return ()
     text = ", ".join(label.format(pct100(v)) for label, _, v in found)

@@ -76,17 +76,23 @@ def throttled_share(ctx: Context) -> float | None:
     return mean_of(r.cpu_limit.throttled_share for r in rows if r.cpu_limit is not None)
 
 
+def throttling(ctx: Context) -> CpuLimit | None:
+    """The job's limit where its quota stops it in a fifth of its periods or more: it wants
+    more CPU than the container gives, whatever the host's cores do (None: it does not)."""
+    limit, share = job_cpus(ctx).limit, throttled_share(ctx)
+    if limit is None or limit.quota_cpus is None or share is None or share < THROTTLED_SHARE:
+        return None
+    return limit
+
+
 def throttled(ctx: Context) -> tuple[Evidence, ...]:
-    """The job's quota stops it in a fifth of its periods or more: it wants more CPU than the
-    container gives, whatever the host's cores do."""
-    cpus, share = job_cpus(ctx), throttled_share(ctx)
-    if cpus.limit is None or cpus.limit.quota_cpus is None or share is None:
+    """The evidence of :func:`throttling`: the quota, the host's CPUs, how often it stops."""
+    limit, share = throttling(ctx), throttled_share(ctx)
+    if limit is None or share is None:
         return ()
-    if share < THROTTLED_SHARE:
-        return ()
-    text = f"the job's cgroup quota of {amount(cpus.limit)} (the host has {cpus.host})"
+    text = f"the job's cgroup quota of {amount(limit)} (the host has {ctx.box.logical_cpus})"
     text += f" throttled it in {pct(share)} of its periods"
-    seconds = cpus.limit.throttled_s_per_s
+    seconds = limit.throttled_s_per_s
     if seconds is not None and seconds > 0:
         text += f", {seconds:.2f} s a second"
     return (Evidence(text, "cpu_throttled_share", share, "cpu"),)
@@ -95,9 +101,8 @@ def throttled(ctx: Context) -> tuple[Evidence, ...]:
 def quota_note(ctx: Context) -> str:
     """``: the job's cgroup quota (1.0 CPU) throttles them``, where it does: said after a
     figure of waiting for a CPU, which a throttled thread reads as too."""
-    if not throttled(ctx):
-        return ""
-    return f": the job's cgroup quota ({amount(job_cpus(ctx).limit)}) throttles them"
+    limit = throttling(ctx)
+    return f": the job's cgroup quota ({amount(limit)}) throttles them" if limit else ""
 
 
 def job_cpu_used(ctx: Context) -> float | None:
@@ -112,17 +117,18 @@ def limit_spent(ctx: Context) -> bool:
     if cpus.limit is None:
         return False
     used = job_cpu_used(ctx)
-    return bool(throttled(ctx)) or (used is not None and used >= SPARE_SHARE * cpus.total)
+    return throttling(ctx) is not None or (used is not None and used >= SPARE_SHARE * cpus.total)
 
 
 def limit_remedies(ctx: Context, workers: bool) -> tuple[str, ...]:
     """What to do about a quota that throttles the job: raise it, and (``workers``) run no
     more DataLoader workers than its CPUs feed."""
-    if not throttled(ctx):
+    limit = throttling(ctx)
+    if limit is None:
         return ()
     cpus = job_cpus(ctx)
     first = (
-        f"raise the job's CPU limit (its cgroup quota is {amount(cpus.limit)}): docker --cpus,"
+        f"raise the job's CPU limit (its cgroup quota is {amount(limit)}): docker --cpus,"
         " Kubernetes resources.limits.cpu, Slurm --cpus-per-task"
     )
     fit = max(1, int(cpus.cpus))
@@ -130,5 +136,5 @@ def limit_remedies(ctx: Context, workers: bool) -> tuple[str, ...]:
     if not workers or now <= fit:
         return (first,)
     fewer = f"lower DataLoader num_workers from {now} to {fit}: more workers than the quota's"
-    fewer += f" {amount(cpus.limit)} only queue for it, and each holds a copy of the dataset"
+    fewer += f" {amount(limit)} only queue for it, and each holds a copy of the dataset"
     return (first, fewer)

@@ -16,7 +16,7 @@ from traintop.diagnosis.busy import gpu_lost_share
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.data_split import DataSplit, data_split
 from traintop.diagnosis.findings import candidate
-from traintop.diagnosis.job_cpus import amount, job_cpus, limit_spent, quota_note, throttled
+from traintop.diagnosis.job_cpus import amount, limit_spent, quota_note, throttled, throttling
 from traintop.diagnosis.model import Candidate, Evidence
 from traintop.diagnosis.signals import (
     DATA_WAIT_SHARE,
@@ -127,14 +127,14 @@ def data_cpu(ctx: Context) -> Candidate | None:
         return None
     split, part = claim
     spare = not cpu_saturated(ctx) and not limit_spent(ctx)
-    quota = throttled(ctx)
-    cause = f" (the job's cgroup quota of {amount(job_cpus(ctx).limit)})" if quota else ""
+    quota = throttling(ctx)
+    cause = f" (the job's cgroup quota of {amount(quota)})" if quota else ""
     return candidate(
         ctx,
         "data_cpu",
         severity="warning",
         summary=f"Input pipeline limited by CPU{cause}: {pct(part)} of time lost",
-        evidence=(*_wait_line(ctx, split), *_cpu_facts(ctx), *quota, *_loader_seen(ctx)),
+        evidence=(*_wait_line(ctx, split), *_cpu_facts(ctx), *throttled(ctx), *_loader_seen(ctx)),
         remedies=remedies.data_cpu(ctx, spare),
         lost=part,
         steady=wait_held(ctx),

@@ -192,7 +192,7 @@ def memory(ctx: Context) -> Candidate | None:
     if retried is not None and not swapping:
         return _retrying(ctx, retried)
     facts = _gpu_mem_facts(ctx) + ([retried] if retried is not None else [])
-    if swapping:
+    if swapping and swap is not None:
         facts.insert(0, Evidence(f"host swapping {rate(swap)}", "swap_bytes_per_s", swap, "memory"))
     tensors = near_oom(ctx)
     if tensors is not None:

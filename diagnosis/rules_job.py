@@ -185,10 +185,11 @@ def _idle_summary(ctx: Context) -> str:
 
 def _job_state(ctx: Context) -> tuple[Evidence, ...]:
     """A live job proves the GPU is left idle by stepping; a stopped one by its silence."""
-    job = ctx.job.job if ctx.job else None
-    if job is not None and job.state == "live" and job.steps_per_s:
+    view = ctx.job
+    job = view.job if view else None
+    if view is not None and job is not None and job.state == "live" and job.steps_per_s:
         text = f"job {job.name} runs {job.steps_per_s:.1f} steps/s"
-        text += "" if _timed(ctx.job) else ", none timed on the GPU"
+        text += "" if _timed(view) else ", none timed on the GPU"
         return (Evidence(text, "steps_per_s", job.steps_per_s, "training"),)
     if job is None or job.last_step_age_s is None:
         return ()

@@ -24,9 +24,9 @@ def tightest(jobs: Sequence[JobSnapshot]) -> tuple[JobSnapshot, int] | None:
     limited = [j for j in jobs if j.state in LIVE and limiting(j.cpu_limit)]
     if not limited:
         return None
-    job = min(limited, key=lambda j: (j.cpu_limit.cpus, j.pid))  # type: ignore[union-attr]
-    ranks = sum(1 for j in limited if j.cpu_limit.cgroup == job.cpu_limit.cgroup)  # type: ignore[union-attr]
-    return job, ranks
+    job = min(limited, key=lambda j: (j.cpu_limit.cpus if j.cpu_limit else 0.0, j.pid))
+    cgroups = [j.cpu_limit.cgroup for j in limited if j.cpu_limit is not None]
+    return job, cgroups.count(job.cpu_limit.cgroup if job.cpu_limit else "")
 
 
 def _cpus(limit: CpuLimit) -> str:
