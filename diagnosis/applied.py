@@ -13,7 +13,7 @@ remedy is offered with that said.  The evidence says what was seen (``facts_seen
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from traintop.collectors.snapshot import JobFacts
 from traintop.diagnosis.context import Context
@@ -22,7 +22,7 @@ from traintop.diagnosis.model import Evidence
 ON, OFF, NA = "on", "off", "n/a"  # and None: the probe could not tell
 UNSURE = "(if not already: the probe could not tell)"
 FAST_ATTENTION = frozenset({"flash", "efficient", "cudnn"})
-NOTHING_SEEN = JobFacts()
+GPU_ONLY = frozenset({"pin_memory", "tf32", "attention"})  # no GPU on the box: they do not apply
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +31,10 @@ class Remedy:
 
     text: str
     knob: str | None = None
+    unsure: str = field(init=False)  # the text for a job whose probe could not tell
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "unsure", f"{self.text} {UNSURE}")
 
 
 def facts_of(ctx: Context) -> JobFacts | None:
@@ -115,7 +119,10 @@ def knob(ctx: Context, name: str) -> str | None:
     """``ON``, ``OFF``, ``NA`` or None (could not tell) for one knob of the job.  Without the
     probe's facts every knob is unknown, except what the box alone settles (no GPU: pinning,
     TF32 and attention kernels do not apply)."""
-    return KNOBS[name](ctx, facts_of(ctx) or NOTHING_SEEN)
+    facts = facts_of(ctx)
+    if facts is None:
+        return NA if name in GPU_ONLY and not ctx.box.has_gpus else None
+    return KNOBS[name](ctx, facts)
 
 
 def offer(ctx: Context, items: Iterable[Remedy | str]) -> tuple[str, ...]:
@@ -129,7 +136,7 @@ def offer(ctx: Context, items: Iterable[Remedy | str]) -> tuple[str, ...]:
         state = knob(ctx, item.knob) if item.knob else OFF
         if state in (ON, NA):
             continue
-        found.append(item.text if state == OFF else f"{item.text} {UNSURE}")
+        found.append(item.text if state == OFF else item.unsure)
     return tuple(dict.fromkeys(found))
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traintop.diagnosis.context import Context
+from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.model import Evidence
 from traintop.diagnosis.signals import GPU_IDLE_PCT, gpu_underused
 from traintop.diagnosis.text import pct, pct100
@@ -50,6 +50,10 @@ class Busy:
 
 def gpu_busy(ctx: Context) -> Busy | None:
     """The job's busy share by the card's counters (system mode: its GPUs' utilization)."""
+    return once(ctx, "busy", _busy)
+
+
+def _busy(ctx: Context) -> Busy | None:
     if not ctx.gpus:
         return None
     device = ctx.gpu_util_pct / 100.0 if ctx.gpu_util_pct is not None else None
@@ -128,6 +132,8 @@ _GPM = (
 def gpm_evidence(ctx: Context) -> tuple[Evidence, ...]:
     """What the SMs do while a kernel runs (GPM, Hopper and newer): ``SMs 40 % active, tensor
     cores 10 %, memory bandwidth 30 %``; nothing where the card has no GPM."""
+    if all(g.sm_active_pct is None and g.tensor_active_pct is None for g in ctx.gpus):
+        return ()  # no GPM on these cards
     found: list[tuple[str, str, float]] = []
     for label, field in _GPM:
         value = gpm_mean(ctx, field)

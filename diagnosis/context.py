@@ -10,9 +10,10 @@ both: ``ctx.box.cpu_busy_pct`` is about the host, ``ctx.trainer`` about the rank
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import Any, TypeVar
 
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
 from traintop.diagnosis.budget import Budget, budget_of
@@ -42,6 +43,7 @@ from traintop.diagnosis.views import (
 # Windows shorter than this are diagnosed with reduced confidence (see ``coverage``).
 FULL_WINDOW_S = 10.0
 SYSTEM_MODE_FACTOR = 0.7
+T = TypeVar("T")
 _NAME = attrgetter("name")
 _NIC = attrgetter("name", "netns_inode")  # a job's namespace may have its own "eth0"
 
@@ -75,12 +77,22 @@ class Context:
     job: JobView | None
     trainer: ProcView | None
     workers: tuple[ProcView, ...]
+    # What several rules derive alike from this rank's figures (its busy share, the CPUs it may
+    # use, why its GPU idles), made once per rank and diagnosis (:func:`once`).
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def coverage(self) -> float:
         """How much a finding can be trusted from the data's breadth alone: short windows and
         system-only mode (no step timings) both lower it."""
         return self.box.span_trust * (1.0 if self.mode == "attach" else SYSTEM_MODE_FACTOR)
+
+
+def once(ctx: Context, key: str, make: Callable[[Context], T]) -> T:
+    """``make(ctx)``, made on the first call for this rank's context and kept with it."""
+    if key not in ctx.derived:
+        ctx.derived[key] = make(ctx)
+    return ctx.derived[key]
 
 
 def _job_view(box: Box, job: JobSnapshot) -> JobView:

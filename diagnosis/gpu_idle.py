@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from traintop.collectors.snapshot import GpuStepProfile, SyncSite
 from traintop.diagnosis.busy import Busy, working
-from traintop.diagnosis.context import Context
+from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.signals import data_wait
 from traintop.diagnosis.text import pct
 
@@ -142,5 +142,9 @@ def site_name(site: SyncSite) -> str:
 
 def sites(ctx: Context) -> tuple[SyncSite, ...]:
     """The sync sites a step makes, most per step first."""
+    return once(ctx, "sites", _sites)
+
+
+def _sites(ctx: Context) -> tuple[SyncSite, ...]:
     found = ctx.job.job.sync_sites if ctx.job else ()
     return tuple(sorted(found, key=lambda s: -s.per_step))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from traintop.collectors.snapshot import CpuLimit
-from traintop.diagnosis.context import Context
+from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.cpu_pool import limiting, pool_of
 from traintop.diagnosis.model import Evidence
 from traintop.diagnosis.stats import mean_of
@@ -62,6 +62,10 @@ def source(limit: CpuLimit) -> str:
 
 def job_cpus(ctx: Context) -> JobCpus:
     """The CPUs this rank may use (the host's when no cgroup limits it, or in system mode)."""
+    return once(ctx, "cpus", _job_cpus)
+
+
+def _job_cpus(ctx: Context) -> JobCpus:
     host = ctx.box.logical_cpus
     limit = ctx.job.job.cpu_limit if ctx.job else None
     if limit is None or not limiting(limit):
@@ -79,15 +83,17 @@ def throttled_share(ctx: Context) -> float | None:
 def throttling(ctx: Context) -> CpuLimit | None:
     """The job's limit where its quota stops it in a fifth of its periods or more: it wants
     more CPU than the container gives, whatever the host's cores do (None: it does not)."""
-    limit, share = job_cpus(ctx).limit, throttled_share(ctx)
-    if limit is None or limit.quota_cpus is None or share is None or share < THROTTLED_SHARE:
+    limit = job_cpus(ctx).limit
+    if limit is None or limit.quota_cpus is None:
         return None
-    return limit
+    share = throttled_share(ctx)
+    return limit if share is not None and share >= THROTTLED_SHARE else None
 
 
 def throttled(ctx: Context) -> tuple[Evidence, ...]:
     """The evidence of :func:`throttling`: the quota, the host's CPUs, how often it stops."""
-    limit, share = throttling(ctx), throttled_share(ctx)
+    limit = throttling(ctx)
+    share = throttled_share(ctx) if limit is not None else None
     if limit is None or share is None:
         return ()
     text = f"the job's cgroup quota of {amount(limit)} (the host has {ctx.box.logical_cpus})"

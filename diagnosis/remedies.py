@@ -121,22 +121,23 @@ COMPILE = Remedy("torch.compile the model", "compile")
 BIGGER_BATCH = "raise the batch size while memory allows (scale the learning rate)"
 
 
+GPU_COMPUTE: tuple[Remedy | str, ...] = (
+    MIXED_PRECISION,
+    COMPILE,
+    BIGGER_BATCH,
+    Remedy("channels_last memory format for convolutional models", "channels_last"),
+    Remedy("a fused optimizer: AdamW(fused=True)", "fused_optimizer"),
+    Remedy("F.scaled_dot_product_attention with the flash kernel (bf16/fp16 inputs)", "attention"),
+    Remedy("allow TF32 matmuls: torch.backends.cuda.matmul.allow_tf32 = True", "tf32"),
+)
+
+
 def compute(ctx: Context) -> tuple[str, ...]:
     """The device is the limit: make each step cheaper on it, by what the job does not do yet
     (and what the SMs' counters say is left on the table)."""
     if not ctx.box.has_gpus:
         return _cpu_compute(ctx)
-    fixes: list[Remedy | str] = [
-        MIXED_PRECISION,
-        COMPILE,
-        BIGGER_BATCH,
-        Remedy("channels_last memory format for convolutional models", "channels_last"),
-        Remedy("a fused optimizer: AdamW(fused=True)", "fused_optimizer"),
-        Remedy(
-            "F.scaled_dot_product_attention with the flash kernel (bf16/fp16 inputs)", "attention"
-        ),
-        Remedy("allow TF32 matmuls: torch.backends.cuda.matmul.allow_tf32 = True", "tf32"),
-    ]
+    fixes = list(GPU_COMPUTE)
     active, tensor = gpm_mean(ctx, "sm_active_pct"), gpm_mean(ctx, "tensor_active_pct")
     if active is not None and active < SM_FILLED_PCT:
         fixes.remove(BIGGER_BATCH)  # small kernels leave SMs idle: more work per kernel first
@@ -171,34 +172,33 @@ def _cpu_compute(ctx: Context) -> tuple[str, ...]:
     )
 
 
+LAUNCHES: tuple[Remedy | str, ...] = (
+    Remedy(
+        "torch.compile the model: fused kernels mean fewer launches "
+        "(mode='reduce-overhead' also replays them as CUDA graphs)",
+        "compile",
+    ),
+    Remedy(
+        "capture the step in CUDA graphs (torch.compile mode='reduce-overhead', or "
+        "torch.cuda.graph): one launch replays all its kernels",
+        "cuda_graphs",
+    ),
+    "raise the batch size (fewer micro-batches with gradient accumulation): each launch "
+    "then does more work",
+    "move per-step Python work (metrics, logging, augmentation) off the training loop",
+    Remedy(
+        "a fused optimizer (AdamW(fused=True)): one launch per step instead of one "
+        "per parameter group and op",
+        "fused_optimizer",
+    ),
+)
+
+
 def host_overhead(ctx: Context) -> tuple[str, ...]:
     """Launch-bound: fewer launches (compile, CUDA graphs, a fused optimizer), more work per
     launch (a bigger batch), less Python between them.  Mixed precision makes kernels faster,
     not fewer, so it is never advice here."""
-    return offer(
-        ctx,
-        (
-            *limit_remedies(ctx, workers=False),
-            Remedy(
-                "torch.compile the model: fused kernels mean fewer launches "
-                "(mode='reduce-overhead' also replays them as CUDA graphs)",
-                "compile",
-            ),
-            Remedy(
-                "capture the step in CUDA graphs (torch.compile mode='reduce-overhead', or "
-                "torch.cuda.graph): one launch replays all its kernels",
-                "cuda_graphs",
-            ),
-            "raise the batch size (fewer micro-batches with gradient accumulation): each launch "
-            "then does more work",
-            "move per-step Python work (metrics, logging, augmentation) off the training loop",
-            Remedy(
-                "a fused optimizer (AdamW(fused=True)): one launch per step instead of one "
-                "per parameter group and op",
-                "fused_optimizer",
-            ),
-        ),
-    )
+    return offer(ctx, (*limit_remedies(ctx, workers=False), *LAUNCHES))
 
 
 THEN_COMPILE = Remedy(

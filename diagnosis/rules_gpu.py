@@ -169,7 +169,9 @@ def alloc_retries(ctx: Context) -> Evidence | None:
     """The caching allocator's retries rose over the window: a cudaMalloc failed, so it freed
     every cached block (a sync of every stream) and tried again.  The job runs at the edge of
     the card's memory, and each retry stalls it."""
-    rows = [r for r in (ctx.job.steps.rows if ctx.job else ()) if r.cuda_alloc_retries is not None]
+    if ctx.job is None or ctx.job.job.cuda_alloc_retries is None:
+        return None  # the probe counts none (no CUDA, or an older probe)
+    rows = [r for r in ctx.job.steps.rows if r.cuda_alloc_retries is not None]
     if len(rows) < 2:
         return None
     first, last = rows[0], rows[-1]

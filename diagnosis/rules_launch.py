@@ -18,7 +18,7 @@ from traintop.diagnosis.busy import (
     gpu_lost_share,
     queued_evidence,
 )
-from traintop.diagnosis.context import Context
+from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.findings import candidate
 from traintop.diagnosis.gpu_idle import (
     IdleSplit,
@@ -96,6 +96,14 @@ def _profile_facts(split: IdleSplit) -> tuple[Evidence, ...]:
     return tuple(facts)
 
 
+def _idle(ctx: Context) -> tuple[Busy | None, tuple[Evidence, ...], IdleSplit | None]:
+    """The busy share, the training thread's evidence of launching, and the idle time's split:
+    what both rules read, made once per rank."""
+    busy = gpu_busy(ctx)
+    thread = launching(ctx, busy)
+    return busy, thread, idle_split(ctx, bool(thread))
+
+
 def host_overhead(ctx: Context) -> Candidate | None:
     """The GPU waits on the host's next launch: the profile's host wait where a step was
     profiled, else the card idle while the training thread runs all the time."""
@@ -103,9 +111,7 @@ def host_overhead(ctx: Context) -> Candidate | None:
         return None
     if ctx.mode == "system":
         return _system_host(ctx)
-    busy = gpu_busy(ctx)
-    thread = launching(ctx, busy)
-    split = idle_split(ctx, bool(thread))
+    busy, thread, split = once(ctx, "idle", _idle)
     if busy is None or split is None or split.host < GAP_MIN:
         return None
     facts = (
@@ -188,9 +194,7 @@ def sync_stall(ctx: Context) -> Candidate | None:
     comm = comm_share(ctx)
     if comm is not None and comm[0] >= COMM_SHARE:
         return None  # waiting on collectives is the network rule's case
-    busy = gpu_busy(ctx)
-    thread = launching(ctx, busy)
-    split = idle_split(ctx, bool(thread))
+    busy, thread, split = once(ctx, "idle", _idle)
     named = bool(sites(ctx))
     if busy is None or split is None or split.sync < _sync_bar(split, named):
         return None

@@ -45,12 +45,11 @@ class GpuView:
     reason_share: dict[int, float]
     pids: frozenset[int]
     # The card's own counters beyond utilization (window means, percent): GPM on Hopper and
-    # newer (None elsewhere), and each process's own SM share by pid (NVML per-process).
+    # newer, None elsewhere.
     sm_active_pct: float | None = None
     sm_occupancy_pct: float | None = None
     tensor_active_pct: float | None = None
     dram_active_pct: float | None = None
-    proc_sm_pct: dict[int, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,22 +122,21 @@ _GPU_FIELDS = operator.attrgetter(
 _GPM_FIELDS = operator.attrgetter(
     "util_gpu_mean_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct"
 )
-_LOST_GPU = (None,) * 12 + ((), *(None,) * 5, ())  # a lost GPU's row reads as nothing measured
+_LOST_GPU = (None,) * 12 + ((), *(None,) * 5)  # a lost GPU's row reads as nothing measured
 
 
 def _read_gpu(prev: GpuSnapshot | None, g: GpuSnapshot) -> tuple:
     """One GPU row: its fields, memory used as a share, reason mask, compute pids, the driver's
-    mean utilization and GPM counters, and each process's SM share."""
+    mean utilization and the GPM counters."""
     if g.lost:
         return _LOST_GPU
     used, total = g.mem_used_bytes, g.mem_total_bytes
     share = used / total if used is not None and total else None
     pids = tuple(p.pid for p in g.processes if p.kind != "G")
-    sm = tuple((p.pid, p.sm_util_pct) for p in g.processes if p.sm_util_pct is not None)
-    return (*_GPU_FIELDS(g), share, g.clocks_event_reasons, pids, *_GPM_FIELDS(g), sm)
+    return (*_GPU_FIELDS(g), share, g.clocks_event_reasons, pids, *_GPM_FIELDS(g))
 
 
-GPUS = Kind(operator.attrgetter("gpus"), operator.attrgetter("index"), _read_gpu, 19)
+GPUS = Kind(operator.attrgetter("gpus"), operator.attrgetter("index"), _read_gpu, 18)
 
 
 def gpu_view(track: Track) -> GpuView:
@@ -146,7 +144,7 @@ def gpu_view(track: Track) -> GpuView:
     into columns, as a diagnosis summarises every GPU on every tick."""
     columns = track.columns
     util, used, total, temp, slowdown, max_operating, power, limit, sm, sm_max = columns[:10]
-    share, masks, pids, util_mean, active, occupancy, tensor, dram, per_proc = columns[10:]
+    share, masks, pids, util_mean, active, occupancy, tensor, dram = columns[10:]
     return GpuView(
         index=track.rows[-1].index,
         util_pct=_util_level(util, util_mean),
@@ -167,7 +165,6 @@ def gpu_view(track: Track) -> GpuView:
         sm_occupancy_pct=mean_of(occupancy),
         tensor_active_pct=mean_of(tensor),
         dram_active_pct=mean_of(dram),
-        proc_sm_pct=_per_process(per_proc),
     )
 
 
@@ -177,15 +174,6 @@ def _util_level(readings: Sequence[float | None], means: Sequence[float | None])
     The readings' swing (``util_std``) still comes from the readings: the means smooth it."""
     level = mean_of(means)
     return level if level is not None else mean_of(readings)
-
-
-def _per_process(rows: Sequence[tuple[tuple[int, float], ...]]) -> dict[int, float] | None:
-    """Each process's mean SM share over the ticks that sampled it (None: none did)."""
-    seen: dict[int, list[float]] = {}
-    for row in rows:
-        for pid, pct in row or ():
-            seen.setdefault(pid, []).append(pct)
-    return {pid: sum(v) / len(v) for pid, v in seen.items()} or None
 
 
 _PROC_FIELDS = operator.attrgetter(
