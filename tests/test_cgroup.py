@@ -8,11 +8,13 @@ training job inside a one-CPU quota on this VM's writable v1 ``cpu`` hierarchy a
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import pytest
 
+from tests.ring_helpers import make_segment
 from tests.scenarios.cpu_quota import cpu_quota
 from tests.scenarios.harness import (
     ScenarioUnavailable,
@@ -32,6 +34,7 @@ from traintop.collectors.cgroup import (
     parse_cpu_stat,
     parse_cpuset,
 )
+from traintop.collectors.jobs import JobCollector
 
 PID = 4242
 
@@ -159,6 +162,22 @@ def test_the_small_parsers() -> None:
         pytest.approx(0.0005)
     )
     assert parse_cpu_stat("usage_usec 3\n") is None
+
+
+def test_the_job_collector_fills_each_live_ranks_limit(tmp_path: Path) -> None:
+    """The wiring: a live segment's rank gets the CPU limit of its pid's cgroup (here this
+    test's own process, in whatever cgroup runs it), and a closed one none."""
+    writer = make_segment(tmp_path / "ring")
+    writer.record(0, 1000 * 10**9, (1, 2, 3), 32)
+    collector = JobCollector(str(tmp_path / "ring"), clock=lambda: 1000.5)
+    (job,) = collector.collect()
+    expected = collector.cgroups.limit(os.getpid())
+    assert job.cpu_limit == expected
+    if Path("/proc/self/cgroup").exists():
+        assert expected is not None and 0 < expected.cpus <= (os.cpu_count() or 1)
+    writer.close()
+    (ended,) = collector.collect()
+    assert ended.cpu_limit is None
 
 
 @pytest.mark.slow
