@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.scenarios.harness import ScenarioUnavailable
+from traintop.collectors.cgroup import Throttle, parse_cpu_stat
 
 CPU_ROOT = Path("/sys/fs/cgroup/cpu")
 PERIOD_US = 100_000
@@ -32,6 +33,17 @@ class CpuQuota:
         """A command prefix that moves itself into the group, then execs the rest."""
         procs = self.cgroup / "cgroup.procs"
         return ["sh", "-c", f'echo $$ > {procs} && exec "$@"', "sh"]
+
+    def counters(self) -> Throttle | None:
+        """The kernel's own count of the group's periods and throttled periods so far."""
+        return parse_cpu_stat((self.cgroup / "cpu.stat").read_text())
+
+
+def throttled_share(before: Throttle | None, after: Throttle | None) -> float | None:
+    """The share of the periods between two readings in which the quota stopped the group."""
+    if before is None or after is None or after.periods <= before.periods:
+        return None
+    return (after.throttled - before.throttled) / (after.periods - before.periods)
 
 
 def _check() -> None:
