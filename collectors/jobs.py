@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from traintop.collectors import stall
+from traintop.collectors.cgroup import CgroupReader
 from traintop.collectors.job_window import NEWEST, JobWindow
 from traintop.collectors.rates import measured
 from traintop.collectors.ring_header import SegmentHeader
@@ -193,6 +194,7 @@ class JobCollector:
         self.stall, self.hang = stall.from_env()  # ValueError (one line) for a bad setting
         # Phase samples asked for from any thread (``sample_phase``), sent on the next tick.
         self._sample_asks: dict[int, tuple[str | None, int, int]] = {}
+        self.cgroups = CgroupReader()  # each live rank's CPU limit (collectors/cgroup.py)
 
     def collect(self) -> tuple[JobSnapshot, ...]:
         """Poll all segments and summarise them; never raises for a bad segment."""
@@ -329,7 +331,7 @@ class JobCollector:
         return snapshot
 
     def _extras(self, job: _Job, now: float) -> dict:
-        """The ledger's newest collective per group, the stack, the stall limits."""
+        """The ledger's newest collective per group, the stack, the stall limits, the CPU limit."""
         p50 = job.window.step_time_p50_s()
         ledger = job.header.ledger
         now_ns = int(now * 1e9)
@@ -340,6 +342,7 @@ class JobCollector:
             "phase_samples": phase_samples(job.stacks.samples, now),
             "stall_after_s": self.stall.after_s(p50),
             "hang_after_s": self.hang.after_s(p50),
+            "cpu_limit": None if job.segment.closed else self.cgroups.limit(job.header.pid),
         }
 
 

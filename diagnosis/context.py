@@ -9,12 +9,15 @@ both: ``ctx.box.cpu_busy_pct`` is about the host, ``ctx.trainer`` about the rank
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import Any, TypeVar
 
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
 from traintop.diagnosis.budget import Budget, budget_of
+from traintop.diagnosis.cpu_pool import pool_of
 from traintop.diagnosis.demand import CpuDemand, cpu_demand, group_members
 from traintop.diagnosis.memo import Track, Window
 from traintop.diagnosis.model import Candidate
@@ -40,6 +43,7 @@ from traintop.diagnosis.views import (
 # Windows shorter than this are diagnosed with reduced confidence (see ``coverage``).
 FULL_WINDOW_S = 10.0
 SYSTEM_MODE_FACTOR = 0.7
+T = TypeVar("T")
 _NAME = attrgetter("name")
 _NIC = attrgetter("name", "netns_inode")  # a job's namespace may have its own "eth0"
 
@@ -55,6 +59,9 @@ class JobView:
     comm: tuple[float, str] | None  # share of the step in communication phases, their names
     waits: Sequence[float | None] = ()  # the data wait share of each summary in the window
     budget: Budget | None = None  # where its time went (traintop.diagnosis.budget)
+    # The CUDA-event span: time with work queued on the GPU, an upper bound of busy that the
+    # card's counters (``gpu_busy_share``) correct; shown only as "queued".
+    gpu_queued_share: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,9 @@ class Context:
     job: JobView | None
     trainer: ProcView | None
     workers: tuple[ProcView, ...]
+    # What several rules derive alike from this rank's figures (its busy share, the CPUs it may
+    # use, why its GPU idles), made once per rank and diagnosis (:func:`once`).
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def coverage(self) -> float:
@@ -78,9 +88,16 @@ class Context:
         return self.box.span_trust * (1.0 if self.mode == "attach" else SYSTEM_MODE_FACTOR)
 
 
+def once(ctx: Context, key: str, make: Callable[[Context], T]) -> T:
+    """``make(ctx)``, made on the first call for this rank's context and kept with it."""
+    if key not in ctx.derived:
+        ctx.derived[key] = make(ctx)
+    return ctx.derived[key]
+
+
 def _job_view(box: Box, job: JobSnapshot) -> JobView:
     track = box.samples[job.pid]
-    wait, busy, tails, lows, highs, phases = track.columns
+    wait, busy, tails, lows, highs, phases, queued = track.columns
     steps = Steps(track.rows, tails, lows, highs, phases)
     return JobView(
         job=job,
@@ -90,6 +107,7 @@ def _job_view(box: Box, job: JobSnapshot) -> JobView:
         comm=comm_share_of(job),
         waits=wait,
         budget=budget_of(job.phases, steps),
+        gpu_queued_share=mean_of(queued),
     )
 
 
@@ -197,6 +215,9 @@ class Box:
     demand: CpuDemand | None
     samples: dict[int, Track]  # each judged rank's summaries across the window, by pid
     children: dict[int, tuple[int, ...]]  # the newest processes by group, the leader left out
+    # Ranks judged on the box by the CPUs they share: a limited cgroup's path (its quota or
+    # cpuset), "" for the host's CPUs (traintop.diagnosis.job_cpus)
+    pools: dict[str, int] = field(default_factory=dict)
 
     @property
     def has_gpus(self) -> bool:
@@ -239,6 +260,7 @@ def box_of(window: Window, jobs: Sequence[JobSnapshot]) -> Box:
         demand=cpu_demand(jobs, members, procs, cpus),
         samples={j.pid: window.track(JOBS, j.pid) for j in jobs},
         children=members,
+        pools=dict(Counter(pool_of(j) for j in jobs)),
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from traintop.collectors.snapshot import Snapshot
-from traintop.diagnosis import rules_data, rules_gpu, rules_host, rules_job
+from traintop.diagnosis import rules_data, rules_gpu, rules_host, rules_job, rules_launch
 from traintop.diagnosis.context import Box, Context, context_for
 from traintop.diagnosis.explain import explain
 from traintop.diagnosis.job_groups import group_jobs
@@ -34,8 +34,8 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("data_io", rules_data.data_io),
     ("data_cpu", rules_data.data_cpu),
     ("data_starved", rules_data.data_starved),
-    ("host_overhead", rules_host.host_overhead),
-    ("sync_stall", rules_host.sync_stall),
+    ("host_overhead", rules_launch.host_overhead),
+    ("sync_stall", rules_launch.sync_stall),
     ("oversubscribed", rules_host.oversubscribed),
     ("network", rules_job.network),
     ("periodic_stall", rules_job.periodic_stall),

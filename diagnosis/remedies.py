@@ -5,16 +5,26 @@ Where a number can be computed (how many DataLoader workers the cores allow), it
 
 from __future__ import annotations
 
+from traintop.diagnosis.applied import Remedy, facts_of, knob, offer
+from traintop.diagnosis.busy import gpm_mean
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.demand import CpuDemand
+from traintop.diagnosis.job_cpus import amount, job_cpus, limit_remedies
 
 IDLE_WORKER_PCT = 25.0  # workers below this much CPU wait on something other than a core
+SM_FILLED_PCT = 50.0  # GPM: below this share of SMs active while a kernel runs, kernels are small
+TENSOR_USED_PCT = 20.0  # GPM: tensor cores this idle under autocast: GEMM shapes that miss them
+
+PERSISTENT = Remedy(
+    "set persistent_workers=True so workers are not re-forked every epoch", "persistent_workers"
+)
+PINNED = Remedy("pin_memory=True with non_blocking=True copies", "pin_memory")
 
 
 def worker_budget(ctx: Context) -> int:
-    """Workers the host can feed per local rank: its share of cores minus the trainer's own."""
-    per_rank = ctx.box.logical_cpus // max(1, ctx.box.local_jobs)
-    return max(1, per_rank - 1)
+    """Workers the job's CPUs can feed per local rank: its share of the CPUs its cgroup gives
+    it (the host's when none limits it), less the trainer's own."""
+    return max(1, int(job_cpus(ctx).cpus) - 1)
 
 
 def suggest_workers(ctx: Context) -> int | None:
@@ -29,21 +39,36 @@ def _more_workers(ctx: Context) -> tuple[str, ...]:
     if target is None:
         return ()
     return (
-        f"raise DataLoader num_workers from {len(ctx.workers)} to {target} "
-        f"({ctx.box.logical_cpus} logical CPUs)",
+        f"raise DataLoader num_workers from {len(ctx.workers)} to {target} ({job_cpus(ctx).words})",
     )
 
 
+def _prefetch(ctx: Context, why: str) -> str:
+    """``raise prefetch_factor from 2 to 4 ...``, with the job's own value where it was seen."""
+    facts = facts_of(ctx)
+    loaders = [lo for lo in facts.loaders if lo.prefetch_factor] if facts else []
+    if not loaders:
+        return f"raise prefetch_factor (e.g. 4) {why}"
+    now = loaders[0].prefetch_factor or 2
+    return f"raise prefetch_factor from {now} to {2 * now} {why}"
+
+
 def data_cpu(ctx: Context, spare_cores: bool) -> tuple[str, ...]:
-    """Workers are CPU-bound: add workers only while cores are free, else make each cheaper."""
+    """Workers are CPU-bound: add workers only while cores are free, else make each cheaper;
+    a cgroup quota that throttles the job comes first (raise it, run no more workers than it
+    feeds)."""
     more = _more_workers(ctx) if spare_cores else ()
-    return (
-        *more,
-        "move augmentation to the GPU (torchvision.transforms.v2 on CUDA tensors, NVIDIA DALI)",
-        "pre-process offline: store decoded/resized samples instead of decoding every epoch",
-        "use a faster decoder (pillow-simd, torchvision.io.decode_jpeg on GPU)",
-        "set persistent_workers=True so workers are not re-forked every epoch",
-        "pin_memory=True with non_blocking=True copies",
+    return offer(
+        ctx,
+        (
+            *limit_remedies(ctx, workers=True),
+            *more,
+            "move augmentation to the GPU (torchvision.transforms.v2 on CUDA tensors, NVIDIA DALI)",
+            "pre-process offline: store decoded/resized samples instead of decoding every epoch",
+            "use a faster decoder (pillow-simd, torchvision.io.decode_jpeg on GPU)",
+            PERSISTENT,
+            PINNED,
+        ),
     )
 
 
@@ -54,7 +79,7 @@ def data_io(ctx: Context) -> tuple[str, ...]:
         "pack small files into sharded formats (WebDataset tar shards, LMDB, TFRecord, "
         "MosaicML streaming) for sequential reads",
         *_more_workers(ctx),
-        "raise prefetch_factor so more reads are in flight while the GPU computes",
+        _prefetch(ctx, "so more reads are in flight while the GPU computes"),
         "store smaller samples (compressed JPEG/WebP at training resolution)",
     )
 
@@ -74,29 +99,136 @@ def _idle_workers(ctx: Context) -> tuple[str, ...]:
 
 def data_starved(ctx: Context) -> tuple[str, ...]:
     """Neither CPU nor disk is full: the pipeline lacks parallelism, not capacity."""
-    return (
-        *_idle_workers(ctx),
-        "raise prefetch_factor (e.g. 4) to keep more batches in flight",
-        "set persistent_workers=True and pin_memory=True",
-        "batch remote fetches or cache them locally: per-sample latency bounds throughput",
-        "check the Dataset's __getitem__ for locks, sleeps or per-sample network calls",
+    return offer(
+        ctx,
+        (
+            *_idle_workers(ctx),
+            _prefetch(ctx, "to keep more batches in flight"),
+            PERSISTENT,
+            Remedy("pin_memory=True", "pin_memory"),
+            "batch remote fetches or cache them locally: per-sample latency bounds throughput",
+            "check the Dataset's __getitem__ for locks, sleeps or per-sample network calls",
+        ),
     )
 
 
+MIXED_PRECISION = Remedy(
+    "use mixed precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) "
+    "(or fp16 + GradScaler)",
+    "autocast",
+)
+COMPILE = Remedy("torch.compile the model", "compile")
+BIGGER_BATCH = "raise the batch size while memory allows (scale the learning rate)"
+
+
+GPU_COMPUTE: tuple[Remedy | str, ...] = (
+    MIXED_PRECISION,
+    COMPILE,
+    BIGGER_BATCH,
+    Remedy("channels_last memory format for convolutional models", "channels_last"),
+    Remedy("a fused optimizer: AdamW(fused=True)", "fused_optimizer"),
+    Remedy("F.scaled_dot_product_attention with the flash kernel (bf16/fp16 inputs)", "attention"),
+    Remedy("allow TF32 matmuls: torch.backends.cuda.matmul.allow_tf32 = True", "tf32"),
+)
+
+
 def compute(ctx: Context) -> tuple[str, ...]:
-    """The device is the limit: make each step cheaper on it."""
+    """The device is the limit: make each step cheaper on it, by what the job does not do yet
+    (and what the SMs' counters say is left on the table)."""
     if not ctx.box.has_gpus:
-        return (
-            "move training to a GPU if one is available",
-            "torch.set_num_threads(physical cores) and bf16 autocast on CPU",
-            "torch.compile the model",
+        return _cpu_compute(ctx)
+    fixes = list(GPU_COMPUTE)
+    active, tensor = gpm_mean(ctx, "sm_active_pct"), gpm_mean(ctx, "tensor_active_pct")
+    if active is not None and active < SM_FILLED_PCT:
+        fixes.remove(BIGGER_BATCH)  # small kernels leave SMs idle: more work per kernel first
+        fixes.insert(0, f"{BIGGER_BATCH}: only {active:.0f} % of the SMs are active")
+    if tensor is not None and tensor < TENSOR_USED_PCT and knob(ctx, "autocast") == "on":
+        fixes.insert(
+            0,
+            f"tensor cores run {tensor:.0f} % of the time in autocast: keep matmul dimensions "
+            "(hidden size, batch × sequence) multiples of 8, 64 on Hopper",
         )
-    return (
-        "use mixed precision: torch.autocast(dtype=torch.bfloat16) (or fp16 + GradScaler)",
-        "torch.compile the model",
-        "raise the batch size while memory allows (scale the learning rate)",
-        "channels_last memory format for convolutional models",
-        "fused optimizers (AdamW(fused=True)) and FlashAttention/SDPA kernels",
+    return offer(ctx, fixes)
+
+
+def _cpu_compute(ctx: Context) -> tuple[str, ...]:
+    """A CPU-only trainer: a GPU, a quota that lets it use its cores, bf16, compile."""
+    cpus = job_cpus(ctx)
+    threads = "torch.set_num_threads(physical cores)"
+    if cpus.limit is not None:
+        k = max(1, int(cpus.cpus))
+        threads = f"torch.set_num_threads({k}): the job may use {amount(cpus.limit)}"
+    return offer(
+        ctx,
+        (
+            *limit_remedies(ctx, workers=False),
+            "move training to a GPU if one is available",
+            threads,
+            Remedy(
+                "bf16 autocast on the CPU: torch.autocast('cpu', dtype=torch.bfloat16)", "autocast"
+            ),
+            COMPILE,
+        ),
+    )
+
+
+LAUNCHES: tuple[Remedy | str, ...] = (
+    Remedy(
+        "torch.compile the model: fused kernels mean fewer launches "
+        "(mode='reduce-overhead' also replays them as CUDA graphs)",
+        "compile",
+    ),
+    Remedy(
+        "capture the step in CUDA graphs (torch.compile mode='reduce-overhead', or "
+        "torch.cuda.graph): one launch replays all its kernels",
+        "cuda_graphs",
+    ),
+    "raise the batch size (fewer micro-batches with gradient accumulation): each launch "
+    "then does more work",
+    "move per-step Python work (metrics, logging, augmentation) off the training loop",
+    Remedy(
+        "a fused optimizer (AdamW(fused=True)): one launch per step instead of one "
+        "per parameter group and op",
+        "fused_optimizer",
+    ),
+)
+
+
+def host_overhead(ctx: Context) -> tuple[str, ...]:
+    """Launch-bound: fewer launches (compile, CUDA graphs, a fused optimizer), more work per
+    launch (a bigger batch), less Python between them.  Mixed precision makes kernels faster,
+    not fewer, so it is never advice here."""
+    return offer(ctx, (*limit_remedies(ctx, workers=False), *LAUNCHES))
+
+
+THEN_COMPILE = Remedy(
+    "then, if the GPU still waits between kernels (the training thread runs all the time): "
+    "torch.compile the model, mode='reduce-overhead' for CUDA graphs",
+    "compile",
+)
+
+
+def sync_stall(ctx: Context, site: str | None, launching: bool = False) -> tuple[str, ...]:
+    """Remove the waits: the named line first, then the usual suspects; a training thread
+    that also runs all the time may be launch-bound behind them (``launching``)."""
+    first = (
+        (
+            f"take {site} off the step: keep the value on the GPU and read it every N "
+            "steps (or copy it with non_blocking=True and read it a step later)",
+        )
+        if site
+        else ()
+    )
+    return offer(
+        ctx,
+        (
+            *first,
+            "remove .item(), .cpu(), .numpy() and print(tensor) from the training loop",
+            "accumulate metrics on the GPU and read them every N steps",
+            "avoid torch.cuda.synchronize() and data-dependent control flow (if loss > x)",
+            Remedy("use non_blocking=True copies from pinned memory", "pin_memory"),
+            *((THEN_COMPILE,) if launching else ()),
+        ),
     )
 
 
@@ -109,20 +241,6 @@ def straggler(rank: int) -> tuple[str, ...]:
         "rank runs (logging, evaluation, checkpoints)",
     )
 
-
-HOST_OVERHEAD = (
-    "torch.compile (mode='reduce-overhead' captures CUDA graphs) to cut launch overhead",
-    "raise the batch size so each kernel launch does more work",
-    "move per-step Python work (metrics, logging, augmentation) off the training loop",
-    "use fused optimizers (foreach/fused=True) to launch fewer kernels",
-)
-
-SYNC_STALL = (
-    "remove .item(), .cpu(), .numpy() and print(tensor) from the training loop",
-    "accumulate metrics on the GPU and read them every N steps",
-    "avoid torch.cuda.synchronize() and data-dependent control flow (if loss > x)",
-    "use non_blocking=True copies from pinned memory",
-)
 
 NETWORK = (
     "overlap communication with compute (DDP bucket_cap_mb, FSDP prefetch)",
@@ -156,11 +274,12 @@ IDLE = (
 )
 
 
-def memory(swapping: bool) -> tuple[str, ...]:
+def memory(ctx: Context, swapping: bool) -> tuple[str, ...]:
     """Host swapping is urgent (every access can hit disk); a full GPU only risks OOM."""
     gpu = (
         "lower the batch size or use gradient accumulation",
-        "activation checkpointing and mixed precision to cut activation memory",
+        "activation checkpointing (torch.utils.checkpoint) to cut activation memory",
+        Remedy("mixed precision (bf16 autocast) to halve activation memory", "autocast"),
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation",
     )
     host = (
@@ -168,7 +287,22 @@ def memory(swapping: bool) -> tuple[str, ...]:
         "memory-map the dataset instead of loading it into every worker",
         "add RAM or close other jobs on the host",
     )
-    return (*host, *gpu) if swapping else gpu
+    return offer(ctx, (*host, *gpu) if swapping else gpu)
+
+
+def alloc_retries(ctx: Context) -> tuple[str, ...]:
+    """The allocator retries: fragmentation first (the cheapest fix), then less memory."""
+    return offer(
+        ctx,
+        (
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: segments grow instead of "
+            "fragmenting, so fewer cudaMalloc calls fail",
+            "lower the batch size (or the longest sequence) a little, with gradient "
+            "accumulation to keep the effective batch",
+            "activation checkpointing (torch.utils.checkpoint) to cut activation memory",
+            Remedy("mixed precision (bf16 autocast) to halve activation memory", "autocast"),
+        ),
+    )
 
 
 def oversubscribed(ctx: Context) -> tuple[str, ...]:

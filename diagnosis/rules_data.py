@@ -10,10 +10,13 @@ saturated, and otherwise guesses.
 from __future__ import annotations
 
 from traintop.diagnosis import remedies
+from traintop.diagnosis.applied import facts_seen
 from traintop.diagnosis.bursts import bursts_of
+from traintop.diagnosis.busy import gpu_lost_share
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.data_split import DataSplit, data_split
 from traintop.diagnosis.findings import candidate
+from traintop.diagnosis.job_cpus import amount, limit_spent, quota_note, throttled, throttling
 from traintop.diagnosis.model import Candidate, Evidence
 from traintop.diagnosis.signals import (
     DATA_WAIT_SHARE,
@@ -21,7 +24,6 @@ from traintop.diagnosis.signals import (
     cpu_saturated,
     data_wait,
     data_wait_evidence,
-    gpu_lost_share,
     gpu_underused,
     io_bound,
     loader_cpu_pct,
@@ -88,6 +90,7 @@ def data_io(ctx: Context) -> Candidate | None:
         return None
     split, part = claim
     facts = (*_wait_line(ctx, split), *_blocked(ctx), *read_traffic(ctx), *storage_pressure(ctx))
+    facts += _loader_seen(ctx)
     return candidate(
         ctx,
         "data_io",
@@ -123,24 +126,31 @@ def data_cpu(ctx: Context) -> Candidate | None:
     if claim is None:
         return None
     split, part = claim
-    spare = not cpu_saturated(ctx)
+    spare = not cpu_saturated(ctx) and not limit_spent(ctx)
+    quota = throttling(ctx)
+    cause = f" (the job's cgroup quota of {amount(quota)})" if quota else ""
     return candidate(
         ctx,
         "data_cpu",
         severity="warning",
-        summary=f"Input pipeline limited by CPU: {pct(part)} of time lost",
-        evidence=(*_wait_line(ctx, split), *_cpu_facts(ctx)),
+        summary=f"Input pipeline limited by CPU{cause}: {pct(part)} of time lost",
+        evidence=(*_wait_line(ctx, split), *_cpu_facts(ctx), *throttled(ctx), *_loader_seen(ctx)),
         remedies=remedies.data_cpu(ctx, spare),
         lost=part,
         steady=wait_held(ctx),
     )
 
 
+def _loader_seen(ctx: Context) -> tuple[Evidence, ...]:
+    """What the job's DataLoader is set to, as its probe saw it."""
+    return facts_seen(ctx, ("loader", "pin_memory"))
+
+
 def _cpu_facts(ctx: Context) -> tuple[Evidence, ...]:
     """The workers' CPU and queueing (saturated or not), the host, or the inline trainer."""
     if not ctx.workers:
         return no_workers(ctx) + trainer_pegged(ctx)
-    return (workers_saturated(ctx) or _worker_facts(ctx)) + cpu_saturated(ctx)
+    return (workers_saturated(ctx, quota_note(ctx)) or _worker_facts(ctx)) + cpu_saturated(ctx)
 
 
 def data_starved(ctx: Context) -> Candidate | None:
@@ -157,7 +167,7 @@ def data_starved(ctx: Context) -> Candidate | None:
         "data_starved",
         severity="warning",
         summary="Input pipeline too slow with CPU and disk to spare",
-        evidence=(*_wait_line(ctx, split), *_worker_facts(ctx)),
+        evidence=(*_wait_line(ctx, split), *_worker_facts(ctx), *_loader_seen(ctx)),
         remedies=remedies.data_starved(ctx),
         lost=part,
         steady=wait_held(ctx),
@@ -173,7 +183,7 @@ def _worker_facts(ctx: Context) -> tuple[Evidence, ...]:
     text = f"{len(loads)} workers averaging {pct100(mean)} CPU"
     waits = mean_of(w.cpu_wait_pct for w in ctx.workers)
     if waits is not None and waits >= WAIT_EVIDENCE_PCT:
-        text += f", waiting for a CPU {pct100(waits)} of the time"
+        text += f", waiting for a CPU {pct100(waits)} of the time{quota_note(ctx)}"
     return (Evidence(text, "worker_cpu_pct", mean, "dataloader"),)
 
 
@@ -225,5 +235,5 @@ def _system_remedies(ctx: Context, name: str) -> tuple[str, ...]:
     if name == "data_io":
         return remedies.data_io(ctx)
     if name == "data_cpu":
-        return remedies.data_cpu(ctx, not cpu_saturated(ctx))
+        return remedies.data_cpu(ctx, not cpu_saturated(ctx) and not limit_spent(ctx))
     return remedies.data_starved(ctx)

@@ -7,6 +7,7 @@ clocks and is not throttled, whatever its temperature.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import pairwise
 
 from traintop.diagnosis import remedies
 from traintop.diagnosis.context import Context
@@ -164,13 +165,36 @@ def near_oom(ctx: Context) -> Evidence | None:
     return Evidence(text, "cuda_mem_allocated_bytes", float(alloc), "training")
 
 
+def alloc_retries(ctx: Context) -> Evidence | None:
+    """The caching allocator's retries rose over the window: a cudaMalloc failed, so it freed
+    every cached block (a sync of every stream) and tried again.  The job runs at the edge of
+    the card's memory, and each retry stalls it."""
+    if ctx.job is None or ctx.job.job.cuda_alloc_retries is None:
+        return None  # the probe counts none (no CUDA, or an older probe)
+    rows = [r for r in ctx.job.steps.rows if r.cuda_alloc_retries is not None]
+    if len(rows) < 2:
+        return None
+    first, last = rows[0], rows[-1]
+    retries = (last.cuda_alloc_retries or 0) - (first.cuda_alloc_retries or 0)
+    steps = last.steps_total - first.steps_total
+    if retries <= 0 or steps <= 0:
+        return None
+    text = f"the CUDA allocator retried {retries} times in {steps} steps ({retries / steps:.2f} a"
+    text += " step): each retry frees the cache and waits for every stream"
+    return Evidence(text, "cuda_alloc_retries_per_step", retries / steps, "training")
+
+
 def memory(ctx: Context) -> Candidate | None:
-    """Host swapping (slows everything), a job at the edge of GPU out-of-memory, or (advice
-    only) a GPU whose memory is nearly all reserved."""
-    facts = _gpu_mem_facts(ctx)
+    """Host swapping (slows everything), a job at the edge of GPU out-of-memory (its tensors
+    fill the card, or the allocator retries), or (advice only) a GPU whose memory is nearly
+    all reserved."""
     swap = ctx.box.swap_bytes_per_s
     swapping = swap is not None and swap >= SWAP_BYTES_PER_S
-    if swapping:
+    retried = alloc_retries(ctx)
+    if retried is not None and not swapping:
+        return _retrying(ctx, retried)
+    facts = _gpu_mem_facts(ctx) + ([retried] if retried is not None else [])
+    if swapping and swap is not None:
         facts.insert(0, Evidence(f"host swapping {rate(swap)}", "swap_bytes_per_s", swap, "memory"))
     tensors = near_oom(ctx)
     if tensors is not None:
@@ -184,7 +208,7 @@ def memory(ctx: Context) -> Candidate | None:
         severity=severity,
         summary=_memory_summary(swapping, tensors is not None),
         evidence=facts,
-        remedies=remedies.memory(swapping),
+        remedies=remedies.memory(ctx, swapping),
         lost=0.5 if swapping else NEAR_OOM_RANK if tensors else 0.0,
         explained=0.5 if swapping else 1.0,  # a full card is a state, measured, not a time
     )
@@ -196,3 +220,28 @@ def _memory_summary(swapping: bool, tensors: bool) -> str:
     if tensors:
         return "GPU memory full of the job's tensors: one spike from OOM"
     return "GPU memory almost full: close to OOM"
+
+
+def _retrying(ctx: Context, retried: Evidence) -> Candidate:
+    """The allocator retries: a warning ranked above healthy compute (its cost is not timed),
+    with the card's fill and the job's tensors where they are known."""
+    tensors = near_oom(ctx)
+    facts = [retried, *_gpu_mem_facts(ctx), *((tensors,) if tensors else ())]
+    return candidate(
+        ctx,
+        "memory",
+        severity="warning",
+        summary="GPU memory at its edge: the CUDA allocator retries failed allocations",
+        evidence=facts,
+        remedies=remedies.alloc_retries(ctx),
+        lost=NEAR_OOM_RANK,
+        explained=1.0,
+        steady=_retries_held(ctx),
+    )
+
+
+def _retries_held(ctx: Context) -> float:
+    """The share of the window's summaries (after the first) in which the retries rose."""
+    counts = [r.cuda_alloc_retries for r in (ctx.job.steps.rows if ctx.job else ())]
+    pairs = [(a, b) for a, b in pairwise(counts) if a is not None and b is not None]
+    return sum(b > a for a, b in pairs) / len(pairs) if pairs else 1.0

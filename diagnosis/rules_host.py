@@ -1,33 +1,21 @@
-"""Host-side rules: the trainer's own CPU time, synchronisation waits, too many threads.
+"""Host-side rules: too many threads for the cores (oversubscribed).
 
-These separate the three ways a GPU starves without the input pipeline being at fault: the
-Python thread cannot launch work fast enough (host_overhead), it waits on the GPU and then the
-GPU waits on it (sync_stall), or it fights other threads for cores (oversubscribed).
+The two other ways a GPU starves without the input pipeline being at fault, a Python thread
+that cannot launch work fast enough (host_overhead) and host and GPU waiting on each other
+(sync_stall), are judged on the card's own counters in :mod:`traintop.diagnosis.rules_launch`.
 """
 
 from __future__ import annotations
 
 from traintop.diagnosis import remedies
+from traintop.diagnosis.busy import gpu_gaps
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.demand import CpuDemand, TrainerDemand
 from traintop.diagnosis.findings import candidate
 from traintop.diagnosis.model import Candidate, Evidence
-from traintop.diagnosis.signals import (
-    COMM_SHARE,
-    DATA_WAIT_SHARE,
-    TRAINER_PEGGED_PCT,
-    comm_share,
-    cpu_saturated,
-    data_wait,
-    gpu_lost_share,
-    gpu_underused,
-    io_bound,
-    trainer_pegged,
-)
+from traintop.diagnosis.signals import cpu_saturated
 from traintop.diagnosis.text import pct, pct100
 
-GPU_LOST_MIN = 0.2  # the GPU must idle at least this share of the time to blame the host
-SYNC_GPU_LOST_MIN = 0.3
 LOAD_PER_CPU = 1.5  # load average per logical CPU quoted as supporting evidence
 # With scheduler statistics (see traintop.diagnosis.demand and docs/diagnosis.md):
 WAIT_SHARE = 0.2  # the jobs' threads wait for a CPU this share of the time they want one ...
@@ -38,79 +26,6 @@ THREADS_PER_CPU = 6.0  # the attached jobs' threads per logical CPU (a torch pro
 GOT_SHARE_MAX = 0.6  # ... getting at most this share of the CPU those threads could use
 LOST_MAX = 0.5  # contention slows every job, but rarely by more than half
 UNMEASURED_QUEUE = 0.9  # thread counts stand in for the run-queue wait: a little less sure
-UNSEEN_CPU = 0.7  # a sync stall without the trainer's CPU to show it waits
-
-
-def gpu_gap_evidence(ctx: Context) -> tuple[Evidence, ...]:
-    """The job's GPUs idle a meaningful share of the time (step timing first, else NVML)."""
-    if ctx.job is not None and ctx.job.gpu_busy_share is not None:
-        busy = ctx.job.gpu_busy_share
-        if 1.0 - busy < GPU_LOST_MIN:
-            return ()
-        return (Evidence(f"GPU busy only {pct(busy)} of step", "gpu_busy_share", busy, "gpu"),)
-    return gpu_underused(ctx) if ctx.gpus else ()
-
-
-def _input_ok(ctx: Context) -> bool:
-    wait = data_wait(ctx)
-    return wait is None or wait < DATA_WAIT_SHARE
-
-
-def host_overhead(ctx: Context) -> Candidate | None:
-    """The trainer's Python thread is the limit: one core pegged while the GPU has gaps."""
-    gaps, pegged = gpu_gap_evidence(ctx), trainer_pegged(ctx)
-    if not gaps or not pegged or not _input_ok(ctx):
-        return None
-    if ctx.mode == "system" and (cpu_saturated(ctx) or io_bound(ctx)):
-        return None
-    lost = gpu_lost_share(ctx)
-    return candidate(
-        ctx,
-        "host_overhead",
-        severity="warning",
-        summary=f"Trainer CPU-bound between GPU work: GPU idle {pct(lost)}",
-        evidence=gaps + pegged,
-        remedies=remedies.HOST_OVERHEAD,
-        lost=lost,
-    )
-
-
-def _dominant_phase(ctx: Context) -> Evidence | None:
-    phases = [p for p in ctx.job.job.phases if p.name != "data"] if ctx.job else []
-    if not phases:
-        return None
-    top = max(phases, key=lambda p: p.share)
-    text = f"most of the step in phase '{top.name}' ({pct(top.share)}, {top.mean_s * 1000:.0f} ms)"
-    return Evidence(text, f"phase.{top.name}.share", top.share, "training")
-
-
-def sync_stall(ctx: Context) -> Candidate | None:
-    """Host and GPU take turns waiting for each other (``.item()``, ``.cpu()``, sync calls):
-    the GPU idles although input is on time and the trainer is not CPU-bound."""
-    if ctx.mode != "attach" or not ctx.gpus or not _input_ok(ctx) or trainer_pegged(ctx):
-        return None
-    comm = comm_share(ctx)
-    if comm is not None and comm[0] >= COMM_SHARE:
-        return None  # waiting on collectives is the network rule's case
-    lost, gaps = gpu_lost_share(ctx), gpu_gap_evidence(ctx)
-    if lost < SYNC_GPU_LOST_MIN or not gaps:
-        return None
-    cpu = ctx.trainer.cpu_pct if ctx.trainer else None
-    facts = [*gaps, _dominant_phase(ctx)]
-    if cpu is not None:
-        text = f"trainer at {pct100(cpu)} CPU: waiting, not computing"
-        facts.append(Evidence(text, "trainer_cpu_pct", cpu, "processes"))
-    waiting = cpu is not None and cpu < TRAINER_PEGGED_PCT * 0.8  # measured: it waits
-    return candidate(
-        ctx,
-        "sync_stall",
-        severity="warning",
-        summary=f"Host-GPU synchronisation stalls: GPU idle {pct(lost)}",
-        evidence=[e for e in facts if e],
-        remedies=remedies.SYNC_STALL,
-        lost=lost,
-        certainty=1.0 if waiting else UNSEEN_CPU,
-    )
 
 
 def _short_of_cpu(ctx: Context) -> tuple[Evidence, ...]:
@@ -193,7 +108,7 @@ def oversubscribed(ctx: Context) -> Candidate | None:
     saturated = cpu_saturated(ctx)
     measured = ctx.box.demand is not None and ctx.box.demand.wait_share is not None
     short = queued if measured else (_short_of_cpu(ctx) if saturated else ())
-    if not short or (ctx.gpus and not gpu_gap_evidence(ctx)):
+    if not short or (ctx.gpus and not gpu_gaps(ctx)):
         return None  # a busy GPU: CPU contention costs this job nothing
     cpus, load = ctx.box.logical_cpus, ctx.box.load1
     facts = [*short, *saturated]

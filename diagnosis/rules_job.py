@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from traintop.diagnosis import remedies
+from traintop.diagnosis.applied import facts_seen
 from traintop.diagnosis.budget import LONG_FACTOR, Excess
-from traintop.diagnosis.context import Context
+from traintop.diagnosis.busy import busy_evidence, gpm_evidence, gpu_busy, gpu_gaps, gpu_lost_share
+from traintop.diagnosis.context import Context, JobView
 from traintop.diagnosis.findings import candidate
+from traintop.diagnosis.job_cpus import job_cpus, throttled
 from traintop.diagnosis.model import Candidate, Evidence
 from traintop.diagnosis.network_signals import (
     comm_held,
@@ -13,22 +16,20 @@ from traintop.diagnosis.network_signals import (
     cpu_queued_share,
     job_traffic,
 )
-from traintop.diagnosis.rules_host import gpu_gap_evidence
 from traintop.diagnosis.signals import (
     DATA_WAIT_SHARE,
     GPU_IDLE_PCT,
     GPU_SWING_PCT,
-    GPU_UNDERUSED_PCT,
     TRAINER_PEGGED_PCT,
     cpu_saturated,
     data_wait,
-    gpu_lost_share,
     held_share,
     nic_busy,
     runnable_pct,
     trainer_queueing,
 )
 from traintop.diagnosis.text import pct, pct100, seconds
+from traintop.diagnosis.views import ProcView
 
 COMPUTE_BUSY_SHARE = 0.8  # GPU busy share of the step that counts as device-bound
 IDLE_EXPLAINED_BY_DATA = 0.5  # an idle GPU with this much data wait is a data problem
@@ -37,31 +38,38 @@ COMPUTE_RANK = 0.01  # ranks the healthy state above purely advisory (zero-cost)
 NIC_ONLY = 0.7  # system mode: a busy NIC, no collective timed, is weaker evidence
 CPU_BUSY_SHARE = 0.8  # CPU-only job: trainer CPU vs what its threads could use
 CROWDED_CPU_SHARE = 0.1  # ... or this share of it while other processes fill the machine
+GPU_KNOBS = ("autocast", "compile", "fused_optimizer", "attention", "channels_last", "tf32")
+CPU_KNOBS = ("autocast", "compile")
 
 
 def _device_busy(ctx: Context) -> tuple[Evidence, ...]:
-    """The device is saturated: GPU busy share (attach) or steady high utilization."""
+    """The device is saturated by its own counters: the job's busy share (the card's truth,
+    never the CUDA-event span) and the GPUs' utilization both at 80 % or more; without a job,
+    steady utilization (a swing of 20 points reveals idle gaps)."""
     if not ctx.gpus:
         return _cpu_device(ctx)
-    busy = ctx.job.gpu_busy_share if ctx.job else None
-    if busy is not None:
-        if busy < COMPUTE_BUSY_SHARE:
-            return ()
-        return (Evidence(f"GPU busy {pct(busy)} of step", "gpu_busy_share", busy, "gpu"),)
-    util, swing = ctx.gpu_util_pct, ctx.gpu_util_std or 0.0
-    if util is None or util < GPU_UNDERUSED_PCT or swing >= GPU_SWING_PCT:
+    busy = gpu_busy(ctx)
+    if busy is None or busy.share < COMPUTE_BUSY_SHARE:
         return ()
-    which = ", ".join(str(g.index) for g in ctx.gpus)
-    return (Evidence(f"GPU {which} utilization {pct100(util)}", "gpu_util_pct", util, "gpu"),)
+    if busy.device is not None and busy.device < COMPUTE_BUSY_SHARE:
+        return ()
+    if ctx.job is None:  # system mode: the GPUs' utilization, steady
+        if (ctx.gpu_util_std or 0.0) >= GPU_SWING_PCT:
+            return ()
+        which = ", ".join(str(g.index) for g in ctx.gpus)
+        util = busy.share * 100.0
+        return (Evidence(f"GPU {which} utilization {pct100(util)}", "gpu_util_pct", util, "gpu"),)
+    return (busy_evidence(busy),)
 
 
 def _cpu_device(ctx: Context) -> tuple[Evidence, ...]:
     """Without GPUs an attached job computes on the CPU, which is then its device, but only
-    while the trainer is busy: a trainer at 3 % CPU waits on something the probe cannot see."""
+    while the trainer is busy: a trainer at 3 % CPU waits on something the probe cannot see.
+    What its threads could use is bounded by the CPUs its cgroup gives it."""
     t = ctx.trainer
     if ctx.job is None or t is None or t.cpu_pct is None:
         return ()
-    budget = min(t.num_threads or 1, ctx.box.logical_cpus) * 100.0
+    budget = _thread_budget(ctx, t)
     # Demand, not use: a rank that shares the cores with its peers runs or waits to run; the
     # queueing is the CPU being the limit too (time runnable counts as busy, as for workers),
     # for a trainer that does run a fair slice.  One at 2 % CPU whose gloo threads queue at
@@ -70,8 +78,16 @@ def _cpu_device(ctx: Context) -> tuple[Evidence, ...]:
     if not _trainer_busy(ctx, (runnable_pct(t) if runs else None) or t.cpu_pct, budget):
         return ()
     text = f"no GPU: training runs on the CPU (trainer at {pct100(t.cpu_pct)} CPU"
-    text += f" of {pct100(budget)} its threads could use)"
+    limit = job_cpus(ctx).limit
+    could = "its cgroup lets its threads use" if limit is not None else "its threads could use"
+    text += f" of {pct100(budget)} {could})"
     return (Evidence(text, "trainer_cpu_pct", t.cpu_pct, "processes"),)
+
+
+def _thread_budget(ctx: Context, t: ProcView) -> float:
+    """What a trainer's threads could use (100 = a CPU): one CPU per thread, at most the CPUs
+    the job may use."""
+    return max(100.0, min(float(t.num_threads or 1), job_cpus(ctx).cpus) * 100.0)
 
 
 def _trainer_busy(ctx: Context, cpu: float, budget: float) -> bool:
@@ -100,9 +116,10 @@ def compute(ctx: Context) -> Candidate | None:
     if not busy or (wait is not None and wait >= DATA_WAIT_SHARE):
         return None
     device = "GPU" if ctx.gpus else "CPU"
-    facts = busy + trainer_queueing(ctx) + _throughput(ctx)
+    facts = busy + gpm_evidence(ctx) + throttled(ctx) + trainer_queueing(ctx) + _throughput(ctx)
     if wait is not None:
         facts += (Evidence(f"data wait {pct(wait)} of time", "data_wait_share", wait, "training"),)
+    facts += facts_seen(ctx, GPU_KNOBS if ctx.gpus else CPU_KNOBS)
     return candidate(
         ctx,
         "compute",
@@ -123,8 +140,9 @@ def _busy_share(ctx: Context, fact: Evidence) -> float:
     if fact.metric == "gpu_util_pct":
         return (fact.value or 0.0) / 100.0
     t = ctx.trainer
-    budget = min(t.num_threads or 1, ctx.box.logical_cpus) * 100.0 if t else 100.0
-    return min(1.0, max(fact.value or 0.0, runnable_pct(t) or 0.0) / budget) if t else 0.0
+    if t is None:
+        return 0.0
+    return min(1.0, max(fact.value or 0.0, runnable_pct(t) or 0.0) / _thread_budget(ctx, t))
 
 
 def idle(ctx: Context) -> Candidate | None:
@@ -167,15 +185,24 @@ def _idle_summary(ctx: Context) -> str:
 
 def _job_state(ctx: Context) -> tuple[Evidence, ...]:
     """A live job proves the GPU is left idle by stepping; a stopped one by its silence."""
-    job = ctx.job.job if ctx.job else None
-    if job is not None and job.state == "live" and job.steps_per_s:
+    view = ctx.job
+    job = view.job if view else None
+    if view is not None and job is not None and job.state == "live" and job.steps_per_s:
         text = f"job {job.name} runs {job.steps_per_s:.1f} steps/s"
-        text += ", none timed on the GPU" if ctx.job.gpu_busy_share is None else ""
+        text += "" if _timed(view) else ", none timed on the GPU"
         return (Evidence(text, "steps_per_s", job.steps_per_s, "training"),)
     if job is None or job.last_step_age_s is None:
         return ()
     text = f"last step {seconds(job.last_step_age_s)} ago (state {job.state})"
     return (Evidence(text, "last_step_age_s", job.last_step_age_s, "training"),)
+
+
+def _timed(job: JobView) -> bool:
+    """Whether the probe timed the job's steps on the GPU (CUDA events): its queued share, or
+    an older collector's busy share, which was that span."""
+    return job.gpu_queued_share is not None or (
+        job.gpu_busy_share is not None and job.job.gpu_busy_source is None
+    )
 
 
 def network(ctx: Context) -> Candidate | None:
@@ -187,8 +214,8 @@ def network(ctx: Context) -> Candidate | None:
     lost = lost if facts else 0.0
     nics = nic_busy(ctx)
     multi = ctx.job is None or ctx.job.job.world_size > 1
-    if nics and multi and gpu_gap_evidence(ctx):
-        facts, lost = facts + gpu_gap_evidence(ctx) + nics, max(lost, gpu_lost_share(ctx))
+    if nics and multi and gpu_gaps(ctx):
+        facts, lost = facts + gpu_gaps(ctx) + nics, max(lost, gpu_lost_share(ctx))
     if not facts:
         return None
     facts += job_traffic(ctx)

@@ -145,9 +145,10 @@ def runnable_pct(p: ProcView) -> float | None:
     return p.cpu_pct + (p.cpu_wait_pct or 0.0)
 
 
-def workers_saturated(ctx: Context) -> tuple[Evidence, ...]:
+def workers_saturated(ctx: Context, why: str = "") -> tuple[Evidence, ...]:
     """Most DataLoader workers run or wait to run all the time: decoding/augmentation is the
-    work (a worker is one process, ~100 % = one core)."""
+    work (a worker is one process, ~100 % = one core).  ``why``: what makes them wait, said
+    after the figure (a cgroup quota that throttles them)."""
     measured = [w for w in ctx.workers if w.cpu_pct is not None]
     hot = [w for w in measured if (runnable_pct(w) or 0.0) >= WORKER_BUSY_PCT]
     if not measured or len(hot) * 4 < len(measured) * 3:
@@ -157,7 +158,7 @@ def workers_saturated(ctx: Context) -> tuple[Evidence, ...]:
     waits = [w.cpu_wait_pct for w in measured if w.cpu_wait_pct is not None]
     wait = sum(waits) / len(waits) if waits else 0.0
     if wait >= WAIT_EVIDENCE_PCT:
-        text += f" and waiting for a CPU {pct100(wait)} of the time"
+        text += f" and waiting for a CPU {pct100(wait)} of the time{why}"
     return (Evidence(text, "worker_cpu_pct", mean, "dataloader"),)
 
 
@@ -245,15 +246,6 @@ def nic_busy(ctx: Context) -> tuple[Evidence, ...]:
             text = f"NIC {n.name} at {pct100(n.link_util_pct)} of link ({traffic})"
             found.append(Evidence(text, f"nic.{n.name}.link_util_pct", n.link_util_pct, "network"))
     return tuple(found)
-
-
-def gpu_lost_share(ctx: Context) -> float:
-    """Share of time the job's GPUs do nothing: from step timing when attached, else from
-    the utilization counter (which over-reads: a tiny kernel counts as busy)."""
-    if ctx.job is not None and ctx.job.gpu_busy_share is not None:
-        return max(0.0, 1.0 - ctx.job.gpu_busy_share)
-    util = ctx.gpu_util_pct
-    return max(0.0, 1.0 - util / 100.0) if util is not None else 0.0
 
 
 def comm_share(ctx: Context) -> tuple[float, str] | None:

@@ -44,6 +44,12 @@ class GpuView:
     sm_clock_max_mhz: float | None
     reason_share: dict[int, float]
     pids: frozenset[int]
+    # The card's own counters beyond utilization (window means, percent): GPM on Hopper and
+    # newer, None elsewhere.
+    sm_active_pct: float | None = None
+    sm_occupancy_pct: float | None = None
+    tensor_active_pct: float | None = None
+    dram_active_pct: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,20 +119,24 @@ _GPU_FIELDS = operator.attrgetter(
     "sm_clock_mhz",
     "sm_clock_max_mhz",
 )
-_LOST_GPU = (None,) * 12 + ((),)  # a lost GPU's row reads as nothing measured
+_GPM_FIELDS = operator.attrgetter(
+    "util_gpu_mean_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct"
+)
+_LOST_GPU = (None,) * 12 + ((), *(None,) * 5)  # a lost GPU's row reads as nothing measured
 
 
 def _read_gpu(prev: GpuSnapshot | None, g: GpuSnapshot) -> tuple:
-    """One GPU row: its fields, memory used as a share, reason mask and compute pids."""
+    """One GPU row: its fields, memory used as a share, reason mask, compute pids, the driver's
+    mean utilization and the GPM counters."""
     if g.lost:
         return _LOST_GPU
     used, total = g.mem_used_bytes, g.mem_total_bytes
     share = used / total if used is not None and total else None
     pids = tuple(p.pid for p in g.processes if p.kind != "G")
-    return (*_GPU_FIELDS(g), share, g.clocks_event_reasons, pids)
+    return (*_GPU_FIELDS(g), share, g.clocks_event_reasons, pids, *_GPM_FIELDS(g))
 
 
-GPUS = Kind(operator.attrgetter("gpus"), operator.attrgetter("index"), _read_gpu, 13)
+GPUS = Kind(operator.attrgetter("gpus"), operator.attrgetter("index"), _read_gpu, 18)
 
 
 def gpu_view(track: Track) -> GpuView:
@@ -134,10 +144,10 @@ def gpu_view(track: Track) -> GpuView:
     into columns, as a diagnosis summarises every GPU on every tick."""
     columns = track.columns
     util, used, total, temp, slowdown, max_operating, power, limit, sm, sm_max = columns[:10]
-    share, masks, pids = columns[10:]
+    share, masks, pids, util_mean, active, occupancy, tensor, dram = columns[10:]
     return GpuView(
         index=track.rows[-1].index,
-        util_pct=mean_of(util),
+        util_pct=_util_level(util, util_mean),
         util_std=std_of(util),
         mem_used_share=max_of(share),
         mem_used_bytes=max_of(used),
@@ -151,7 +161,19 @@ def gpu_view(track: Track) -> GpuView:
         sm_clock_max_mhz=_latest(sm_max),
         reason_share=_reason_share(present(masks)),
         pids=frozenset(chain.from_iterable(pids)),
+        sm_active_pct=mean_of(active),
+        sm_occupancy_pct=mean_of(occupancy),
+        tensor_active_pct=mean_of(tensor),
+        dram_active_pct=mean_of(dram),
     )
+
+
+def _util_level(readings: Sequence[float | None], means: Sequence[float | None]) -> float | None:
+    """The GPU's utilization over the window: the mean of the driver's samples between ticks
+    where it gives them (a whole interval, not its last sample period), else of the readings.
+    The readings' swing (``util_std``) still comes from the readings: the means smooth it."""
+    level = mean_of(means)
+    return level if level is not None else mean_of(readings)
 
 
 _PROC_FIELDS = operator.attrgetter(
@@ -221,10 +243,10 @@ def _read_job(prev: JobSnapshot | None, job: JobSnapshot) -> tuple:
     tail = step_tail(prev, job) if prev is not None else ()
     low, high = (min(tail), max(tail)) if tail else (None, None)
     phases = phase_tail(prev, job) if tail else ()
-    return job.data_wait_share, job.gpu_busy_share, tail, low, high, phases
+    return job.data_wait_share, job.gpu_busy_share, tail, low, high, phases, job.gpu_queued_share
 
 
-JOBS = Kind(operator.attrgetter("jobs"), operator.attrgetter("pid"), _read_job, 6)
+JOBS = Kind(operator.attrgetter("jobs"), operator.attrgetter("pid"), _read_job, 7)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,18 +11,22 @@ from dataclasses import dataclass, replace
 
 from traintop.collectors.snapshot import (
     CpuCore,
+    CpuLimit,
     CpuSnapshot,
     DiskSnapshot,
     GpuProcess,
     GpuSnapshot,
     GpuStatus,
+    GpuStepProfile,
     HostInfo,
+    JobFacts,
     JobSnapshot,
     MemorySnapshot,
     NicSnapshot,
     PhaseShare,
     ProcessSnapshot,
     Snapshot,
+    SyncSite,
     WorkerSnapshot,
 )
 
@@ -83,6 +87,18 @@ class Scene:
     disk_await: float = 1.0
     disk_read: float = 50e6
     nic_util: float = 2.0
+    # The card's truth (issue 33): where gpu_busy comes from ("process", "device"; None: an
+    # older collector, whose share is the CUDA-event span), the span itself, GPM counters
+    # (sm_active, occupancy, tensor, dram; None: no GPM), and the probe's facts side file.
+    busy_source: str | None = "process"
+    gpu_queued: float | None = None
+    gpm: tuple[float, float, float, float] | None = None
+    sync_sites: tuple[SyncSite, ...] = ()
+    facts: JobFacts | None = None
+    profile: GpuStepProfile | None = None
+    alloc_retries_per_tick: int | None = None  # the allocator's retries grow by this a tick
+    cpu_limit: CpuLimit | None = None
+    steps_per_s: float = 4.0
 
     def but(self, **changes) -> Scene:
         """A copy with some knobs changed (reads better than ``replace`` in tables)."""
@@ -154,7 +170,14 @@ class Scene:
             clocks_event_reasons=self.reasons,
             clocks_event_reasons_supported=0x1FF,
             processes=procs,
+            **self._gpm(),
         )
+
+    def _gpm(self) -> dict[str, float]:
+        if self.gpm is None:
+            return {}
+        names = ("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct")
+        return dict(zip(names, self.gpm, strict=True))
 
     def _trainer(self, pid: int) -> ProcessSnapshot:
         return ProcessSnapshot(
@@ -228,7 +251,7 @@ class Scene:
             world_size=self.world_size,
             state=self.state,
             steps_total=total,
-            steps_per_s=4.0,
+            steps_per_s=self.steps_per_s,
             samples_per_s=1024.0,
             step_time_p50_s=0.25,
             step_time_p95_s=0.3,
@@ -246,4 +269,15 @@ class Scene:
             recent_phase_times_s=tuple(column[recent] for column in self.phase_times),
             cuda_mem_allocated_bytes=self.cuda_allocated,
             last_step_age_s=self.last_step_age,
+            gpu_busy_source=self.busy_source if self.gpu_busy is not None else None,
+            gpu_queued_share=self.gpu_queued,
+            sync_sites=self.sync_sites,
+            facts=self.facts,
+            gpu_profile=self.profile,
+            cuda_alloc_retries=self._retries(tick),
+            cpu_limit=self.cpu_limit,
         )
+
+    def _retries(self, tick: int) -> int | None:
+        per_tick = self.alloc_retries_per_tick
+        return None if per_tick is None else 7 + per_tick * tick

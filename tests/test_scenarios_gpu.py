@@ -1,9 +1,12 @@
 """GPU-only bottleneck scenarios end to end, through the fake NVML and scripted ring records.
 
 A real process (tests/scenarios/gpu_writer.py) steps at 20 steps/s and writes ring records
-shaped like one bottleneck while the C fake NVML plays its GPU (tests/fakenvml/scenarios/job_*.txt
-plus a line naming the trainer's pid).  `traintop diagnose --for 10 --json --job PID` runs as a
-subprocess and must name the case and quote the scripted numbers.  Two tmux tests run the monitor
+shaped like one bottleneck, with the probe's facts side file beside them (what the job does, the
+lines where it syncs, a profiled step), while the C fake NVML plays its GPU
+(tests/fakenvml/scenarios/job_*.txt plus lines naming the trainer's pid and its per-process
+utilization).  `traintop diagnose --for 10 --json --job PID` runs as a subprocess and must name
+the case, quote the scripted numbers, offer the remedies that apply and none the job already
+follows, and list no finding a healthy job must not have.  Two tmux tests run the monitor
 itself on the same jobs and require the banner to show the verdict, hold it without flicker and
 colour the evidence panel's border.  Every case runs at once (one module fixture); each test
 asserts on its case.  Times to verdict are printed and recorded; the test's bound is generous.
@@ -22,7 +25,13 @@ from pathlib import Path
 import pytest
 
 from tests.isolation import private_dir
-from tests.scenarios.gpu_cases import CASES, GpuCase, missing_evidence, start_case
+from tests.scenarios.gpu_cases import (
+    CASES,
+    GpuCase,
+    missing_evidence,
+    remedy_faults,
+    start_case,
+)
 from tests.scenarios.gpu_screen import BannerWatch, border_colour, border_colours, watch_banner
 from tests.scenarios.harness import (
     DiagnoseRun,
@@ -108,8 +117,8 @@ def runs(request, fake_nvml_lib: Path, tmp_path_factory) -> Iterator[dict[str, C
 def _record(case: GpuCase, job: Workload, run: DiagnoseRun) -> float | None:
     """Print the measured figures and append them to $TRAINTOP_GPU_SCENARIO_RESULTS if set."""
     ttv = time_to_verdict(job.started, run)
-    print(f"\n{case.bottleneck}: verdict {run.bottleneck}, time-to-verdict {ttv} s")
-    append_result(RESULTS_ENV, case.bottleneck, ttv, run.verdict)
+    print(f"\n{case.name}: verdict {run.bottleneck}, time-to-verdict {ttv} s")
+    append_result(RESULTS_ENV, case.name, ttv, run.verdict)
     return ttv
 
 
@@ -124,6 +133,9 @@ def test_diagnose_names_the_gpu_bottleneck(runs: dict[str, CaseRun], case: str) 
     assert run.bottleneck == found.case.bottleneck, context
     assert run.verdict["mode"] == "attach", context
     assert not missing_evidence(found.case, run.verdict["evidence"]), context
+    assert not remedy_faults(found.case, run.verdict["remedies"]), context
+    also = {other["bottleneck"] for other in run.verdict.get("also") or []}
+    assert not also & set(found.case.not_also), context
     assert in_time(ttv, VERDICT_DEADLINE_S), f"time-to-verdict {ttv} s\n{context}"
 
 

@@ -1,5 +1,9 @@
 """The CPU panel (key 2): htop-style per-core bars in as many columns as the width allows.
 
+Under the whole-machine line, the CPU limit of the live job held tightest by its cgroup (its
+quota or cpuset: the cores it may use, not the host's), in the warning colour while the quota
+throttles it (views/cpu_limit.py).
+
 Three densities keep 2 to 256 cores readable: bar cells, then compact percentage cells, then a
 one-character heat map per core, each chosen only when the previous one would need more than
 ``MAX_ROWS`` lines.
@@ -15,6 +19,7 @@ from traintop.collectors.snapshot import CpuCore, CpuSnapshot, Snapshot
 from traintop.tui.line import Line
 from traintop.tui.widgets.bars import stacked_meter
 from traintop.tui.widgets.panel import Panel
+from traintop.views.cpu_limit import limit_line
 from traintop.views.format import NA, fmt_pct, level_style, sparkline
 
 MAX_ROWS = 8
@@ -43,7 +48,15 @@ class CpuPanel(Panel):
         cpu = snapshot.cpu
         if cpu is None:
             return [Content.styled("CPU statistics unavailable", "$warning")]
-        return [summary_line(cpu, width), *core_grid(cpu.cores, width)]
+        limit = limit_line(snapshot.jobs, len(cpu.cores) or snapshot.host.logical_cpus)
+        head = [summary_line(cpu, width), *([_limit(*limit, width)] if limit else [])]
+        return [*head, *core_grid(cpu.cores, width)]
+
+
+def _limit(text: str, throttled: bool, width: int) -> Content:
+    """The attached job's cgroup limit, in the warning colour while its quota throttles it."""
+    line = Content.styled(text, "$warning" if throttled else "dim")
+    return line if len(text) <= width else line.truncate(width, ellipsis=True)
 
 
 def core_grid(cores: tuple[CpuCore, ...], width: int) -> list[Content]:
