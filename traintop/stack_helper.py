@@ -47,6 +47,7 @@ from traintop.ring_format import (
     HELPER_TID_WORD,
     STACK_SIGNAL_WORD,
     TRAIN_THREAD_WORD,
+    TRAIN_TID_WORD,
 )
 
 ENV_STACKS = "TRAINTOP_STACKS"
@@ -112,6 +113,7 @@ class StackHelper:
         os.mkfifo(self._fifo, 0o600)
         self._fd = os.open(self._fifo, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
         self._words[TRAIN_THREAD_WORD] = self._probe._thread
+        self._words[TRAIN_TID_WORD] = native_id(self._probe._thread)
         self._register_signal()
         self._thread = threading.Thread(target=self._serve, name="traintop-stacks", daemon=True)
         self._thread.start()
@@ -220,6 +222,12 @@ def training_stack(ident: int, limit: int = MAX_FRAMES) -> list[list]:
         frame = frame.f_back
     frames.reverse()
     return frames
+
+
+def native_id(ident: int) -> int:
+    """The kernel's id of the thread ``ident`` (its ``/proc/PID/task/TID``); 0 if unknown."""
+    found = next((t for t in threading.enumerate() if t.ident == ident), None)
+    return (found.native_id or 0) if found is not None else 0
 
 
 def current_phase(probe: Any) -> str | None:
