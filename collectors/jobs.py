@@ -199,7 +199,7 @@ class JobCollector:
         self._sample_asks: dict[int, tuple[str | None, int, int]] = {}
         # The kernel's view of the ranks that stopped stepping (collectors/stall_watch.py); an
         # unanswered stack request is followed by the signal after ``reply_wait_s``.
-        self._procs, self._reply_wait_s = ProcReader(), reply_wait_s
+        self._procs, self.reply_wait_s = ProcReader(), reply_wait_s
 
     def collect(self) -> tuple[JobSnapshot, ...]:
         """Poll all segments and summarise them; never raises for a bad segment."""
@@ -272,8 +272,9 @@ class JobCollector:
         return sorted(w.pid for w in self._processes.workers_of({pid}).get(pid, ()))
 
     def stacks_pending(self) -> bool:
-        """Whether a stack asked of some rank has not come back yet."""
-        return any(job.stacks.waiting for job in self._jobs.values())
+        """Whether a stack asked of some rank (or of the worker it waits on), or a second
+        reading of a stalled rank's CPU time, has not come back yet."""
+        return any(job.watch.pending() for job in list(self._jobs.values()))
 
     def share_process_scan(self, processes: ProcessTable) -> None:
         """Take DataLoader workers from ``processes``' scan, which runs just before each collect."""
@@ -302,7 +303,7 @@ class JobCollector:
         for path in present - self._jobs.keys():
             try:
                 self._jobs[path] = _Job(
-                    open_segment(path), self._window_s, self._procs, self._reply_wait_s
+                    open_segment(path), self._window_s, self._procs, self.reply_wait_s
                 )
             except SegmentError as exc:
                 errors.append(str(exc))

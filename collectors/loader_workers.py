@@ -57,6 +57,11 @@ class WorkerWatch:
         self._stacks: dict[int, tuple[tuple[Frame, ...], float]] = {}  # pid: (frames, when)
         self._tried: dict[int, float] = {}  # pid: when last signalled
 
+    @property
+    def asking(self) -> bool:
+        """A worker was signalled and its dump has not come yet."""
+        return self._asked is not None
+
     def tend(self, now: float, hot: HotBlock | None, pids: Sequence[int]) -> dict[int, tuple]:
         """Read each worker; ask the one waited on for its stack; (state, stack) per pid."""
         states = {pid: self._reader.read(pid) for pid in pids}

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from traintop.collectors.rates import measured
 from traintop.collectors.snapshot import ProcState
 
-BUSY_PCT = 50.0  # a thread above this share of a core over the last interval is working
+BUSY_PCT = 50.0  # runnable this share of the last interval: working (schedstat.BUSY_SHARE)
 MIN_INTERVAL_S = 0.4  # CPU times this far apart at least, for a share worth the name
 GONE = "X"  # the state of a process (or thread) /proc no longer lists
 STATE_WORDS = {
@@ -84,8 +84,14 @@ def dead(proc: ProcState | None) -> bool:
 
 
 def busy(proc: ProcState | None) -> bool:
-    """Working: it used at least ``BUSY_PCT`` of a core over the last interval."""
-    return proc is not None and proc.cpu_pct is not None and proc.cpu_pct >= BUSY_PCT
+    """Working: over the last interval it ran, or waited on a run queue to run, at least
+    ``BUSY_PCT`` of the time (on a crowded box a working thread gets less than it wants, and
+    its CPU share alone would call it idle); its CPU share where the kernel keeps no
+    schedstat."""
+    if proc is None:
+        return False
+    share = proc.runnable_pct if proc.runnable_pct is not None else proc.cpu_pct
+    return share is not None and share >= BUSY_PCT
 
 
 def blocked(proc: ProcState | None) -> bool:
@@ -99,8 +105,8 @@ class ProcReader:
     def __init__(self, proc: str = "/proc", clock: Callable[[], float] = time.monotonic) -> None:
         self._proc = proc
         self._clock = clock
-        # (pid, tid): (CPU seconds, when read, the share computed then)
-        self._last: dict[tuple[int, int], tuple[float, float, float | None]] = {}
+        # (pid, tid): (CPU s, CPU or run-queue s, when read, the shares computed then)
+        self._last: dict[tuple[int, int], tuple[float, float, float, tuple]] = {}
 
     def read(self, pid: int, tid: int = 0) -> ProcState:
         """Thread ``tid`` of ``pid`` (its main thread when 0); ``GONE`` when it is not listed
@@ -112,23 +118,30 @@ class ProcReader:
             self._last.pop((pid, tid), None)
             return ProcState(GONE)
         state, cpu_s = stat
-        cpu_pct = self._cpu_pct((pid, tid), cpu_s)
+        ran = _schedstat(task)
+        cpu_pct, runnable = self._shares((pid, tid), *(ran if ran else (cpu_s, None)))
         if state not in ("D", "S", "T", "t"):
-            return ProcState(state, cpu_s, cpu_pct)
+            return ProcState(state, cpu_s, cpu_pct, runnable_pct=runnable)
         name, fd = _syscall(task)
-        return ProcState(state, cpu_s, cpu_pct, _wchan(task), name, self._file(pid, fd))
+        return ProcState(state, cpu_s, cpu_pct, _wchan(task), name, self._file(pid, fd),
+                         runnable)  # fmt: skip
 
-    def _cpu_pct(self, key: tuple[int, int], cpu_s: float) -> float | None:
-        """The CPU share since the reading kept for ``key``; a reading is kept only
-        ``MIN_INTERVAL_S`` after the one before (a clock tick is 10 ms of CPU time), and a
-        reading sooner than that gives the share last computed."""
+    def _shares(self, key: tuple[int, int], cpu_s: float, wanted_s: float | None) -> tuple:
+        """(CPU share, runnable share) since the reading kept for ``key``; a reading is kept
+        only ``MIN_INTERVAL_S`` after the one before, and one sooner gives the shares last
+        computed."""
         now = self._clock()
+        wanted = cpu_s if wanted_s is None else wanted_s
         last = self._last.get(key)
-        if last is not None and now - last[1] < MIN_INTERVAL_S:
-            return last[2]
-        pct = None if last is None else _pct(cpu_s - last[0], now - last[1])
-        self._last[key] = (cpu_s, now, pct)
-        return pct
+        if last is not None and now - last[2] < MIN_INTERVAL_S:
+            return last[3]
+        shares: tuple = (None, None)
+        if last is not None:
+            wall = now - last[2]
+            runnable = _pct(wanted - last[1], wall) if wanted_s is not None else None
+            shares = (_pct(cpu_s - last[0], wall), runnable)
+        self._last[key] = (cpu_s, wanted, now, shares)
+        return shares
 
     def _file(self, pid: int, fd: int | None) -> str | None:
         if fd is None:
@@ -161,6 +174,18 @@ def _stat(task: str) -> tuple[str, float] | None:
         return fields[0].decode(), (int(fields[11]) + int(fields[12])) * _TICK_S
     except (IndexError, ValueError):
         return None
+
+
+def _schedstat(task: str) -> tuple[float, float] | None:
+    """(seconds on a CPU, seconds on a CPU or waiting on a run queue) from ``task/schedstat``
+    (ns precise, where the clock-tick CPU time is 10 ms coarse); None where the kernel keeps
+    none."""
+    try:
+        with open(f"{task}/schedstat", "rb") as f:
+            ran, waited = (int(v) for v in f.read().split()[:2])
+    except (OSError, ValueError):
+        return None
+    return ran / 1e9, (ran + waited) / 1e9
 
 
 def _wchan(task: str) -> str | None:

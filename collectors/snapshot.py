@@ -223,6 +223,9 @@ class ProcState:
     wchan: str | None = None
     syscall: str | None = None
     file: str | None = None
+    # Of the last interval, the share it ran or waited on a run queue (schedstat): what it
+    # wanted of a CPU, however crowded the box; at least half is working (h34a)
+    runnable_pct: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

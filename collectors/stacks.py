@@ -33,6 +33,9 @@ from traintop.collectors.ring_reader import HotBlock
 from traintop.collectors.snapshot import Collective, Frame, PhaseSamples, RankStack, StackSample
 
 REPLY_WAIT_S = 1.0  # an answer later than this: the helper cannot run, use the signal
+# A one-shot command (`traintop jobs`, `diagnose`) signals sooner: a helper that can run
+# answers within milliseconds, and the command has 2 s in all.
+ONE_SHOT_REPLY_WAIT_S = 0.5
 GIVE_UP_S = 5.0  # no answer and no dump by then: ask again on the next want
 # An answer or a dump this young, taken after the rank last moved, is used as it is, whoever
 # asked for it (another `traintop jobs`, the monitor): one stack, one judgement.

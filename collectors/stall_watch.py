@@ -65,6 +65,14 @@ class StallWatch:
         pids = worker_pids(self._pid) if waits and not dead(self.proc) else ()
         self.workers = self._workers.tend(now, hot, pids) if pids else {}
 
+    def pending(self) -> bool:
+        """Something asked of this stalled rank has not come back: its stack, its worker's,
+        or a second reading of its CPU time (the first one says nothing of a rate)."""
+        if self.stacks.waiting or self._workers.asking:
+            return True
+        proc = self.proc
+        return proc is not None and proc.cpu_pct is None and not (stopped(proc) or dead(proc))
+
     def _have_stack(self, now: float, hot: HotBlock | None, moved_ns: int) -> bool:
         """Use a stack someone already had taken, else ask; a stopped or dead rank is asked
         nothing (it could not answer, and a signal would wait for it to resume)."""

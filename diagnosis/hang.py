@@ -171,12 +171,12 @@ def _place(rank: JobSnapshot, c: Collective | None, main: Collective | None, kin
     else:
         state, text = "outside", _outside(_last_in(rank, main), kind)
     note = "" if gone or ended else proc_note(rank.proc, rank.pid)
-    worker = _waited(rank) if state == "outside" and not ended else None
+    worker = stalled_worker(rank) if state == "outside" and not ended else None
     return RankHang(rank.rank, rank.pid, state, f"{text}, {note}" if note else text,
                     c or _last_in(rank, main), frames, source, rank.proc, worker)  # fmt: skip
 
 
-def _waited(rank: JobSnapshot) -> WorkerSnapshot | None:
+def stalled_worker(rank: JobSnapshot) -> WorkerSnapshot | None:
     """The DataLoader worker a rank that waits for a batch waits on (the collector read its
     workers only then), as ``collectors/loader_workers.py`` picks it."""
     read = {w.pid: w.proc for w in rank.workers if w.proc is not None}

@@ -33,6 +33,7 @@ FITS = ((FULL, FULL), (FULL, SHORT), (FULL, TERSE), (SHORT, SHORT), (SHORT, TERS
         (FULL, BARE), (SHORT, BARE), (BARE, BARE))  # fmt: skip
 
 Host = Callable[[int], str | None]
+ANONYMOUS = frozenset({"<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>", "<lambda>"})
 
 
 def hang_line(hang: Hang, host: Host | None = None, width: int = WIDTH) -> str:
@@ -65,8 +66,8 @@ def _culprits(hang: Hang, host: Host | None, detail: int) -> str:
 def _holding(hang: Hang) -> list[RankHang]:
     """The ranks the others wait for, by kind: the gone, the stopped, the late or elsewhere."""
     places = hang.ranks
-    if hang.kind == "dead_rank":
-        return [p for p in places if p.state == "gone"]
+    if hang.kind == "dead_rank":  # who went first, then who fell with the collective
+        return [p for p in places if p.state == "gone"] + [p for p in places if p.state == "failed"]
     if hang.kind == "stopped":
         return [p for p in places if stopped(p.proc)]
     return [p for p in places if p.state in ("outside", "elsewhere")]
@@ -98,9 +99,12 @@ def _doing(place: RankHang, detail: int) -> str:
 def _waits_for(worker: WorkerSnapshot, detail: int) -> str:
     """ "waits for worker 8812 in __getitem__ (data.py:70), D: read x.bin"."""
     frames = worker.stack.frames if worker.stack is not None else ()
-    where = _where(_from_user(frames), detail)
-    return _with_kernel(f"waits for worker {worker.pid}" + (f" {where}" if where else ""),
-                        worker.proc, detail)  # fmt: skip
+    where = _where(frames, detail)
+    text = f"waits for worker {worker.pid}" + (f" {where}" if where else "")
+    proc = worker.proc
+    if proc is not None and proc.state == "S" and proc.syscall and detail:  # asleep in a call
+        return f"{text}: {proc.syscall} {_base(proc.file)}".rstrip()
+    return _with_kernel(text, proc, detail)
 
 
 def _from_user(frames: Sequence[Frame]) -> Sequence[Frame]:
@@ -120,15 +124,33 @@ def _with_kernel(text: str, proc: ProcState | None, detail: int) -> str:
 
 
 def _where(frames: Sequence[Frame], detail: int) -> str:
-    """ "in read_batch (train.py:37)": the innermost frame of the user's own code (of any code
-    when there is none); the function alone when short of room; "" without a stack."""
+    """ "in read_batch (train.py:37)"; the function alone when short of room; "" without a
+    stack."""
     if not frames or detail == BARE:
         return ""
-    index = innermost_user(frames)
-    frame = frames[-1 if index is None else index]
+    frame = _innermost(_from_user(frames))
     if detail == SHORT:
         return f"in {frame.function}"
-    return f"in {frame.function} ({_base(frame.file)}:{frame.line})"
+    return f"in {where_short(frames)}"
+
+
+def where_short(frames: Sequence[Frame]) -> str:
+    """ "read_batch (train.py:37)": the innermost frame of the user's own code (of any code
+    when there is none; of a DataLoader worker's, from its loop down); "" without a stack."""
+    if not frames:
+        return ""
+    frame = _innermost(_from_user(frames))
+    return f"{frame.function} ({_base(frame.file)}:{frame.line})"
+
+
+def _innermost(frames: Sequence[Frame]) -> Frame:
+    """The innermost frame of the user's code, out of any comprehension or generator
+    expression (``spin``, not ``<genexpr>``: the function names the place)."""
+    index = innermost_user(frames)
+    index = len(frames) - 1 if index is None else index
+    while index > 0 and frames[index].function in ANONYMOUS:
+        index -= 1
+    return frames[index]
 
 
 def _ledger(place: RankHang, detail: int) -> str:
@@ -147,18 +169,22 @@ def _ledger(place: RankHang, detail: int) -> str:
 
 
 def _waiting(hang: Hang, detail: int) -> str:
-    """ "ranks 0-1, 3 wait in all_reduce" (with its number when there is room)."""
-    if not hang.inside or hang.op is None or hang.kind == "not_finished" or detail == BARE:
+    """ "ranks 0-1,3 wait in all_reduce" (with its number when there is room), without the
+    ranks that hold the job (a stopped rank may be inside the collective too)."""
+    holding = {p.rank for p in _holding(hang)}
+    ranks = [r for r in hang.inside if r not in holding]
+    if not ranks or hang.op is None or hang.kind == "not_finished" or detail == BARE:
         return ""
     what = hang.op if hang.group != "backward" else "backward"
     if detail == FULL and hang.group != "backward":
         what += f" #{hang.seq}"
-    verb = "failed in" if hang.level == "crashed" else "wait in"
+    one = len(ranks) == 1
+    verb = ("failed in" if hang.level == "crashed" else "waits in" if one else "wait in")
     if hang.kind == "desync":
         verb = "in"
     if detail == TERSE:
-        return f"others {verb} {what}"
-    return f"{'rank' if len(hang.inside) == 1 else 'ranks'} {_ranks(hang.inside)} {verb} {what}"
+        return f"others {verb.replace('waits', 'wait')} {what}"
+    return f"{'rank' if one else 'ranks'} {_ranks(ranks)} {verb} {what}"
 
 
 def _ranks(ranks: Sequence[int]) -> str:

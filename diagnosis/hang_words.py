@@ -18,6 +18,7 @@ from traintop.diagnosis.stack_text import fold, fold_line, where
 from traintop.diagnosis.text import duration, rank_list
 
 Key = tuple[str, int, str, str]  # group, seq, op, shape
+CROWDED_GAP_PCT = 15.0  # runnable this much more than it ran: it waited for a CPU
 BACKWARD_NOTE = (
     "the wait at the end of backward is for DDP's (or FSDP's) gradient all-reduces, which are "
     "issued from C++: no Python hook sees each bucket, so the ledger times the wait, not them"
@@ -88,8 +89,10 @@ def _stopped(case: Case) -> str:
     held = [p for p in case.places if stopped(p.proc)]
     parts = [f"rank {p.rank} is {proc_note(p.proc, p.pid)}" for p in held[:3]]
     main = case.main
-    if main is not None and case.in_main:
-        parts.append(f"{_ranks_word(case.in_main)} wait in {named(main)} ({main.group}) for "
+    waiting = [r for r in case.in_main if r not in {p.rank for p in held}]
+    if main is not None and waiting:
+        verb = "waits" if len(waiting) == 1 else "wait"
+        parts.append(f"{_ranks_word(waiting)} {verb} in {named(main)} ({main.group}) for "
                      f"{duration(main.age_s)}")  # fmt: skip
     return "; ".join(parts)
 
@@ -223,8 +226,16 @@ def proc_note(proc: ProcState | None, pid: int) -> str:
     if blocked(proc):
         return f"blocked in the kernel (state D){_call(proc)}"
     if busy(proc):
-        return f"working: on CPU {proc.cpu_pct:.0f} %"
+        return _working(proc)
     return ""
+
+
+def _working(proc: ProcState) -> str:
+    """ "working: on CPU 98 %"; on a crowded box, what it wanted beside what it got."""
+    cpu, wanted = proc.cpu_pct or 0.0, proc.runnable_pct
+    if wanted is None or wanted - cpu < CROWDED_GAP_PCT:
+        return f"working: on CPU {cpu:.0f} %"
+    return f"working: on CPU {cpu:.0f} %, runnable {wanted:.0f} % (the CPUs are crowded)"
 
 
 def _call(proc: ProcState) -> str:

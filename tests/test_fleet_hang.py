@@ -23,7 +23,9 @@ def test_fleet_names_the_stuck_rank_and_its_node() -> None:
     snap = fleet(hung_nodes())
     verdict = snap.verdict
     assert (verdict.bottleneck, verdict.severity) == ("hang", "error")
-    assert verdict.summary == (
+    line = "HANG 1m12s · rank 5 on node-b in fetch_shard · others wait in all_reduce"
+    assert verdict.summary == line  # the monitor's one line, with the node
+    assert verdict.evidence[0] == (
         "Job hung 1m12s: rank 5 on node-b never reached all_reduce #1042 (0:default_pg), "
         "which the 7 ranks in it have waited in for 1m12s"
     )
@@ -36,7 +38,9 @@ def test_a_node_that_stops_answering_is_a_dead_rank() -> None:
     """node-b's last scrape failed: its ranks are gone, and node-a's wait for them."""
     snap = fleet(hung_nodes(), down=("10.0.0.2:19400",), previous=fleet(hung_nodes()))
     assert snap.verdict.bottleneck == "hang"
-    assert snap.verdict.summary.startswith("Job hung 1m12s: ranks 4-7 on node-b gone")
+    assert snap.verdict.evidence[0].startswith("Job hung 1m12s: ranks 4-7 on node-b gone")
+    line = "HANG 1m12s · ranks 4-7 on node-b gone · ranks 0-3 wait in all_reduce"
+    assert snap.verdict.summary == line
 
 
 def test_a_job_that_steps_gets_no_hang_verdict() -> None:
