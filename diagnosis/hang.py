@@ -96,10 +96,10 @@ def classify(ranks: Sequence[JobSnapshot], level: str, for_s: float, ended: bool
     main = _main(keys, inside)
     members = [r for r in ranks if r not in gone and _member(r, main, len(ranks))]
     kind = _kind(gone, inside, keys, members, main)
-    if not ended and kind != "dead_rank" and any(stopped(r.proc) for r in ranks):
-        kind = "stopped"
     places = tuple(_place(r, final[r.rank], main, kind, r in gone, ended) for r in ranks)
     level = level if ended else _working(level, kind, places)
+    if not ended and kind != "dead_rank" and any(stopped(r.proc) for r in ranks):
+        kind = "stopped"  # the kernel's word first: whatever the collectives say, it waits
     return _hang(level, kind, for_s, ranks, places, main, inside, keys)
 
 

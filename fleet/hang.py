@@ -74,6 +74,15 @@ def _stack(place: FleetPlace | None) -> RankStack | None:
     return RankStack(frames, 0.0, "exporter") if frames else None
 
 
+def _where(place: FleetPlace | None) -> str:
+    """ " · log_metrics (train.py:88) · waits for worker 8812 ...": what the rank's text does
+    not already say."""
+    if place is None:
+        return ""
+    worker = f"waits for worker {place.worker}" if place.worker else ""
+    return "".join(f" · {part}" for part in (place.where, worker) if part)
+
+
 def place_text(rank: FleetRank) -> str:
     """Where a stuck rank is, under it in the ranks table: "after all_reduce #1041
     (0:default_pg) · stopped · log_metrics (train.py:88)"."""
@@ -123,6 +132,10 @@ def _summary(hang: Hang, fleet: Sequence[FleetRank]) -> str:
         )  # fmt: skip
     if hang.kind == "not_finished":
         return f"every rank entered {what} and none left: the links or a node's devices"
+    if hang.kind == "stopped":
+        held = [p.rank for p in hang.ranks if p.proc is not None and p.proc.state in "Tt"]
+        tail = f"; {waiting} wait in {what}" if hang.op and hang.inside else ""
+        return f"{on_nodes(held, fleet)} stopped (SIGSTOP, job control or a debugger){tail}"
     return "no rank is in a collective: a data or compute hang (traintop on the nodes shows where)"
 
 
@@ -131,8 +144,7 @@ def _evidence(hang: Hang, fleet: Sequence[FleetRank]) -> tuple[str, ...]:
     facts = [f"{KIND_WORDS.get(hang.kind, hang.kind)}: sequence numbers of every rank's "
              f"newest collective, from its exporter"]  # fmt: skip
     hosts = {r.rank: r.hostname for r in fleet}
-    places = {r.rank: place_text(r) for r in fleet}
-    facts += [f"rank {p.rank} on {hosts.get(p.rank, '?')}: {p.text}"
-              + (f" · {places[p.rank]}" if places.get(p.rank) else "")
+    seen = {r.rank: r.place for r in fleet}
+    facts += [f"rank {p.rank} on {hosts.get(p.rank, '?')}: {p.text}{_where(seen.get(p.rank))}"
               for p in hang.ranks if p.state != "inside"]  # fmt: skip
     return tuple(facts)
