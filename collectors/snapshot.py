@@ -286,6 +286,9 @@ class RankStack:
     phase: str | None = None  # the probe's phase when it was taken
     # Collectives PyTorch's flight recorder holds unfinished (NCCL: the GPU still waits).
     pending: tuple[Collective, ...] = ()
+    # The DataLoader's pin_memory thread, outermost first, when the rank has one: a rank that
+    # waits for a batch may wait on it, not on a worker (h34a)
+    pin_memory: tuple[Frame, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

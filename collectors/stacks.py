@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from traintop import ring_paths
-from traintop.collectors.fault_dump import dumps, handles, own, rank_dumps
+from traintop.collectors.fault_dump import PIN_LOOP, dumps, handles, own, rank_dumps
 from traintop.collectors.rates import measured
 from traintop.collectors.ring_header import SegmentHeader
 from traintop.collectors.ring_reader import HotBlock
@@ -57,6 +57,7 @@ class Taken(NamedTuple):
     source: str
     phase: str | None
     pending: tuple[Collective, ...]
+    pin_memory: tuple[Frame, ...] = ()  # the DataLoader's pin_memory thread's stack
 
 
 class _Request(NamedTuple):
@@ -123,8 +124,7 @@ class StackClient:
         body = self._reply(request.id)
         if body is not None:
             self._stack = None
-            self.taken = Taken(_frames(body.get("frames")), now, "helper", body.get("phase"),
-                               _pending(body.get("flight_recorder")))  # fmt: skip
+            self.taken = _taken(body, now, "helper")
             return
         if request.fault_offset is not None:
             self._read_dump(request, now, hot)
@@ -144,9 +144,7 @@ class StackClient:
         if found is None:
             return False
         body, source, taken_ns = found
-        age = (now_ns - taken_ns) / 1e9
-        self.taken = Taken(_frames(body.get("frames")), now - age, source, body.get("phase"),
-                           _pending(body.get("flight_recorder")))  # fmt: skip
+        self.taken = _taken(body, now - (now_ns - taken_ns) / 1e9, source)
         return True
 
     def _send(self, line: str) -> bool:
@@ -204,9 +202,22 @@ class StackClient:
         frames = thread_frames(text, ident)
         if frames is not None:
             self._stack = None
-            self.taken = Taken(frames, now, "signal", None, ())
+            self.taken = Taken(frames, now, "signal", None, (), pin_frames(text))
         elif now - request.sent_s >= GIVE_UP_S:
             self._stack = None
+
+
+def _taken(body: dict[str, Any], taken_s: float, source: str) -> Taken:
+    """An answer (or a dump read as one) as a ``Taken``."""
+    pending, pin = _pending(body.get("flight_recorder")), _frames(body.get("pin_memory"))
+    return Taken(_frames(body.get("frames")), taken_s, source, body.get("phase"), pending, pin)
+
+
+def pin_frames(dump: str) -> tuple[Frame, ...]:
+    """The pin_memory thread's frames in the rank's newest dump (none: it has no such thread)."""
+    found = rank_dumps(dump)
+    block = found[-1].runs(PIN_LOOP) if found else None
+    return tuple(f for f in block.frames if not own(f.file)) if block else ()
 
 
 def _read_answer(path: Path) -> dict[str, Any] | None:
@@ -278,7 +289,9 @@ def _newest_dump(segment: Path, ident: int, since_ns: int, now_ns: int) -> tuple
     if block is None:
         return None
     frames = [[f.file, f.line, f.function, f.code] for f in block.frames if not own(f.file)]
-    return {"frames": frames}, "signal", taken
+    pin = found[-1].runs(PIN_LOOP)
+    pins = [[f.file, f.line, f.function, f.code] for f in pin.frames] if pin else None
+    return {"frames": frames, "pin_memory": pins}, "signal", taken
 
 
 def send_to_thread(pid: int, tid: int, number: int) -> None:
@@ -356,7 +369,8 @@ def rank_stack(taken: Taken | None, now: float) -> RankStack | None:
     if taken is None:
         return None
     age = measured(max(0.0, now - taken.taken_s))
-    return RankStack(taken.frames, age, taken.source, taken.phase, taken.pending)
+    return RankStack(taken.frames, age, taken.source, taken.phase, taken.pending,
+                     taken.pin_memory)  # fmt: skip
 
 
 def phase_samples(samples: tuple[PhaseSamples, float] | None, now: float) -> PhaseSamples | None:

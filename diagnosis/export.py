@@ -130,6 +130,7 @@ def _rank_hang(r: RankHang) -> dict[str, Any]:
         "stack": [[f.file, f.line, f.function, f.code] for f in r.frames],
         "process": _process(r.proc),
         "worker": None if r.worker is None else _worker(r.worker),
+        "pin_memory": [[f.file, f.line, f.function, f.code] for f in r.pin_memory],
     }
 
 

@@ -24,6 +24,7 @@ first, or the ranks whose collectives differed.  Pure functions over snapshots.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
@@ -31,7 +32,7 @@ from dataclasses import replace
 from traintop.collectors import stall
 from traintop.collectors.loader_workers import waited_on
 from traintop.collectors.proc_state import busy, dead, stopped
-from traintop.collectors.snapshot import Collective, JobSnapshot, WorkerSnapshot
+from traintop.collectors.snapshot import Collective, Frame, JobSnapshot, WorkerSnapshot
 from traintop.diagnosis.hang_line import hang_line
 from traintop.diagnosis.hang_words import (
     Case,
@@ -47,6 +48,9 @@ from traintop.diagnosis.hang_words import (
 )
 from traintop.diagnosis.model import LIVE_STATES, Hang, RankHang
 from traintop.diagnosis.text import duration
+
+THREAD_QUEUE = os.sep + "queue.py"  # the standard library's queue.Queue
+PROCESS_QUEUE = os.path.join("multiprocessing", "queues.py")
 
 
 def hang_of(ranks: Sequence[JobSnapshot]) -> Hang | None:
@@ -171,9 +175,27 @@ def _place(rank: JobSnapshot, c: Collective | None, main: Collective | None, kin
     else:
         state, text = "outside", _outside(_last_in(rank, main), kind)
     note = "" if gone or ended else proc_note(rank.proc, rank.pid)
-    worker = stalled_worker(rank) if state == "outside" and not ended else None
+    pin = pin_held(rank) if state == "outside" and not ended else ()
+    worker = stalled_worker(rank) if state == "outside" and not ended and not pin else None
     return RankHang(rank.rank, rank.pid, state, f"{text}, {note}" if note else text,
-                    c or _last_in(rank, main), frames, source, rank.proc, worker)  # fmt: skip
+                    c or _last_in(rank, main), frames, source, rank.proc, worker,
+                    pin)  # fmt: skip
+
+
+def pin_held(rank: JobSnapshot) -> tuple[Frame, ...]:
+    """The pin_memory thread's stack when the rank waits for a batch on it (torch's
+    ``_try_get_data`` in a ``queue.Queue``: the pin thread's output) and it waits on no worker
+    (in a multiprocessing queue's ``get``): the thread itself holds the batch (pinning)."""
+    stack = rank.stack
+    if stack is None or not stack.pin_memory:
+        return ()
+    frames = stack.frames
+    start = next((i for i, f in enumerate(frames) if f.function == "_try_get_data"), None)
+    if start is None or not any(f.file.endswith(THREAD_QUEUE) for f in frames[start:]):
+        return ()
+    if any(f.function == "get" and f.file.endswith(PROCESS_QUEUE) for f in stack.pin_memory):
+        return ()  # it waits for a worker, as its rank does: the worker is named
+    return stack.pin_memory
 
 
 def stalled_worker(rank: JobSnapshot) -> WorkerSnapshot | None:

@@ -90,6 +90,9 @@ def _doing(place: RankHang, detail: int) -> str:
     if place.state == "elsewhere" and place.collective is not None:
         c = place.collective
         return f"in {c.op} #{c.seq}" if detail else f"in {c.op}"
+    if place.pin_memory:
+        where = _where(place.pin_memory, detail)
+        return "waits for pin_memory thread" + (f" {where}" if where else "")
     if place.worker is not None:
         return _waits_for(place.worker, detail)
     text = _where(place.frames, detail) or _ledger(place, detail)

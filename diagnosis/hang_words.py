@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 
 from traintop.collectors import stall
 from traintop.collectors.proc_state import blocked, busy, dead, stopped
-from traintop.collectors.snapshot import Collective, JobSnapshot, ProcState, WorkerSnapshot
+from traintop.collectors.snapshot import (
+    Collective,
+    Frame,
+    JobSnapshot,
+    ProcState,
+    WorkerSnapshot,
+)
 from traintop.diagnosis.model import LIVE_STATES, RankHang, StackFold
 from traintop.diagnosis.stack_text import fold, fold_line, where
 from traintop.diagnosis.text import duration, rank_list
@@ -210,7 +216,14 @@ def _at(place: RankHang) -> str:
         text = f"rank {place.rank} is {note}{ledger}" if note else \
             f"rank {place.rank}: no stack yet{ledger}"  # fmt: skip
     worker = place.worker
+    if place.pin_memory:
+        return f"{text}; {pin_text(place.pin_memory)}"
     return f"{text}; {worker_text(worker)}" if worker is not None else text
+
+
+def pin_text(frames: Sequence[Frame]) -> str:
+    """ "it waits for its pin_memory thread, at pin_memory.py:64 in pin_memory"."""
+    return f"it waits for its pin_memory thread, at {where(frames)}"
 
 
 def proc_note(proc: ProcState | None, pid: int) -> str:

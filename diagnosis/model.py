@@ -119,6 +119,8 @@ class RankHang:
     stack_source: str = ""  # helper or signal; "" when no stack was had
     proc: ProcState | None = None  # what the kernel says of its training thread
     worker: WorkerSnapshot | None = None  # the DataLoader worker it waits on for a batch
+    # the DataLoader's pin_memory thread, when the rank waits on it and it waits on no worker
+    pin_memory: tuple[Frame, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,3 +128,34 @@ def test_the_wide_banner_says_the_case_once_under_the_line() -> None:
     assert second.startswith("  Job stalled 19s: rank 2 never reached all_reduce #1042")
     assert "try: look at where the late rank is" in second
     assert (first + second).count("rank 2 never reached") == 1
+
+
+TORCH = "/venv/site-packages/torch/utils/data"
+WAITS_ON_PIN = (
+    Frame("/home/ana/llama/train.py", 120, "train"),
+    Frame(f"{TORCH}/dataloader.py", 725, "__next__"),
+    Frame(f"{TORCH}/dataloader.py", 1291, "_try_get_data"),
+    Frame("/usr/lib/python3.11/queue.py", 180, "get"),
+)
+
+
+def pin_thread(inner: tuple[Frame, ...]) -> list:
+    """One rank waiting in ``__next__`` on its pin_memory thread's queue."""
+    pin = (Frame(f"{TORCH}/_utils/pin_memory.py", 59, "_pin_memory_loop"), *inner)
+    stack = RankStack(WAITS_ON_PIN, 1.0, "helper", pin_memory=pin)
+    return [replace(waiting_for_data(ProcState("D", 0.0, 0.0, "x", "read", "/mnt/s.tar"))[0],
+                    stack=stack)]  # fmt: skip
+
+
+def test_a_rank_waiting_on_a_stuck_pin_memory_thread_names_it_not_a_worker() -> None:
+    pinning = pin_thread((Frame(f"{TORCH}/_utils/pin_memory.py", 64, "pin_memory"),))
+    hang = hang_of(pinning)
+    (place,) = hang.ranks
+    assert place.pin_memory and place.worker is None
+    line = "HANG 19s · rank 0 waits for pin_memory thread in pin_memory (pin_memory.py:64)"
+    assert hang.line == line
+    assert "it waits for its pin_memory thread, at pin_memory.py:64 in pin_memory" in hang.summary
+    queue = "/usr/lib/python3.11/multiprocessing/queues.py"
+    forwarding = hang_of(pin_thread((Frame(queue, 113, "get"),)))  # it waits on a worker
+    (place,) = forwarding.ranks
+    assert not place.pin_memory and place.worker.pid == 9002

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -46,20 +47,26 @@ def test_a_workers_dump_in_the_ranks_file_is_told_apart_from_the_ranks(tmp_path)
     """The worker's main thread is the fork of the rank's training thread: same ident."""
     (tmp_path / "_utils").mkdir()
     (tmp_path / "_utils" / "worker.py").write_text(
-        "import time\n\ndef _worker_loop():\n    time.sleep(30)\n"
+        "import os, pathlib, time\n\ndef _worker_loop():\n"
+        "    pathlib.Path(os.environ['READY']).write_text('in the loop')\n    time.sleep(30)\n"
     )
     fault = tmp_path / "rank.fault"
     argv = [sys.executable, "-c", FORKING_RANK, str(fault), str(tmp_path)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    ready = tmp_path / "ready"
+    env = {**os.environ, "READY": str(ready)}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
+    worker = None
     try:
         worker, ident = map(int, proc.stdout.readline().split())
+        assert eventually(ready.exists)  # the worker is in its loop: its dump shows it
         for pid in (proc.pid, worker, proc.pid, worker):  # rank, worker, rank, worker
             size = fault.stat().st_size if fault.exists() else 0
             os.kill(pid, signal.SIGUSR2)
             assert eventually(lambda size=size: fault.exists() and fault.stat().st_size > size)
         text = fault.read_text()
     finally:
-        os.kill(worker, signal.SIGKILL)
+        if worker is not None:
+            os.kill(worker, signal.SIGKILL)
         proc.kill()
         proc.wait()
     rank = thread_frames(text, ident)
@@ -110,4 +117,50 @@ def test_an_answer_to_another_reader_is_left_for_the_next_one(tmp_path: Path) ->
                 f.function for f in first.taken.frames
             ]
     finally:
+        probe.close()
+
+
+PIN_LOOP = """\
+import threading
+
+release = threading.Event()
+
+
+def _pin_memory_loop():
+    pin_memory()
+
+
+def pin_memory():
+    release.wait(30)
+"""
+
+
+def test_the_helper_answers_with_the_pin_memory_threads_stack_too(tmp_path: Path) -> None:
+    """A rank with a thread running a loop named as torch's pin_memory loop: the stack answer
+    carries that thread's frames beside the training thread's."""
+    (tmp_path / "_utils").mkdir()
+    (tmp_path / "_utils" / "pin_memory.py").write_text(PIN_LOOP)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from _utils import pin_memory as fake  # a file named like torch's
+    finally:
+        sys.path.remove(str(tmp_path))
+    thread = threading.Thread(target=fake._pin_memory_loop, daemon=True)
+    thread.start()
+    ring_dir = private_dir(tmp_path / "ring")
+    probe = probe_in(ring_dir)
+    path = probe._writer.path
+    try:
+        with open_segment(path) as segment:
+            client = StackClient(path, segment.header)
+            assert client.ask(time.monotonic())
+            wait_for(client, segment.hot)
+            names = [f.function for f in client.taken.pin_memory]
+            loop = names.index("_pin_memory_loop")
+            assert names[loop + 1] == "pin_memory" and "pin_memory" not in [
+                f.function for f in client.taken.frames
+            ]
+    finally:
+        fake.release.set()
+        thread.join(5)
         probe.close()

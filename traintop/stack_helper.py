@@ -59,6 +59,7 @@ OWN = os.path.dirname(os.path.abspath(__file__)) + os.sep  # traintop's frames a
 MAX_SAMPLES = 200
 MAX_SAMPLING_S = 5.0  # a sample request never keeps the helper busy longer
 OFF = ("0", "off", "no", "none", "false")
+PIN_LOOP, PIN_FILE = "_pin_memory_loop", "pin_memory.py"  # torch/utils/data/_utils/
 
 
 def stack_signal(value: str | None = None) -> int:
@@ -189,6 +190,9 @@ class StackHelper:
         pending = flight_recorder.unfinished()
         if pending is not None:
             reply["flight_recorder"] = pending
+        pin = pin_memory_thread()
+        if pin is not None:
+            reply["pin_memory"] = training_stack(pin)
         return reply
 
     def _sample_reply(self, count: int, interval: float, phase: str | None) -> dict:
@@ -222,6 +226,18 @@ def training_stack(ident: int, limit: int = MAX_FRAMES) -> list[list]:
         frame = frame.f_back
     frames.reverse()
     return frames
+
+
+def pin_memory_thread() -> int | None:
+    """The ident of the DataLoader's pin_memory thread (it runs torch's ``_pin_memory_loop``),
+    if this process has one: a rank waiting for a batch may wait on it, not on a worker."""
+    for ident, frame in sys._current_frames().items():
+        while frame is not None:
+            code = frame.f_code
+            if code.co_name == PIN_LOOP and code.co_filename.endswith(PIN_FILE):
+                return ident
+            frame = frame.f_back
+    return None
 
 
 def native_id(ident: int) -> int:

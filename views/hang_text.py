@@ -8,7 +8,7 @@ then the ranks folded by where they are) and every rank's whole stack for the de
 from __future__ import annotations
 
 from traintop.diagnosis.hang_finding import KIND_WORDS
-from traintop.diagnosis.hang_words import worker_text
+from traintop.diagnosis.hang_words import pin_text, worker_text
 from traintop.diagnosis.model import Hang, RankHang
 from traintop.diagnosis.stack_text import fold_line, stack_lines, where
 from traintop.diagnosis.text import duration
@@ -30,6 +30,8 @@ def rank_text(place: RankHang) -> str:
         text = f"{place.text} · called at {site}" if shown else place.text
     else:
         text = f"{place.text} · {where(place.frames)}"
+    if place.pin_memory:
+        return f"{text} · {pin_text(place.pin_memory)}"
     return text if place.worker is None else f"{text} · {worker_text(place.worker)}"
 
 
@@ -60,6 +62,9 @@ def every_stack(hang: Hang) -> list[tuple[str, list[str]]]:
         heading = f"rank {place.rank} (pid {place.pid}): {place.text} · {how}"
         lines = stack_lines(place.frames) if place.frames else [_no_stack(place)]
         stacks.append((heading, lines))
+        if place.pin_memory:
+            stacks.append((f"rank {place.rank}: its pin_memory thread",
+                           stack_lines(place.pin_memory)))  # fmt: skip
         worker = place.worker
         if worker is not None:
             frames = worker.stack.frames if worker.stack is not None else ()
