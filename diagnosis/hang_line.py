@@ -1,4 +1,4 @@
-"""A stopped job in one line of at most 78 cells: who, where, for how long, shortest first.
+"""A stopped job in one line of at most 76 cells: who, where, for how long, shortest first.
 
 "HANG 19s · rank 2 in read_batch (train.py:37) · ranks 0-1 wait in backward": the head (how
 long nothing stepped; ``BUSY`` when the ranks the others wait for are working), then the ranks
@@ -20,7 +20,7 @@ from traintop.diagnosis.model import Hang, RankHang
 from traintop.diagnosis.stack_text import innermost_user
 from traintop.diagnosis.text import duration, rank_list
 
-WIDTH = 78  # a line of an 80-column terminal, less the banner's "◆ "
+WIDTH = 76  # an 80-column terminal less the banner's edge and mark ("▌ ◆ ")
 SEP = " · "
 HEADS = {"busy": "BUSY", "crashed": "CRASHED"}
 MAX_GROUPS = 2  # ranks told apart by where they are; more read "…"
@@ -92,7 +92,7 @@ def _doing(place: RankHang, detail: int) -> str:
         return f"in {c.op} #{c.seq}" if detail else f"in {c.op}"
     if place.pin_memory:
         where = _where(place.pin_memory, detail)
-        return "waits for pin_memory thread" + (f" {where}" if where else "")
+        return "waits on pin thread" + (f" {where}" if where else "")
     if place.worker is not None:
         return _waits_for(place.worker, detail)
     text = _where(place.frames, detail) or _ledger(place, detail)
@@ -100,10 +100,10 @@ def _doing(place: RankHang, detail: int) -> str:
 
 
 def _waits_for(worker: WorkerSnapshot, detail: int) -> str:
-    """ "waits for worker 8812 in __getitem__ (data.py:70), D: read x.bin"."""
+    """ "waits on worker 8812 in __getitem__ (data.py:70), D: read x.bin"."""
     frames = worker.stack.frames if worker.stack is not None else ()
     where = _where(frames, detail)
-    text = f"waits for worker {worker.pid}" + (f" {where}" if where else "")
+    text = f"waits on worker {worker.pid}" + (f" {where}" if where else "")
     proc = worker.proc
     if proc is not None and proc.state == "S" and proc.syscall and detail:  # asleep in a call
         return f"{text}: {proc.syscall} {_base(proc.file)}".rstrip()

@@ -151,7 +151,7 @@ class Hang:
     ranks: tuple[RankHang, ...] = ()
     folds: tuple[StackFold, ...] = ()
     evidence: tuple[str, ...] = ()
-    # One line of at most 78 cells, shortest first: who, where, for how long ("HANG 19s · rank
+    # One line of at most 76 cells, shortest first: who, where, for how long ("HANG 19s · rank
     # 2 in read_batch (train.py:37) · ranks 0-1 wait in backward"), the same on every surface
     line: str = ""
 

@@ -75,11 +75,11 @@ def _stack(place: FleetPlace | None) -> RankStack | None:
 
 
 def _where(place: FleetPlace | None) -> str:
-    """ " · log_metrics (train.py:88) · waits for worker 8812 ...": what the rank's text does
+    """ " · log_metrics (train.py:88) · waits on worker 8812 ...": what the rank's text does
     not already say."""
     if place is None:
         return ""
-    worker = f"waits for worker {place.worker}" if place.worker else ""
+    worker = f"waits on worker {place.worker}" if place.worker else ""
     return "".join(f" · {part}" for part in (place.where, worker) if part)
 
 
@@ -90,7 +90,7 @@ def place_text(rank: FleetRank) -> str:
     if place is None:
         return ""
     process = f"{place.process}: {place.blocked_on}" if place.blocked_on else place.process
-    worker = f"waits for worker {place.worker}" if place.worker else ""
+    worker = f"waits on worker {place.worker}" if place.worker else ""
     parts = (place.collective, process, place.where, worker)
     return " · ".join(p for p in parts if p)
 

@@ -265,7 +265,7 @@ def test_a_loader_worker_blocked_in_a_read_is_named_with_its_file_and_frame(seen
     assert (worker.proc.state, worker.proc.syscall, worker.proc.file) == ("S", "read", seen.fifo)
     functions = {(os.path.basename(f.file), f.function) for f in worker.stack.frames}
     assert {("hangs.py", "read_shard"), ("hangs.py", "__getitem__")} <= functions
-    assert f"rank 0 waits for worker {worker.pid} in read_shard" in named.line, named.line
+    assert f"rank 0 waits on worker {worker.pid} in read_shard" in named.line, named.line
     assert "read shard.fifo" in named.line
     assert f"worker {worker.pid} (asleep in read on {seen.fifo})" in named.summary
     (rank,) = ranks
@@ -285,7 +285,7 @@ def test_a_worker_frozen_in_its_read_is_blocked_in_the_kernel(seen: Seen) -> Non
     proc = worker["process"]
     assert (proc["state"], proc["syscall"], proc["file"]) == ("D", "read", seen.fifo)
     assert proc["wchan"] == "__refrigerator"  # what holds it: the freezer, said as it is
-    assert f"waits for worker {seen.frozen_pid} in read_shard, D: read shard.fifo" in hang["line"]
+    assert f"waits on worker {seen.frozen_pid} in read_shard, D: read shard.fifo" in hang["line"]
     assert "blocked in the kernel (state D) in read on" in hang["summary"]
 
 
