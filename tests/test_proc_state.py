@@ -61,13 +61,20 @@ def test_a_stopped_process_reads_stopped_and_a_sleeping_one_does_not() -> None:
         assert settled(reader, proc.pid, "S")
 
 
-def test_a_read_nobody_answers_names_its_call_and_file(tmp_path: Path) -> None:
-    fifo = tmp_path / "shard.fifo"
+@contextlib.contextmanager
+def reading(fifo: Path, reader: ProcReader) -> Iterator[subprocess.Popen]:
+    """A process in a read of ``fifo`` that nobody ever answers."""
     os.mkfifo(fifo)
-    reader = ProcReader()
     with started(sys.executable, "-c", READER, str(fifo)) as proc:
         assert proc.stdout.readline().strip() == "reading"
         assert eventually(lambda: reader.read(proc.pid).syscall == "read", timeout_s=5.0)
+        yield proc
+
+
+def test_a_read_nobody_answers_names_its_call_and_file(tmp_path: Path) -> None:
+    fifo = tmp_path / "shard.fifo"
+    reader = ProcReader()
+    with reading(fifo, reader) as proc:
         state = reader.read(proc.pid)
         assert (state.state, state.syscall, state.file) == ("S", "read", str(fifo))
         assert state.wchan and not blocked(state) and not busy(state)
@@ -95,11 +102,8 @@ def _removed(group: Path) -> bool:
 
 def test_a_process_frozen_in_its_read_is_in_state_d_with_that_read(tmp_path, freezer) -> None:
     fifo = tmp_path / "shard.fifo"
-    os.mkfifo(fifo)
     reader = ProcReader()
-    with started(sys.executable, "-c", READER, str(fifo)) as proc:
-        assert proc.stdout.readline().strip() == "reading"
-        assert eventually(lambda: reader.read(proc.pid).syscall == "read", timeout_s=5.0)
+    with reading(fifo, reader) as proc:
         (freezer / "cgroup.procs").write_text(f"{proc.pid}\n")
         (freezer / "freezer.state").write_text("FROZEN\n")
         assert settled(reader, proc.pid, "D")
