@@ -14,6 +14,12 @@ from traintop.diagnosis.stack_text import fold_line, stack_lines, where
 from traintop.diagnosis.text import duration
 
 LEVEL_WORDS = {"stalled": "STALLED", "hung": "HUNG", "busy": "BUSY", "crashed": "CRASHED"}
+# Theme variables: a stall warns, a hang (or a crash) is an error, a busy rank only informs.
+LEVEL_STYLES = {"stalled": "bold $warning", "busy": "bold $accent"}
+
+
+def level_style(hang: Hang) -> str:
+    return LEVEL_STYLES.get(hang.level, "bold $error")
 
 
 def state_text(hang: Hang) -> str:
