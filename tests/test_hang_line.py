@@ -159,3 +159,13 @@ def test_a_rank_waiting_on_a_stuck_pin_memory_thread_names_it_not_a_worker() -> 
     forwarding = hang_of(pin_thread((Frame(queue, 113, "get"),)))  # it waits on a worker
     (place,) = forwarding.ranks
     assert not place.pin_memory and place.worker.pid == 9002
+
+
+def test_a_rank_stopped_inside_its_last_collective_is_not_what_the_others_wait_in() -> None:
+    """Stopped after gloo finished its all-reduce #1042 but before it returned, while its peers
+    went on to #1043: the others wait in #1043, and the stopped rank holds them."""
+    moved = [replace(r, collectives=(replace(r.collectives[0], seq=1043),)) for r in BASE]
+    moved[2] = replace(moved[2], collectives=BASE[0].collectives, proc=ProcState("T", 1.0, 0.0))
+    hang = hang_of(moved)
+    assert (hang.kind, hang.seq, hang.inside) == ("stopped", 1043, (0, 1, 3))
+    assert hang.line == CASES["stopped"][1]

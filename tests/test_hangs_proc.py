@@ -233,7 +233,7 @@ def test_a_stopped_rank_is_named_stopped_with_how_to_resume_it(seen: Seen) -> No
     _in_time(ranks, hang)
     pid = seen.stopped_pid
     assert hang.kind == "stopped", hang
-    assert f"rank 1 stopped (kill -CONT {pid})" in hang.line, hang.line
+    assert f"rank 1 stopped (kill -CONT {pid}) · rank 0 waits in " in hang.line, hang.line
     assert f"`kill -CONT {pid}` resumes it" in hang.summary
     assert _place(hang, 1).proc.state == "T"
     waiting = _place(hang, 0)  # beside it: the rank that waits is asleep, not stopped
