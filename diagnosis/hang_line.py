@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 
 from traintop.collectors.proc_state import blocked, busy, stopped
-from traintop.collectors.snapshot import Frame, ProcState, WorkerSnapshot
+from traintop.collectors.snapshot import Collective, Frame, ProcState, WorkerSnapshot
 from traintop.diagnosis.model import Hang, RankHang
 from traintop.diagnosis.stack_text import innermost_user
 from traintop.diagnosis.text import duration, rank_list
@@ -57,7 +57,7 @@ def _culprits(hang: Hang, host: Host | None, detail: int) -> str:
         return f"every rank in {what}, none left" + (": link or peer device" if detail else "")
     groups: dict[str, list[int]] = {}
     for place in _holding(hang):
-        groups.setdefault(_doing(place, detail), []).append(place.rank)
+        groups.setdefault(_doing(place, detail, _shaped(hang)), []).append(place.rank)
     parts = [_who(ranks, host) + (f" {doing}" if doing else "") for doing, ranks in groups.items()]
     more = "…" if len(parts) > MAX_GROUPS else ""
     return SEP.join(parts[:MAX_GROUPS]) + more
@@ -80,16 +80,20 @@ def _who(ranks: Sequence[int], host: Host | None) -> str:
     return f"{word} {_ranks(ranks)}{on}"
 
 
-def _doing(place: RankHang, detail: int) -> str:
-    """Where one rank is and what holds it, as few words as ``detail`` allows."""
+def _doing(place: RankHang, detail: int, shaped: bool = False) -> str:
+    """Where one rank is and what holds it, as few words as ``detail`` allows (``shaped``:
+    the ranks' collectives differ by their shapes alone, which are said)."""
     proc = place.proc
-    if place.state in ("gone", "failed"):
+    if place.state in ("gone", "failed") and detail == BARE:
+        return "gone"
+    if place.state == "failed":  # it fell with the collective after the one who went first
+        return "failed"
+    if place.state == "gone":
         return place.text if detail == FULL and len(place.text) <= GONE_WIDTH else "gone"
     if stopped(proc):
         return f"stopped (kill -CONT {place.pid})" if proc.state == "T" else "held by a debugger"
     if place.state == "elsewhere" and place.collective is not None:
-        c = place.collective
-        return f"in {c.op} #{c.seq}" if detail else f"in {c.op}"
+        return f"in {_named(place.collective, detail, shaped)}"
     if place.pin_memory:
         where = _where(place.pin_memory, detail)
         return "waits on pin thread" + (f" {where}" if where else "")
@@ -181,6 +185,11 @@ def _waiting(hang: Hang, detail: int) -> str:
     what = hang.op if hang.group != "backward" else "backward"
     if detail == FULL and hang.group != "backward":
         what += f" #{hang.seq}"
+    main = next((p.collective for p in hang.ranks if p.state == "inside"), None)
+    if _shaped(hang) and main is not None and main.shape:
+        if detail == TERSE:  # the collective is the same: its other shape says it
+            return f"others {main.shape}"
+        what = _named(main, detail, True)
     one = len(ranks) == 1
     verb = ("failed in" if hang.level == "crashed" else "waits in" if one else "wait in")
     if hang.kind == "desync":
@@ -188,6 +197,19 @@ def _waiting(hang: Hang, detail: int) -> str:
     if detail == TERSE:
         return f"others {verb.replace('waits', 'wait')} {what}"
     return f"{'rank' if one else 'ranks'} {_ranks(ranks)} {verb} {what}"
+
+
+def _shaped(hang: Hang) -> bool:
+    """A desync by shape: the same collective, reduced with tensors of other shapes."""
+    ops = {p.collective.op for p in hang.ranks if p.collective is not None}
+    return hang.kind == "desync" and len(hang.shapes) > 1 and len(ops) == 1
+
+
+def _named(c: Collective, detail: int, shaped: bool) -> str:
+    """ "all_reduce #31", with its shape where shapes are what differs ("all_reduce #31
+    f32[2048]")."""
+    text = f"{c.op} #{c.seq}" if detail == FULL or (detail and not shaped) else c.op
+    return f"{text} {c.shape}" if shaped and c.shape else text
 
 
 def _ranks(ranks: Sequence[int]) -> str:

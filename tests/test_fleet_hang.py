@@ -42,7 +42,7 @@ def test_a_node_that_stops_answering_is_a_dead_rank() -> None:
     snap = fleet(hung_nodes(), down=("10.0.0.2:19400",), previous=fleet(hung_nodes()))
     assert snap.verdict.bottleneck == "hang"
     assert snap.verdict.evidence[0].startswith("Job hung 1m12s: ranks 4-7 on node-b gone")
-    line = "HANG 1m12s · ranks 4-7 on node-b gone · ranks 0-3 wait in all_reduce"
+    line = "HANG 1m12s · rank 5 on node-b gone (crashed) · ranks 4,6-7 on node-b failed"
     assert snap.verdict.summary == line
 
 

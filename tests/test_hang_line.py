@@ -46,6 +46,24 @@ def waiting_for_data(worker: ProcState) -> list:
                     workers=(IDLE, busy_one))]  # fmt: skip
 
 
+def shaped() -> list:
+    """Ranks 2-3 reduce a tensor twice the size the others reduce."""
+    c = BASE[0].collectives[0]
+    return [replace(r, collectives=(replace(c, shape=f"f32[{1024 * (1 + (r.rank >= 2))}]"),),
+                    stack=BASE[0].stack) for r in BASE]  # fmt: skip
+
+
+def exited() -> list:
+    """Rank 3 finished; ranks 0 and 2 failed in the all-reduce after it, rank 1 waits in it."""
+    c = BASE[0].collectives[0]
+    ended = {3: ("finished", ()), 0: ("crashed", (replace(c, raised=True, duration_s=0.1),)),
+             2: ("crashed", (replace(c, raised=True, duration_s=0.1),))}  # fmt: skip
+    ranks = [replace(r, collectives=(c,), stack=BASE[0].stack) for r in BASE]
+    for rank, (state, collectives) in ended.items():
+        ranks[rank] = replace(ranks[rank], state=state, collectives=collectives, stack=None)
+    return ranks
+
+
 CASES = {
     "not_entered": (BASE, "HANG 19s · rank 2 in fetch_shard (data.py:41) · others wait in "
                           "all_reduce"),
@@ -64,6 +82,9 @@ CASES = {
                      "HANG 19s · every rank in all_reduce #1042, none left: link or peer device"),
     "desync": (in_collective("barrier", 2),
                "HANG 19s · rank 2 in barrier #1042 · ranks 0-1,3 in all_reduce #1042"),
+    "desync_shapes": (shaped(),
+                      "HANG 19s · ranks 2-3 in all_reduce #1042 f32[2048] · others f32[1024]"),
+    "exit": (exited(), "HANG 19s · rank 3 gone · ranks 0,2 failed · rank 1 waits in all_reduce"),
     "worker_blocked": (waiting_for_data(ProcState("D", 0.0, 0.0, "nfs_wait_bit_killable", "read",
                                                   "/mnt/data/shard-7.tar")),
                        "HANG 19s · rank 0 waits on worker 9002 in read_batch, D: read "
