@@ -58,12 +58,14 @@ def snapshot(args: argparse.Namespace) -> int:
 
 
 def _current_jobs(stacks: bool = False):
-    """One reading of every job; with ``stacks``, a rank that stopped stepping is asked for its
-    stack first (its helper answers within a tick, its faulthandler within two:
-    ``STACK_WAIT_S``)."""
+    """One reading of every job; with ``stacks``, what a rank that stopped stepping is doing is
+    waited for, ``STACK_WAIT_S`` at most: its stack (its helper answers at once, else its
+    faulthandler dump follows ``ONE_SHOT_REPLY_WAIT_S`` later), its worker's, and a second
+    reading of its CPU time (working or stuck)."""
     from traintop.collectors.jobs import JobCollector
+    from traintop.collectors.stacks import ONE_SHOT_REPLY_WAIT_S
 
-    collector = JobCollector()
+    collector = JobCollector(reply_wait_s=ONE_SHOT_REPLY_WAIT_S)
     try:
         jobs = collector.collect()
         deadline = time.monotonic() + STACK_WAIT_S
@@ -75,7 +77,7 @@ def _current_jobs(stacks: bool = False):
         collector.close()
 
 
-STACK_WAIT_S = 3.0
+STACK_WAIT_S = 2.0
 
 
 def jobs(args: argparse.Namespace) -> int:

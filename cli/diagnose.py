@@ -11,9 +11,13 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 
 EXIT_NO_VERDICT = 1
 EXIT_NO_LIVE_JOB = 3
+# After the observation, what was asked of a stalled rank (its stack, its worker's, a second
+# reading of its CPU time) is waited for this long at most: one judgement, whatever --for is.
+STACK_WAIT_S = 2.0
 
 
 def _observe(for_s: float, interval_s: float, job_pid: int | None) -> list:
@@ -21,6 +25,7 @@ def _observe(for_s: float, interval_s: float, job_pid: int | None) -> list:
     job of ``job_pid`` is summarised on every tick, however many ranks run beside it."""
     from traintop.collectors.factory import monitor_collectors
     from traintop.collectors.sampler import Sampler
+    from traintop.collectors.stacks import ONE_SHOT_REPLY_WAIT_S
     from traintop.diagnosis.verdict_runner import VerdictRunner
 
     window: list = []
@@ -36,14 +41,33 @@ def _observe(for_s: float, interval_s: float, job_pid: int | None) -> list:
             window.append(snap)
 
     collectors.jobs.focus_pid = job_pid
+    collectors.jobs.reply_wait_s = ONE_SHOT_REPLY_WAIT_S
     sampler = Sampler(collectors, interval_s=interval_s)
     sampler.start(keep)
     try:
         threading.Event().wait(for_s)
+        _settle(collectors.jobs, lock, window)
     finally:
         sampler.stop()
     with lock:
         return list(window)
+
+
+def _settle(jobs, lock: threading.Lock, window: list) -> None:
+    """While a stalled rank's stack (or its worker's, or its CPU rate) is still coming, let
+    the sampler tick on, ``STACK_WAIT_S`` at most, until a snapshot taken after it came."""
+    deadline = time.monotonic() + STACK_WAIT_S
+    if not jobs.stacks_pending():
+        return
+    while jobs.stacks_pending() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with lock:
+        seen = len(window)
+    while time.monotonic() < deadline:  # the snapshot that carries what came
+        with lock:
+            if len(window) > seen:
+                return
+        time.sleep(0.05)
 
 
 def _stabilised(window: list, job_pid: int | None):

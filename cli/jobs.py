@@ -18,7 +18,7 @@ from traintop.collectors.snapshot import JobSnapshot
 from traintop.diagnosis.export import hang_to_dict
 from traintop.diagnosis.stack_text import fold_line
 from traintop.views.format import fmt_age, fmt_number, fmt_share
-from traintop.views.hang_text import case_line, rank_text, state_text
+from traintop.views.hang_text import case_text, rank_text, state_text
 from traintop.views.job_groups import JobGroup, groups_of
 
 LISTED = 4  # jobs named in an error message before "… and N more"
@@ -80,12 +80,13 @@ def job_line(group: JobGroup, now: float) -> str:
 
 
 def hang_lines(group: JobGroup) -> list[str]:
-    """Under a stopped job (or one that crashed in its collectives): the case, then its ranks
-    folded by where they are."""
-    if group.hang is None:
+    """Under a stopped job (or one that crashed in its collectives): its one line (who, where,
+    how long), the case, then its ranks folded by where they are."""
+    hang = group.hang
+    if hang is None:
         return []
-    return [f"          {case_line(group.hang)}",
-            *(f"            {fold_line(f)}" for f in group.hang.folds)]  # fmt: skip
+    return [f"          {hang.line}", f"            {case_text(hang)}",
+            *(f"            {fold_line(f)}" for f in hang.folds)]  # fmt: skip
 
 
 def rank_line(job: JobSnapshot, group: JobGroup) -> str:

@@ -23,6 +23,8 @@ from typing import Protocol
 from traintop.collectors import stall
 from traintop.collectors.cgroup import CgroupReader
 from traintop.collectors.job_window import NEWEST, JobWindow
+from traintop.collectors.loader_workers import with_state
+from traintop.collectors.proc_state import ProcReader, children
 from traintop.collectors.rates import measured
 from traintop.collectors.ring_header import SegmentHeader
 from traintop.collectors.ring_ledger import Entry, newest_per_group
@@ -36,20 +38,21 @@ from traintop.collectors.ring_reader import (
     segment_paths,
 )
 from traintop.collectors.snapshot import JobSnapshot, WorkerSnapshot
-from traintop.collectors.stacks import StackClient, phase_samples, rank_stack
+from traintop.collectors.stacks import REPLY_WAIT_S, phase_samples, rank_stack
+from traintop.collectors.stall_watch import StallWatch, moved_ns
 from traintop.collectors.turns import in_turn
 
 STALL_MIN_S = 5.0
 STALL_STEP_FACTOR = 5.0
 LIVE_RESOLUTION_NS = 16  # the live word keeps its start time rounded down to 16 ns
-STACK_REFRESH_S = 15.0  # a stalled rank's stack is asked for again after this long
 _NS = 1e9
 
 
 class _Job:
     """One segment being followed: its reader, its window and its last known state."""
 
-    def __init__(self, segment: Segment, window_s: float) -> None:
+    def __init__(self, segment: Segment, window_s: float, reader: ProcReader,
+                 reply_wait_s: float) -> None:  # fmt: skip
         self.segment = segment
         self.header = segment.header
         self.window = JobWindow(segment.header, window_s)
@@ -63,8 +66,8 @@ class _Job:
         self.shown: JobSnapshot | None = None
         self.shown_at: float | None = None
         self.entries: list[Entry] = []  # the ledger as last read (format 1.2)
-        self.stacks = StackClient(segment.path, segment.header)
-        self.stack_key: tuple[int, int, int] | None = None  # where the rank was when asked
+        self.watch = StallWatch(segment.path, segment.header, reader, reply_wait_s)
+        self.stacks = self.watch.stacks
         self.seen_live_s: float | None = None  # the last tick that found its writer alive
         self.end_s: float | None = None  # when an ended rank ended, on the monitor's clock
 
@@ -173,6 +176,7 @@ class JobCollector:
         processes: ProcessTable | None = None,
         gc_every_s: float = 60.0,
         gc_max_age_s: float = 600.0,
+        reply_wait_s: float = REPLY_WAIT_S,
     ) -> None:
         self._directory = directory
         self._window_s = window_s
@@ -195,6 +199,9 @@ class JobCollector:
         # Phase samples asked for from any thread (``sample_phase``), sent on the next tick.
         self._sample_asks: dict[int, tuple[str | None, int, int]] = {}
         self.cgroups = CgroupReader()  # each live rank's CPU limit (collectors/cgroup.py)
+        # The kernel's view of the ranks that stopped stepping (collectors/stall_watch.py); an
+        # unanswered stack request is followed by the signal after ``reply_wait_s``.
+        self._procs, self.reply_wait_s = ProcReader(), reply_wait_s
 
     def collect(self) -> tuple[JobSnapshot, ...]:
         """Poll all segments and summarise them; never raises for a bad segment."""
@@ -241,9 +248,9 @@ class JobCollector:
         self._sample_asks[pid] = (phase, count, interval_ms)
 
     def _tend_stacks(self, job: _Job, now: float, ask: tuple | None) -> None:
-        """Read the ledger of a rank that stopped stepping and ask it where it is (again when
-        it moved on, or after STACK_REFRESH_S); a rank that steps is asked nothing and keeps
-        no stack and no ledger."""
+        """Read the ledger of a rank that stopped stepping, what the kernel says of it, where it
+        is and, while it waits for a batch, its workers (``collectors/stall_watch.py``); a rank
+        that steps is asked nothing and keeps no stack and no ledger."""
         if job.segment.closed or not job.header.ledger:
             return
         if ask is not None:
@@ -251,21 +258,25 @@ class JobCollector:
         limit = self.stall.after_s(job.window.step_time_p50_s())
         age = job.window.last_step_age_s(now)
         if age is None or age < stall.capture_after_s(limit):
-            job.stacks.forget()
+            job.watch.quiet()
             job.entries = []
+            job.stacks.poll(now, job.hot)
         else:
             job.read_ledger()
-            hot = job.hot
-            key = (hot.ledger_head, hot.live_phase, hot.live_start_ns) if hot else None
-            taken = job.stacks.taken
-            stale = taken is None or now - taken.taken_s >= STACK_REFRESH_S
-            if (stale or key != job.stack_key) and job.stacks.ask(now):
-                job.stack_key = key
-        job.stacks.poll(now, job.hot)
+            last = moved_ns(job.window.last_end_ns, job.hot, [e.enter_ns for e in job.entries])
+            phase = live_phase(job, "stalled", now)[0]
+            job.watch.tend(now, job.hot, last, phase, self._worker_pids)
+
+    def _worker_pids(self, pid: int) -> list[int]:
+        """A rank's children, oldest first: from the tick's process scan, else from /proc."""
+        if self._processes is None:
+            return children(pid)
+        return sorted(w.pid for w in self._processes.workers_of({pid}).get(pid, ()))
 
     def stacks_pending(self) -> bool:
-        """Whether a stack asked of some rank has not come back yet."""
-        return any(job.stacks.waiting for job in self._jobs.values())
+        """Whether a stack asked of some rank (or of the worker it waits on), or a second
+        reading of a stalled rank's CPU time, has not come back yet."""
+        return any(job.watch.pending() for job in list(self._jobs.values()))
 
     def share_process_scan(self, processes: ProcessTable) -> None:
         """Take DataLoader workers from ``processes``' scan, which runs just before each collect."""
@@ -293,7 +304,9 @@ class JobCollector:
         present = set(segment_paths(self._directory))
         for path in present - self._jobs.keys():
             try:
-                self._jobs[path] = _Job(open_segment(path), self._window_s)
+                self._jobs[path] = _Job(
+                    open_segment(path), self._window_s, self._procs, self.reply_wait_s
+                )
             except SegmentError as exc:
                 errors.append(str(exc))
         for path in [p for p, job in self._jobs.items() if p not in present and job.gone()]:
@@ -321,7 +334,7 @@ class JobCollector:
         snapshot = job.window.snapshot(
             now,
             state,
-            workers.get(job.header.pid, ()),
+            with_state(workers.get(job.header.pid, ()), job.watch.workers),
             live,
             ended_at=ended_at,
             stopped=stopped,
@@ -339,6 +352,7 @@ class JobCollector:
             "collectives": newest_per_group(job.entries, now_ns) if ledger else (),
             "collectives_total": (job.hot.ledger_head if job.hot else 0) if ledger else None,
             "stack": rank_stack(job.stacks.taken, now),
+            "proc": job.watch.proc,
             "phase_samples": phase_samples(job.stacks.samples, now),
             "stall_after_s": self.stall.after_s(p50),
             "hang_after_s": self.hang.after_s(p50),

@@ -226,6 +226,9 @@ class ProcState:
     wchan: str | None = None
     syscall: str | None = None
     file: str | None = None
+    # Of the last interval, the share it ran or waited on a run queue (schedstat): what it
+    # wanted of a CPU, however crowded the box; at least half is working (h34a)
+    runnable_pct: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +289,9 @@ class RankStack:
     phase: str | None = None  # the probe's phase when it was taken
     # Collectives PyTorch's flight recorder holds unfinished (NCCL: the GPU still waits).
     pending: tuple[Collective, ...] = ()
+    # The DataLoader's pin_memory thread, outermost first, when the rank has one: a rank that
+    # waits for a batch may wait on it, not on a worker (h34a)
+    pin_memory: tuple[Frame, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

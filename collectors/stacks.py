@@ -18,32 +18,35 @@ import contextlib
 import ctypes
 import itertools
 import json
-import linecache
 import os
 import platform
-import re
 import stat
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import traintop
 from traintop import ring_paths
+from traintop.collectors.fault_dump import PIN_LOOP, dumps, handles, own, rank_dumps
 from traintop.collectors.rates import measured
 from traintop.collectors.ring_header import SegmentHeader
 from traintop.collectors.ring_reader import HotBlock
 from traintop.collectors.snapshot import Collective, Frame, PhaseSamples, RankStack, StackSample
 
 REPLY_WAIT_S = 1.0  # an answer later than this: the helper cannot run, use the signal
+# A one-shot command (`traintop jobs`, `diagnose`) signals sooner: a helper that can run
+# answers within milliseconds, and the command has 2 s in all.
+ONE_SHOT_REPLY_WAIT_S = 0.5
 GIVE_UP_S = 5.0  # no answer and no dump by then: ask again on the next want
+# An answer or a dump this young, taken after the rank last moved, is used as it is, whoever
+# asked for it (another `traintop jobs`, the monitor): one stack, one judgement.
+REUSE_S = 15.0
+KEEP_REPLIES_S = 30.0  # answers are left for other readers this long, then removed
 MAX_REPLY_BYTES = 1 << 20
 MAX_CODE = 160
 _IDS = itertools.count(1)
 # tgkill's number per machine (asm/unistd.h); elsewhere the signal goes to the process.
 TGKILL = {"x86_64": 234, "amd64": 234, "aarch64": 131, "arm64": 131, "riscv64": 131,
           "ppc64le": 250, "ppc64": 250, "s390x": 241, "i686": 270, "i386": 270}  # fmt: skip
-_THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+)")
-_FRAME = re.compile(r'^\s+File "(.*)", line (\d+|\?\?\?) in (.*)$')
 
 
 class Taken(NamedTuple):
@@ -54,6 +57,7 @@ class Taken(NamedTuple):
     source: str
     phase: str | None
     pending: tuple[Collective, ...]
+    pin_memory: tuple[Frame, ...] = ()  # the DataLoader's pin_memory thread's stack
 
 
 class _Request(NamedTuple):
@@ -71,9 +75,12 @@ def new_id() -> int:
 class StackClient:
     """Stacks and phase samples of one rank, asked for and read without ever blocking."""
 
-    def __init__(self, segment: Path, header: SegmentHeader) -> None:
+    def __init__(
+        self, segment: Path, header: SegmentHeader, reply_wait_s: float = REPLY_WAIT_S
+    ) -> None:
         self._segment = segment
         self._header = header
+        self._reply_wait_s = reply_wait_s
         self._stack: _Request | None = None
         self._sample: _Request | None = None
         self.taken: Taken | None = None  # the newest stack
@@ -117,13 +124,28 @@ class StackClient:
         body = self._reply(request.id)
         if body is not None:
             self._stack = None
-            self.taken = Taken(_frames(body.get("frames")), now, "helper", body.get("phase"),
-                               _pending(body.get("flight_recorder")))  # fmt: skip
+            self.taken = _taken(body, now, "helper")
             return
         if request.fault_offset is not None:
             self._read_dump(request, now, hot)
-        elif now - request.sent_s >= REPLY_WAIT_S and hot is not None:
+        elif now - request.sent_s >= self._reply_wait_s and hot is not None:
             self._signal(request, hot)
+
+    def reuse(self, now: float, hot: HotBlock | None, since_ns: int) -> bool:
+        """Take a stack someone else already had taken (an answer to another reader's request,
+        or a faulthandler dump another reader triggered), when it is under ``REUSE_S`` old and
+        was taken after ``since_ns`` (CLOCK_MONOTONIC: the rank's last move); True if one was."""
+        if not self._header.same_host_clock():
+            return False
+        now_ns = time.monotonic_ns()
+        found = _newest_answer(self._segment, since_ns, now_ns)
+        if found is None and hot is not None:
+            found = _newest_dump(self._segment, hot.train_thread, since_ns, now_ns)
+        if found is None:
+            return False
+        body, source, taken_ns = found
+        self.taken = _taken(body, now - (now_ns - taken_ns) / 1e9, source)
+        return True
 
     def _send(self, line: str) -> bool:
         """One request line into the FIFO; False when nobody reads it or it is full."""
@@ -144,30 +166,19 @@ class StackClient:
             os.close(fd)
 
     def _reply(self, request: int) -> dict[str, Any] | None:
-        """The helper's answer to ``request``, read once and removed; None until it is there."""
-        path = ring_paths.reply_path(self._segment, request)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
+        """The helper's answer to ``request``, read when it is there (None until then).  It is
+        left in place for other readers (``reuse``); answers older than ``KEEP_REPLIES_S`` go."""
+        body = _read_answer(ring_paths.reply_path(self._segment, request))
+        if body is None:
             return None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
-                return None
-            body = json.loads(os.read(fd, MAX_REPLY_BYTES))
-        except (OSError, ValueError):
-            body = None
-        finally:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-        return body if isinstance(body, dict) and body.get("id") == request else None
+        _prune_answers(self._segment)
+        return body if body.get("id") == request else None
 
     def _signal(self, request: _Request, hot: HotBlock) -> None:
         """Have faulthandler dump the stacks from C: the helper thread cannot take the GIL."""
         fault = ring_paths.side_path(self._segment, ring_paths.FAULT_SUFFIX)
         pid, number = self._header.pid, hot.stack_signal
-        if not number or self._header.writer_gone() or not _handles(pid, number):
+        if not number or self._header.writer_gone() or not handles(pid, number):
             self._stack = None
             return
         try:
@@ -191,19 +202,96 @@ class StackClient:
         frames = thread_frames(text, ident)
         if frames is not None:
             self._stack = None
-            self.taken = Taken(frames, now, "signal", None, ())
+            self.taken = Taken(frames, now, "signal", None, (), pin_frames(text))
         elif now - request.sent_s >= GIVE_UP_S:
             self._stack = None
 
 
-def _handles(pid: int, number: int) -> bool:
-    """Whether ``pid`` catches signal ``number`` (else its default action would kill it)."""
+def _taken(body: dict[str, Any], taken_s: float, source: str) -> Taken:
+    """An answer (or a dump read as one) as a ``Taken``."""
+    pending, pin = _pending(body.get("flight_recorder")), _frames(body.get("pin_memory"))
+    return Taken(_frames(body.get("frames")), taken_s, source, body.get("phase"), pending, pin)
+
+
+def pin_frames(dump: str) -> tuple[Frame, ...]:
+    """The pin_memory thread's frames in the rank's newest dump (none: it has no such thread)."""
+    found = rank_dumps(dump)
+    block = found[-1].runs(PIN_LOOP) if found else None
+    return tuple(f for f in block.frames if not own(f.file)) if block else ()
+
+
+def _read_answer(path: Path) -> dict[str, Any] | None:
+    """One answer file, if it is a regular file of ours holding a JSON object."""
     try:
-        with open(f"/proc/{pid}/status") as f:
-            mask = next((int(line.split()[1], 16) for line in f if line.startswith("SigCgt:")), 0)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            return None
+        body = json.loads(os.read(fd, MAX_REPLY_BYTES))
     except (OSError, ValueError):
-        return False
-    return bool(mask >> (number - 1) & 1)
+        body = None
+    finally:
+        os.close(fd)
+    return body if isinstance(body, dict) else None
+
+
+def _answers(segment: Path) -> list[tuple[float, Path]]:
+    """(mtime, path) of every answer file beside ``segment``."""
+    stem = segment.name.removesuffix(".ring") + "."
+    found = []
+    with contextlib.suppress(OSError), os.scandir(segment.parent) as entries:
+        for entry in entries:
+            name = entry.name
+            if name.startswith(stem) and name.endswith(".stack"):
+                with contextlib.suppress(OSError):
+                    found.append((entry.stat(follow_symlinks=False).st_mtime, Path(entry.path)))
+    return found
+
+
+def _prune_answers(segment: Path) -> None:
+    cutoff = time.time() - KEEP_REPLIES_S
+    for mtime, path in _answers(segment):
+        if mtime < cutoff:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+def _newest_answer(segment: Path, since_ns: int, now_ns: int) -> tuple[dict, str, int] | None:
+    """The newest stack answer (any reader's) taken after ``since_ns`` and young enough."""
+    for _mtime, path in sorted(_answers(segment), reverse=True):
+        body = _read_answer(path)
+        if body is None or body.get("kind") != "stack":
+            continue
+        taken = int(body.get("taken_ns", 0) or 0)
+        usable = since_ns < taken <= now_ns and now_ns - taken <= REUSE_S * 1e9
+        return (body, "helper", taken) if usable else None
+    return None
+
+
+def _newest_dump(segment: Path, ident: int, since_ns: int, now_ns: int) -> tuple | None:
+    """The rank's dump in ``.fault`` when it is the file's last write, young enough and after
+    ``since_ns`` (a worker's dump written after it leaves its time unknown)."""
+    fault = ring_paths.side_path(segment, ring_paths.FAULT_SUFFIX)
+    try:
+        st = os.stat(fault, follow_symlinks=False)
+        taken = now_ns - (time.time_ns() - st.st_mtime_ns)
+        if not since_ns < taken or now_ns - taken > REUSE_S * 1e9 or not ident:
+            return None
+        with open(fault, "rb") as f:
+            f.seek(max(0, st.st_size - MAX_REPLY_BYTES))
+            found = dumps(f.read().decode(errors="replace"))
+    except OSError:
+        return None
+    block = found[-1].thread(ident) if found and not found[-1].worker else None
+    if block is None:
+        return None
+    frames = [[f.file, f.line, f.function, f.code] for f in block.frames if not own(f.file)]
+    pin = found[-1].runs(PIN_LOOP)
+    pins = [[f.file, f.line, f.function, f.code] for f in pin.frames] if pin else None
+    return {"frames": frames, "pin_memory": pins}, "signal", taken
 
 
 def send_to_thread(pid: int, tid: int, number: int) -> None:
@@ -219,35 +307,14 @@ def send_to_thread(pid: int, tid: int, number: int) -> None:
 
 
 def thread_frames(dump: str, ident: int) -> tuple[Frame, ...] | None:
-    """The frames faulthandler printed for thread ``ident`` (its newest block), outermost
-    first; None when the dump names no such thread (yet)."""
-    found: tuple[Frame, ...] | None = None
-    current: list[Frame] | None = None
-    for line in dump.splitlines():
-        thread = _THREAD.match(line)
-        if thread is not None:
-            current = [] if int(thread.group(1), 16) == ident else None
-            if current is not None:
-                found = ()
-            continue
-        frame = _FRAME.match(line)
-        if frame is not None and current is not None and not _own(frame.group(1)):
-            number = int(frame.group(2)) if frame.group(2).isdigit() else 0
-            code = linecache.getline(frame.group(1), number).strip()[:MAX_CODE]
-            current.append(Frame(frame.group(1), number, frame.group(3), code))
-            found = tuple(reversed(current))
-    return found
-
-
-def _own(file: str) -> bool:
-    """A frame of traintop's probe (its hooks), left out as the helper leaves it out."""
-    return f"{os.sep}traintop{os.sep}" in file and os.path.basename(file) in _PROBE_FILES
-
-
-_PROBE_FILES = frozenset(
-    name for name in os.listdir(os.path.dirname(os.path.abspath(traintop.__file__)))
-    if name.endswith(".py")
-)  # fmt: skip
+    """The frames faulthandler printed for thread ``ident`` of the rank (its newest dump that
+    names it; a worker's dumps, which carry the same ident, are not the rank's), outermost
+    first; None when no dump names it (yet)."""
+    for found in reversed(rank_dumps(dump)):
+        block = found.thread(ident)
+        if block is not None:
+            return tuple(f for f in block.frames if not own(f.file))
+    return None
 
 
 def _frames(raw: Any) -> tuple[Frame, ...]:
@@ -302,7 +369,8 @@ def rank_stack(taken: Taken | None, now: float) -> RankStack | None:
     if taken is None:
         return None
     age = measured(max(0.0, now - taken.taken_s))
-    return RankStack(taken.frames, age, taken.source, taken.phase, taken.pending)
+    return RankStack(taken.frames, age, taken.source, taken.phase, taken.pending,
+                     taken.pin_memory)  # fmt: skip
 
 
 def phase_samples(samples: tuple[PhaseSamples, float] | None, now: float) -> PhaseSamples | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traintop.collectors.snapshot import Collective
+from traintop.collectors.snapshot import Collective, ProcState, WorkerSnapshot
 from traintop.diagnosis.model import (
     Finding,
     Hang,
@@ -101,6 +101,7 @@ def hang_to_dict(h: Hang) -> dict[str, Any]:
     return {
         "level": h.level,
         "kind": h.kind,
+        "line": h.line,
         "for_s": _round(h.for_s),
         "summary": h.summary,
         "group": h.group,
@@ -127,7 +128,26 @@ def _rank_hang(r: RankHang) -> dict[str, Any]:
         "collective": None if r.collective is None else _collective(r.collective),
         "stack_source": r.stack_source or None,
         "stack": [[f.file, f.line, f.function, f.code] for f in r.frames],
+        "process": _process(r.proc),
+        "worker": None if r.worker is None else _worker(r.worker),
+        "pin_memory": [[f.file, f.line, f.function, f.code] for f in r.pin_memory],
     }
+
+
+def _process(p: ProcState | None) -> dict[str, Any] | None:
+    """What the kernel said of the thread: its state letter, CPU share, wait channel, the
+    system call it is in and the file that call is on."""
+    if p is None:
+        return None
+    return {"state": p.state, "cpu_pct": p.cpu_pct, "wchan": p.wchan, "syscall": p.syscall,
+            "file": p.file}  # fmt: skip
+
+
+def _worker(w: WorkerSnapshot) -> dict[str, Any]:
+    """The DataLoader worker a rank waits on: its pid, its state, its stack."""
+    frames = w.stack.frames if w.stack is not None else ()
+    return {"pid": w.pid, "process": _process(w.proc),
+            "stack": [[f.file, f.line, f.function, f.code] for f in frames]}  # fmt: skip
 
 
 def _collective(c: Collective) -> dict[str, Any]:

@@ -8,7 +8,14 @@ of whose ranks finished a step for its stall limit (collectors/stall.py):
 * ``no_collective``: no rank is in a collective (a data or compute hang);
 * ``desync``: the ranks are in collectives that differ (op, sequence or shapes);
 * ``not_entered``: some ranks never reached the collective the others wait in;
-* ``not_finished``: every rank entered it and none left (the link, or a peer's device).
+* ``not_finished``: every rank entered it and none left (the link, or a peer's device);
+* ``stopped``: a rank's process is stopped (SIGSTOP, job control) or held by a debugger: the
+  kernel says so (collectors/proc_state.py), and one ``kill -CONT`` resumes it.
+
+What the kernel says of each rank comes first: a rank whose training thread is gone counts as
+gone whatever its segment says, and a job whose ranks that the others wait for all burn their
+CPU is ``busy``, never stalled or hung: it works, however long (an evaluation on rank 0 behind a
+barrier).  A rank that waits for a batch names the DataLoader worker it waits on.
 
 A job that ended with its collectives raising (gloo notices a dead peer at once, where NCCL
 waits for its timeout) gets the same reading after the fact (``crash_of``): the rank that went
@@ -17,14 +24,33 @@ first, or the ranks whose collectives differed.  Pure functions over snapshots.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
 from traintop.collectors import stall
-from traintop.collectors.snapshot import Collective, JobSnapshot
-from traintop.diagnosis.hang_words import Case, Key, evidence, key_of, limit, named, summary
+from traintop.collectors.loader_workers import waited_on
+from traintop.collectors.proc_state import busy, dead, stopped
+from traintop.collectors.snapshot import Collective, Frame, JobSnapshot, WorkerSnapshot
+from traintop.diagnosis.hang_line import hang_line
+from traintop.diagnosis.hang_words import (
+    Case,
+    Key,
+    evidence,
+    gone_text,
+    key_of,
+    limit,
+    named,
+    phase_place,
+    proc_note,
+    summary,
+)
 from traintop.diagnosis.model import LIVE_STATES, Hang, RankHang
 from traintop.diagnosis.text import duration
+
+THREAD_QUEUE = os.sep + "queue.py"  # the standard library's queue.Queue
+PROCESS_QUEUE = os.path.join("multiprocessing", "queues.py")
 
 
 def hang_of(ranks: Sequence[JobSnapshot]) -> Hang | None:
@@ -68,14 +94,37 @@ def _raised(rank: JobSnapshot) -> Collective | None:
 def classify(ranks: Sequence[JobSnapshot], level: str, for_s: float, ended: bool) -> Hang:
     """The kind of hang ``ranks`` are in, with every rank's place and the folded stacks."""
     final = {r.rank: (_raised(r) if ended else current(r)) for r in ranks}
-    gone = [r for r in ranks if (final[r.rank] is None if ended else r.state not in LIVE_STATES)]
-    inside = {r.rank: final[r.rank] for r in ranks if final[r.rank] is not None and r not in gone}
+    gone = [r for r in ranks if (final[r.rank] is None if ended else not _running(r))]
+    # a stopped rank's open entry says where it was when stopped, not what the others wait in
+    inside = {r.rank: final[r.rank] for r in ranks
+              if final[r.rank] is not None and r not in gone and (ended or not stopped(r.proc))}
     keys = Counter(key_of(c) for c in inside.values())
     main = _main(keys, inside)
     members = [r for r in ranks if r not in gone and _member(r, main, len(ranks))]
     kind = _kind(gone, inside, keys, members, main)
     places = tuple(_place(r, final[r.rank], main, kind, r in gone, ended) for r in ranks)
+    level = level if ended else _working(level, kind, places)
+    if not ended and kind != "dead_rank" and any(stopped(r.proc) for r in ranks):
+        kind = "stopped"  # the kernel's word first: whatever the collectives say, it waits
     return _hang(level, kind, for_s, ranks, places, main, inside, keys)
+
+
+def _running(rank: JobSnapshot) -> bool:
+    """Its segment says it runs, and the kernel does not say its training thread is gone."""
+    return rank.state in LIVE_STATES and not dead(rank.proc)
+
+
+def _working(level: str, kind: str, places: Sequence[RankHang]) -> str:
+    """``busy`` when every rank the others wait for uses its CPU (or its worker's): a rank
+    computing in Python for minutes is slow, not stuck."""
+    if kind in ("no_collective", "unknown"):
+        culprits = [p for p in places if p.state not in ("gone", "failed")]
+    elif kind in ("not_entered", "desync"):
+        culprits = [p for p in places if p.state in ("outside", "elsewhere")]
+    else:
+        return level
+    works = [busy(p.proc) or (p.worker is not None and busy(p.worker.proc)) for p in culprits]
+    return "busy" if works and all(works) else level
 
 
 def _main(keys: Counter[Key], inside: dict[int, Collective]) -> Collective | None:
@@ -111,21 +160,52 @@ def _kind(gone: list, inside: dict, keys: Counter, members: list, main: Collecti
 
 def _place(rank: JobSnapshot, c: Collective | None, main: Collective | None, kind: str,
            gone: bool, ended: bool) -> RankHang:  # fmt: skip
-    """One rank's state and the words for it."""
+    """One rank's state and the words for it (what the kernel says of it appended)."""
     stack = rank.stack
     frames, source = (stack.frames, stack.source) if stack is not None else ((), "")
     fell = _raised(rank) if gone else None
     if fell is not None:
         state, text = "failed", f"failed in {named(fell)}, then {rank.state}"
     elif gone:
-        state, text = "gone", f"gone ({rank.state})"
+        state, text = "gone", gone_text(rank)
     elif c is not None and main is not None and key_of(c) == key_of(main):
         state, text = "inside", f"{_in(c, ended)} {named(c)}{_for(c, ended)}"
     elif c is not None:
         state, text = "elsewhere", f"{_in(c, ended)} {named(c)} ({c.group}){_for(c, ended)}"
+    elif kind == "unknown":  # no ledger: the phase it is in
+        state, text = "outside", phase_place(rank)
     else:
         state, text = "outside", _outside(_last_in(rank, main), kind)
-    return RankHang(rank.rank, rank.pid, state, text, c or _last_in(rank, main), frames, source)
+    note = "" if gone or ended else proc_note(rank.proc, rank.pid)
+    pin = pin_held(rank) if state == "outside" and not ended else ()
+    worker = stalled_worker(rank) if state == "outside" and not ended and not pin else None
+    return RankHang(rank.rank, rank.pid, state, f"{text}, {note}" if note else text,
+                    c or _last_in(rank, main), frames, source, rank.proc, worker,
+                    pin)  # fmt: skip
+
+
+def pin_held(rank: JobSnapshot) -> tuple[Frame, ...]:
+    """The pin_memory thread's stack when the rank waits for a batch on it (torch's
+    ``_try_get_data`` in a ``queue.Queue``: the pin thread's output) and it waits on no worker
+    (in a multiprocessing queue's ``get``): the thread itself holds the batch (pinning)."""
+    stack = rank.stack
+    if stack is None or not stack.pin_memory:
+        return ()
+    frames = stack.frames
+    start = next((i for i, f in enumerate(frames) if f.function == "_try_get_data"), None)
+    if start is None or not any(f.file.endswith(THREAD_QUEUE) for f in frames[start:]):
+        return ()
+    if any(f.function == "get" and f.file.endswith(PROCESS_QUEUE) for f in stack.pin_memory):
+        return ()  # it waits for a worker, as its rank does: the worker is named
+    return stack.pin_memory
+
+
+def stalled_worker(rank: JobSnapshot) -> WorkerSnapshot | None:
+    """The DataLoader worker a rank that waits for a batch waits on (the collector read its
+    workers only then), as ``collectors/loader_workers.py`` picks it."""
+    read = {w.pid: w.proc for w in rank.workers if w.proc is not None}
+    pid = waited_on(read) if read else None
+    return next((w for w in rank.workers if w.pid == pid), None)
 
 
 def _outside(last: Collective | None, kind: str) -> str:
@@ -162,7 +242,7 @@ def _hang(level: str, kind: str, for_s: float, ranks: Sequence[JobSnapshot],
         in_main = tuple(sorted(r for r, c in inside.items() if key_of(c) == key_of(main)))
         waited = max(c.age_s for r, c in inside.items() if r in in_main)
     case = Case(level, kind, for_s, ranks, places, main, in_main, inside, waited)
-    return Hang(
+    hang = Hang(
         level=level,
         kind=kind,
         for_s=for_s,
@@ -179,3 +259,4 @@ def _hang(level: str, kind: str, for_s: float, ranks: Sequence[JobSnapshot],
         folds=case.folds,
         evidence=evidence(case),
     )
+    return replace(hang, line=hang_line(hang))

@@ -11,12 +11,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from traintop.collectors import stall
-from traintop.collectors.snapshot import Collective, JobSnapshot
+from traintop.collectors.proc_state import blocked, busy, dead, stopped
+from traintop.collectors.snapshot import (
+    Collective,
+    Frame,
+    JobSnapshot,
+    ProcState,
+    WorkerSnapshot,
+)
 from traintop.diagnosis.model import LIVE_STATES, RankHang, StackFold
 from traintop.diagnosis.stack_text import fold, fold_line, where
 from traintop.diagnosis.text import duration, rank_list
 
 Key = tuple[str, int, str, str]  # group, seq, op, shape
+CROWDED_GAP_PCT = 15.0  # runnable this much more than it ran: it waited for a CPU
 BACKWARD_NOTE = (
     "the wait at the end of backward is for DDP's (or FSDP's) gradient all-reduces, which are "
     "issued from C++: no Python hook sees each bucket, so the ledger times the wait, not them"
@@ -81,6 +89,20 @@ def _no_collective(case: Case) -> str:
     return f"no rank is in a collective (a data or compute hang); {_at(case.places[0])}"
 
 
+def _stopped(case: Case) -> str:
+    """ "rank 1 is stopped: `kill -CONT 4242` resumes it; ranks 0, 2-3 wait in all_reduce #31
+    (0:default_pg) for 12s"."""
+    held = [p for p in case.places if stopped(p.proc)]
+    parts = [f"rank {p.rank} is {proc_note(p.proc, p.pid)}" for p in held[:3]]
+    main = case.main
+    waiting = [r for r in case.in_main if r not in {p.rank for p in held}]
+    if main is not None and waiting:
+        verb = "waits" if len(waiting) == 1 else "wait"
+        parts.append(f"{_ranks_word(waiting)} {verb} in {named(main)} ({main.group}) for "
+                     f"{duration(main.age_s)}")  # fmt: skip
+    return "; ".join(parts)
+
+
 def _desync(case: Case) -> str:
     inside = case.inside
     parts = [f"{_ranks_word(sorted(r for r, c in inside.items() if key_of(c) == k))} in "
@@ -136,6 +158,7 @@ SUMMARIES = {
     "desync": _desync,
     "not_finished": _not_finished,
     "not_entered": _not_entered,
+    "stopped": _stopped,
 }
 
 
@@ -171,19 +194,96 @@ def _silence(case: Case) -> str:
 
 def _phase(rank: JobSnapshot) -> str:
     """ "rank 0 in backward for 42s" from the live word, for ranks with no ledger."""
+    return f"rank {rank.rank} {phase_place(rank)}"
+
+
+def phase_place(rank: JobSnapshot) -> str:
+    """ "in backward for 42s"; "in an unknown phase"."""
     if rank.live_phase is None or rank.live_phase_s is None:
-        return f"rank {rank.rank} in an unknown phase"
-    return f"rank {rank.rank} in {rank.live_phase} for {duration(rank.live_phase_s)}"
+        return "in an unknown phase"
+    return f"in {rank.live_phase} for {duration(rank.live_phase_s)}"
 
 
 def _at(place: RankHang) -> str:
     """ "rank 2 is in train.py:88 in log_metrics: time.sleep(600)", else what its ledger
-    says of it."""
+    says of it; what the kernel says of it, and the worker it waits on for a batch."""
+    note = proc_note(place.proc, place.pid) if place.state != "gone" else ""
     if place.frames:
-        return f"rank {place.rank} is in {where(place.frames)}"
-    c = place.collective
-    ledger = f"; its ledger: {_site(c)}" if c is not None and c.site else ""
-    return f"rank {place.rank}: no stack yet{ledger}"
+        text = f"rank {place.rank} is in {where(place.frames)}" + (f" ({note})" if note else "")
+    else:
+        c = place.collective
+        ledger = f"; its ledger: {_site(c)}" if c is not None and c.site else ""
+        text = f"rank {place.rank} is {note}{ledger}" if note else \
+            f"rank {place.rank}: no stack yet{ledger}"  # fmt: skip
+    worker = place.worker
+    if place.pin_memory:
+        return f"{text}; {pin_text(place.pin_memory)}"
+    return f"{text}; {worker_text(worker)}" if worker is not None else text
+
+
+def pin_text(frames: Sequence[Frame]) -> str:
+    """ "it waits for its pin_memory thread, at pin_memory.py:64 in pin_memory"."""
+    return f"it waits for its pin_memory thread, at {where(frames)}"
+
+
+def proc_note(proc: ProcState | None, pid: int) -> str:
+    """What the kernel says of a rank that matters to its user: stopped (and how to resume it),
+    held by a debugger, blocked in the kernel (the call and its file), working on its CPU; ""
+    for a rank that sleeps, as a waiting rank does."""
+    if proc is None:
+        return ""
+    if proc.state == "T":
+        return f"stopped (SIGSTOP or job control): `kill -CONT {pid}` resumes it"
+    if proc.state == "t":
+        return "held by a debugger (traced): it runs again when the debugger lets it go"
+    if blocked(proc):
+        return f"blocked in the kernel (state D){_call(proc)}"
+    if busy(proc):
+        return _working(proc)
+    return ""
+
+
+def _working(proc: ProcState) -> str:
+    """ "working: on CPU 98 %"; on a crowded box, what it wanted beside what it got."""
+    cpu, wanted = proc.cpu_pct or 0.0, proc.runnable_pct
+    if wanted is None or wanted - cpu < CROWDED_GAP_PCT:
+        return f"working: on CPU {cpu:.0f} %"
+    return f"working: on CPU {cpu:.0f} %, runnable {wanted:.0f} % (the CPUs are crowded)"
+
+
+def _call(proc: ProcState) -> str:
+    """ " in read on /data/shard-3.tar, wchan nfs_wait_bit_killable"."""
+    text = f" in {proc.syscall}" if proc.syscall else ""
+    text += f" on {proc.file}" if proc.syscall and proc.file else ""
+    return text + (f", wchan {proc.wchan}" if proc.wchan else "")
+
+
+def worker_text(worker: WorkerSnapshot) -> str:
+    """ "it waits for its DataLoader worker 8812 (blocked in the kernel (D) in read on
+    /mnt/x.bin), at data.py:70 in __getitem__: f.read()"."""
+    note = proc_note(worker.proc, worker.pid) or _sleeping(worker.proc)
+    text = f"it waits for its DataLoader worker {worker.pid}" + (f" ({note})" if note else "")
+    stack = worker.stack
+    if stack is not None and stack.frames:
+        return f"{text}, at {where(stack.frames)}"
+    return text
+
+
+def _sleeping(proc: ProcState | None) -> str:
+    """A worker asleep in a call (not the rank's idle wait): which call, on which file."""
+    if proc is None or not proc.syscall:
+        return ""
+    return f"asleep in {proc.syscall}" + (f" on {proc.file}" if proc.file else "")
+
+
+def gone_text(rank: JobSnapshot) -> str:
+    """ "gone (crashed)"; a rank whose training thread the kernel no longer lists, or that is a
+    zombie, while its segment still reads alive: said as the kernel says it."""
+    if not dead(rank.proc) or rank.state not in LIVE_STATES:
+        return f"gone ({rank.state})"
+    if rank.proc is not None and rank.proc.state == "Z":
+        return "gone (a zombie: it exited, its parent has not reaped it)"
+    return "gone (its training thread ended)"
 
 
 def _ranks_word(ranks: Sequence[int]) -> str:

@@ -18,6 +18,7 @@ from traintop.diagnosis.explain import explain
 from traintop.diagnosis.findings import near, ranked
 from traintop.diagnosis.fold import fold
 from traintop.diagnosis.hang import crash_of, hang_of
+from traintop.diagnosis.hang_finding import beside
 from traintop.diagnosis.hang_finding import finding as hang_finding
 from traintop.diagnosis.job_groups import JobGroup, settled
 from traintop.diagnosis.memo import Memo, Window
@@ -59,7 +60,7 @@ def judge(box: Box, group: JobGroup, rules: Rules) -> JobVerdict:
     lost = found[0].lost_share if found else 0.0
     hang = hang_of(group.ranks) if group.live else crash_of(group.ranks)
     if hang is not None:  # a stopped job: nothing it measured before matters as much
-        findings, lost = (hang_finding(hang), *findings), 1.0
+        findings, lost = (hang_finding(hang), *beside(findings)), 1.0
     return JobVerdict(
         job_id=group.job_id,
         name=group.name,

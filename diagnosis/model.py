@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traintop.collectors.snapshot import Collective, Frame
+from traintop.collectors.snapshot import Collective, Frame, ProcState, WorkerSnapshot
 
 BOTTLENECKS: tuple[str, ...] = (
     "data_cpu",
@@ -96,8 +96,12 @@ HANG_KINDS: tuple[str, ...] = (
     "not_finished",  # every rank entered, none left: the link, or a peer's device
     "dead_rank",  # a rank's process is gone, the others wait for it (or failed after it)
     "no_collective",  # no rank is in one: a data or compute hang
+    "stopped",  # a rank's process is stopped (SIGSTOP, job control) or held by a debugger
     "unknown",  # its ranks keep no collective ledger (an older traintop): the phase only
 )
+# stalled, hung (no step for the job's limits), busy (the ranks the others wait for use their
+# CPU: working, not stuck, however long), crashed (an ended job's post-mortem)
+HANG_LEVELS: tuple[str, ...] = ("stalled", "hung", "busy", "crashed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,10 @@ class RankHang:
     collective: Collective | None = None  # the one it is in (or, outside it, its last)
     frames: tuple[Frame, ...] = ()  # its training thread's stack, outermost first
     stack_source: str = ""  # helper or signal; "" when no stack was had
+    proc: ProcState | None = None  # what the kernel says of its training thread
+    worker: WorkerSnapshot | None = None  # the DataLoader worker it waits on for a batch
+    # the DataLoader's pin_memory thread, when the rank waits on it and it waits on no worker
+    pin_memory: tuple[Frame, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +136,7 @@ class StackFold:
 class Hang:
     """A job that stopped stepping: which kind of hang, which ranks, where (issue 25)."""
 
-    level: str  # stalled, hung, or (an ended job's post-mortem) crashed
+    level: str  # one of HANG_LEVELS
     kind: str  # one of HANG_KINDS
     for_s: float  # since the job's last step
     summary: str
@@ -143,6 +151,9 @@ class Hang:
     ranks: tuple[RankHang, ...] = ()
     folds: tuple[StackFold, ...] = ()
     evidence: tuple[str, ...] = ()
+    # One line of at most 76 cells, shortest first: who, where, for how long ("HANG 19s · rank
+    # 2 in read_batch (train.py:37) · ranks 0-1 wait in backward"), the same on every surface
+    line: str = ""
 
     @property
     def aborts_in_s(self) -> float | None:

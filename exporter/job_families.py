@@ -32,6 +32,7 @@ from prometheus_client.metrics_core import Metric
 from traintop.collectors.snapshot import JobSnapshot
 from traintop.diagnosis.signals import comm_phases
 from traintop.exporter.published import ServedRanks
+from traintop.exporter.stuck_families import stuck_family
 
 RANK_LABELS = ("job", "job_name", "rank", "local_rank", "hostname")
 STATES = ("live", "stalled", "finished", "crashed", "restarted")
@@ -182,6 +183,7 @@ def job_families(ranks: ServedRanks, hostname: str) -> Iterator[Metric]:
     yield _quantiles(live)
     yield _phases(live)
     yield from _collectives(live)
+    yield stuck_family(live, RANK_LABELS)
     yield _gauge(*STARTED, [(labels, job.started_at) for job, labels in live + ended])
     yield _gauge(*ENDED, [(labels, job.ended_at) for job, labels in ended])
     for build in (_states, _steps, _info):

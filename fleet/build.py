@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from statistics import fmean
 
 from traintop.diagnosis.job_groups import ENDED_ORDER
@@ -22,6 +22,7 @@ from traintop.fleet.model import (
     FleetGpu,
     FleetJob,
     FleetNode,
+    FleetPlace,
     FleetRank,
     FleetSnapshot,
     FleetVerdict,
@@ -46,7 +47,7 @@ QUERIES = {
     # Only the series the view reads: phases alone would be five more per rank.
     "jobs": '{__name__=~"traintop_job_(steps_per_second|step_time_seconds|data_wait_share'
     "|communication_share|state|info|ended_timestamp_seconds|last_step_age_seconds"
-    '|collective_sequence|collective_wait_seconds)|traintop_(final_)?bottleneck"}',
+    '|collective_sequence|collective_wait_seconds|stuck_info)|traintop_(final_)?bottleneck"}',
 }
 ENDED_AT = "traintop_job_ended_timestamp_seconds"
 RANK_FIELDS = {
@@ -57,6 +58,7 @@ RANK_FIELDS = {
     ENDED_AT: "ended_at",
 }
 QUANTILE_FIELDS = {"0.5": "step_p50_s", "0.95": "step_p95_s"}
+PLACE_FIELDS = tuple(f.name for f in fields(FleetPlace))
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +145,10 @@ def _rank_value(row: dict, name: str, labels: dict[str, str], value: float) -> N
         row.setdefault("sequences", {})[labels.get("group", "?")] = int(value)
     elif name == "traintop_job_collective_wait_seconds":
         row.setdefault("waits", {})[labels.get("group", "?")] = (labels.get("op"), value)
+    elif name == "traintop_job_stuck_info":
+        row["place"] = FleetPlace(**{f: labels.get(f, "") for f in PLACE_FIELDS})
+    elif name == "traintop_job_info" and labels.get("pid", "").isdigit():
+        row["pid"] = int(labels["pid"])
 
 
 def job_state(states: set[str]) -> str | None:
@@ -255,6 +261,8 @@ def _rank(rank: int, row: dict) -> FleetRank:
         ended_at=row.get("ended_at"),
         last_step_age_s=figures.get("last_step_age_s"),
         collectives=_collectives(figures),
+        place=figures.get("place"),
+        pid=row.get("pid"),
     )
 
 

@@ -52,6 +52,19 @@ class FleetCollective:
 
 
 @dataclass(frozen=True, slots=True)
+class FleetPlace:
+    """Where a rank that stopped stepping is, as the monitor on its node saw it (its exporter's
+    ``traintop_job_stuck_info``, diagnosis/stuck_place.py): "" for what it did not know."""
+
+    process: str = ""  # sleeping, uninterruptible, stopped, traced, busy, ...
+    blocked_on: str = ""  # "read /mnt/x.tar" (in uninterruptible sleep)
+    collective: str = ""  # "all_reduce #1042 (0:default_pg)", "after all_reduce #1041 (...)"
+    where: str = ""  # "log_metrics (train.py:88)"
+    frames: str = ""  # "train.py:88 log_metrics < train.py:120 train"
+    worker: str = ""  # the DataLoader worker it waits on
+
+
+@dataclass(frozen=True, slots=True)
 class FleetRank:
     """One rank of the selected job, where it runs and how fast."""
 
@@ -69,6 +82,8 @@ class FleetRank:
     last_step_age_s: float | None = None
     collectives: tuple[FleetCollective, ...] = ()
     stuck: bool = False  # the rank a stopped job waits for (fleet/hang.py)
+    place: FleetPlace | None = None  # where it is, while it does not step
+    pid: int | None = None
 
     @property
     def ended(self) -> bool:

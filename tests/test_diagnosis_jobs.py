@@ -380,8 +380,10 @@ def test_a_stalled_job_with_no_ledger_says_which_phase_it_hangs_in() -> None:
     verdict = diagnose(window([hung], {100: 0.5}))
     assert verdict.primary.bottleneck == "hang" and verdict.live_jobs == 1
     assert verdict.per_job[0].hang.kind == "unknown"
-    assert verdict.primary.summary.startswith("Job stalled 43s: no collective ledger")
-    assert "rank 0 in backward for 42s" in verdict.primary.summary
+    assert verdict.primary.summary == "HANG 43s · rank 0 in backward for 42s"
+    case = verdict.primary.evidence[0].text
+    assert case.startswith("Job stalled 43s: no collective ledger")
+    assert "rank 0 in backward for 42s" in case
 
 
 def test_a_box_wide_finding_is_about_every_live_job() -> None:

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import shutil
+import signal
 import sys
 import time
 import urllib.parse
@@ -317,6 +319,54 @@ def test_ended_runs_step_aside_then_go(cluster, tmp_path: Path):
 
         _wait(gone, 60, "the ended ranks' series to go")
         assert not pool.submit(_ends, node, ended).result()
+
+
+def _banner(screen: str) -> str:
+    """The fleet's verdict line ("◆ HANG 12s · ..."), "" before it shows."""
+    return next((ln.split("▌ ", 1)[1] for ln in screen.splitlines() if "▌ ◆" in ln), "")
+
+
+def _stuck(ask, rank: int) -> dict | None:
+    """The labels of a rank's stuck-rank series, once Prometheus has it."""
+    found = ask(f'traintop_job_stuck_info{{rank="{rank}"}}')
+    return found[0]["metric"] if found else None
+
+
+def test_fleet_shows_where_a_stopped_rank_is(cluster):
+    """Rank 3 (node-b) stopped with SIGSTOP: node-b's exporter publishes where it is, only
+    for the stalled ranks; the fleet names it with its node and how to resume it, and shows
+    its place under it; after SIGCONT the job steps on and the series go."""
+    nodes, procs = cluster
+    rank3 = procs[6]  # exporters, Prometheus, then ranks 0-3 (ip netns exec execs the rank)
+    with in_netns(nodes[0]) as pool:
+
+        def ask(promql: str) -> list[dict]:
+            return pool.submit(_query, promql).result()
+
+        pool.submit(_wait, _all_ranks_scraped, 120, "4 ranks in Prometheus").result()
+        assert not ask("traintop_job_stuck_info")  # a job that steps has none
+        os.kill(rank3.pid, signal.SIGSTOP)
+        try:
+            labels = _wait(lambda: _stuck(ask, 3), 60, "rank 3's stuck-rank series")
+            assert labels["process"] == "stopped" and labels["hostname"] == "node-b"
+            assert labels["collective"] and "frames" not in labels  # no stack while stopped
+            waiting = _wait(lambda: _stuck(ask, 0), 30, "rank 0's")  # it waits: it has a stack
+            assert "fleet_ddp.py:" in waiting["frames"] and waiting["process"] == "sleeping"
+            argv = nodes[0].argv(TRAINTOP, "fleet", "--prometheus",
+                                 f"http://127.0.0.1:{PROM_PORT}", "--interval", "1")  # fmt: skip
+            with TmuxSession(argv, width=200, height=50) as tmux:
+                resume = f" · rank 3 on node-b stopped (kill -CONT {rank3.pid})"
+                screen = tmux.wait_for(
+                    lambda s: _banner(s).startswith("◆ HANG ") and resume in _banner(s), 60
+                )
+                assert "the 3 ranks in it wait in all_reduce #" in screen
+                under = next(line for line in screen.splitlines() if "↳ " in line)
+                assert "↳ after all_reduce #" in under and "· stopped" in under, screen
+                tmux.send("q")
+                assert tmux.exit_code() == 0
+        finally:
+            os.kill(rank3.pid, signal.SIGCONT)
+        _wait(lambda: not ask("traintop_job_stuck_info"), 60, "the stuck series to go")
 
 
 def test_fleet_names_the_throttled_node(cluster):

@@ -163,9 +163,12 @@ def test_phase_samples_become_one_evidence_line() -> None:
 def test_the_verdict_json_and_stabilizer_carry_the_hang() -> None:
     verdict = diagnose(snaps(job()))
     assert verdict.primary.bottleneck == "hang" and verdict.primary.severity == "error"
-    assert verdict.primary.summary.startswith("Job hung 1m12s: rank 2 never reached")
+    line = "HANG 1m12s · rank 2 in fetch_shard (data.py:41) · others wait in all_reduce"
+    assert verdict.primary.summary == line  # the case's one line: who, where, how long
+    assert verdict.primary.evidence[0].text.startswith("Job hung 1m12s: rank 2 never reached")
     (per_job,) = verdict_to_dict(verdict)["per_job"]
     case = per_job["hang"]
+    assert case["line"] == per_job["summary"] == line
     assert (case["kind"], case["group"], case["seq"], case["op"]) == (
         "not_entered", "0:default_pg", 1042, "all_reduce")  # fmt: skip
     assert case["inside"] == [0, 1, 3] and case["missing"] == [2] and case["shapes"] == ["f32[1]"]

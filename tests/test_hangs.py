@@ -308,6 +308,12 @@ def test_diagnose_and_jobs_say_it_too(observed: Observed) -> None:
                      "ddp": "not_entered", "loader": "no_collective", "shapes": "desync",
                      "exit": "dead_rank"}  # fmt: skip
     assert per_job["hang-sleep"]["hang"]["missing"] == [2]
+    gil = per_job["hang-gil"]["hang"]  # --for 2 is enough to name the GIL holder's frame
+    stuck = next(r for r in gil["ranks"] if r["rank"] == 2)
+    assert stuck["stack"] and stuck["stack_source"] == "signal", stuck
+    assert "rank 2 in hold_the_gil (hangs.py:" in gil["line"], gil["line"]
+    listed = next(r["hang"] for r in observed.jobs if r["name"] == "hang-gil")
+    assert listed["line"].split(" · ", 1)[1] == gil["line"].split(" · ", 1)[1]  # one judgement
     sleeping = [r for r in observed.jobs if r["name"] == "hang-sleep"]
     places = {r["rank"]: r["place"] for r in sleeping}
     assert places[2].startswith("not entered (last #30) · hangs.py:89 in log_metrics")

@@ -140,9 +140,9 @@ def test_a_stalled_job_is_named_stalled_in_the_banner() -> None:
 def test_a_job_past_its_stall_limit_is_a_hang_in_the_banner() -> None:
     hung = replace(rank(100, state="stalled", age=43.0), live_phase="backward", live_phase_s=42.5)
     verdict = diagnose(window([hung], {100: 0.5}))
-    line = banner_lines(verdict, 200)[0].plain
-    assert line.startswith("◆ HANG — Job stalled 43s: no collective ledger"), line
-    assert "rank 0 in backward for 42s" in line
+    line, case = (c.plain for c in banner_lines(verdict, 200, two_lines=True))
+    assert line == "◆ HANG 43s · rank 0 in backward for 42s · d: details", line
+    assert case.startswith("  Job stalled 43s: no collective ledger"), case  # said once each
 
 
 def test_history_follows_the_straggler_rank() -> None:

@@ -45,6 +45,9 @@ LEDGER_HEAD_WORD, HELPER_TID_WORD, TRAIN_THREAD_WORD, STACK_SIGNAL_WORD = range(
 # 1.2: the helper thread's last wake (CLOCK_MONOTONIC ns), every ALIVE_EVERY_S while the process
 # lives: when a rank ended that no monitor watched end (a SIGKILL leaves nothing else).
 ALIVE_WORD = 139
+# The training thread's native id (its /proc/PID/task/TID), written by the stack helper: a
+# monitor reads that thread's state before it asks for its stack (0: unknown, read the process).
+TRAIN_TID_WORD = 140
 ALIVE_EVERY_S = 2.0
 STATE_INIT, STATE_RUNNING, STATE_CLOSED = 0, 1, 2
 # Live word: phase start in ns with its low 4 bits replaced by the phase index (16 ns resolution:

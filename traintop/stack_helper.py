@@ -47,6 +47,7 @@ from traintop.ring_format import (
     HELPER_TID_WORD,
     STACK_SIGNAL_WORD,
     TRAIN_THREAD_WORD,
+    TRAIN_TID_WORD,
 )
 
 ENV_STACKS = "TRAINTOP_STACKS"
@@ -58,6 +59,7 @@ OWN = os.path.dirname(os.path.abspath(__file__)) + os.sep  # traintop's frames a
 MAX_SAMPLES = 200
 MAX_SAMPLING_S = 5.0  # a sample request never keeps the helper busy longer
 OFF = ("0", "off", "no", "none", "false")
+PIN_LOOP, PIN_FILE = "_pin_memory_loop", "pin_memory.py"  # torch/utils/data/_utils/
 
 
 def stack_signal(value: str | None = None) -> int:
@@ -112,6 +114,7 @@ class StackHelper:
         os.mkfifo(self._fifo, 0o600)
         self._fd = os.open(self._fifo, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
         self._words[TRAIN_THREAD_WORD] = self._probe._thread
+        self._words[TRAIN_TID_WORD] = native_id(self._probe._thread)
         self._register_signal()
         self._thread = threading.Thread(target=self._serve, name="traintop-stacks", daemon=True)
         self._thread.start()
@@ -187,6 +190,9 @@ class StackHelper:
         pending = flight_recorder.unfinished()
         if pending is not None:
             reply["flight_recorder"] = pending
+        pin = pin_memory_thread()
+        if pin is not None:
+            reply["pin_memory"] = training_stack(pin)
         return reply
 
     def _sample_reply(self, count: int, interval: float, phase: str | None) -> dict:
@@ -220,6 +226,24 @@ def training_stack(ident: int, limit: int = MAX_FRAMES) -> list[list]:
         frame = frame.f_back
     frames.reverse()
     return frames
+
+
+def pin_memory_thread() -> int | None:
+    """The ident of the DataLoader's pin_memory thread (it runs torch's ``_pin_memory_loop``),
+    if this process has one: a rank waiting for a batch may wait on it, not on a worker."""
+    for ident, frame in sys._current_frames().items():
+        while frame is not None:
+            code = frame.f_code
+            if code.co_name == PIN_LOOP and code.co_filename.endswith(PIN_FILE):
+                return ident
+            frame = frame.f_back
+    return None
+
+
+def native_id(ident: int) -> int:
+    """The kernel's id of the thread ``ident`` (its ``/proc/PID/task/TID``); 0 if unknown."""
+    found = next((t for t in threading.enumerate() if t.ident == ident), None)
+    return (found.native_id or 0) if found is not None else 0
 
 
 def current_phase(probe: Any) -> str | None:

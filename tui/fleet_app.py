@@ -27,7 +27,7 @@ from traintop.tui.fleet_rows import (
     header_text,
     node_row,
     plain,
-    rank_row,
+    rank_rows,
     verdict_lines,
 )
 from traintop.tui.screens.help import HelpScreen
@@ -111,7 +111,7 @@ class FleetApp(App[None]):
         self._show_verdict(snap)
         self._fill("#nodes", [node_row(n) for n in snap.nodes])
         self._show_gpus()
-        self._fill("#ranks", [rank_row(r) for r in snap.ranks])
+        self._fill("#ranks", rank_rows(snap.ranks))
         self._show_status(snap)
 
     def _show_gpus(self) -> None:

@@ -8,6 +8,7 @@ from traintop.collectors.gpu_reasons import throttling_reasons
 from traintop.collectors.processes import printable
 from traintop.diagnosis.rules_gpu import HOT_MARGIN_C, THROTTLE_MIN_UTIL_PCT
 from traintop.diagnosis.tense import clock
+from traintop.fleet.hang import place_text
 from traintop.fleet.model import FleetGpu, FleetNode, FleetRank, FleetSnapshot, FleetVerdict
 from traintop.fleet.verdict import gpu_throttle
 from traintop.views.format import fmt_age, fmt_number, fmt_seconds, fmt_share
@@ -126,6 +127,18 @@ def rank_row(rank: FleetRank) -> tuple[Text | str, ...]:
     )
 
 
+def rank_rows(ranks: tuple[FleetRank, ...]) -> list[tuple[Text | str, ...]]:
+    """Every rank's row; under a stuck rank (the one a stopped job waits for), where it is, as
+    its node's monitor saw it: the collective, what the kernel says, its frame, its worker."""
+    rows: list[tuple[Text | str, ...]] = []
+    for rank in ranks:
+        rows.append(rank_row(rank))
+        where = place_text(rank) if rank.stuck else ""
+        if where:
+            rows.append(("", *([""] * (len(RANK_COLUMNS) - 2)), plain(f"↳ {where}", "red")))
+    return rows
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -195,5 +208,7 @@ def verdict_lines(snap: FleetSnapshot | None) -> tuple[str, str, tuple[str, ...]
         return _ended_lines(snap, v)
     tone = "unknown" if v.bottleneck == "unknown" else v.severity
     mark = "◇" if v.bottleneck == "unknown" else "◆"
+    if v.bottleneck == "hang":  # its summary is the one line: who, where, how long
+        return tone, f"{mark} {v.summary}", v.evidence
     head = f"{mark} {label(v.bottleneck)} — {v.summary} · conf {v.confidence * 100:.0f}%"
     return tone, head, v.evidence

@@ -64,6 +64,12 @@ def headline(verdict: Verdict) -> str:
     return "JOB STALLED" if job.state == "stalled" else "NO BOTTLENECK FOUND"
 
 
+def live_hang(verdict: Verdict) -> bool:
+    """The verdict is a running job's hang: its summary is the case's one line."""
+    job = focus_job(verdict)
+    return verdict.primary.bottleneck == "hang" and (job is None or job.live)
+
+
 def other_jobs_fact(verdict: Verdict) -> str | None:
     """``+2 other jobs: compute, data_cpu``: the live jobs the banner is not about."""
     others = verdict.other_jobs

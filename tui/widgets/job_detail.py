@@ -21,6 +21,7 @@ from traintop.diagnosis.model import Hang
 from traintop.tui.line import Line
 from traintop.views.format import fmt_seconds, fmt_share, split_bar
 from traintop.views.hang_text import detail_lines as hang_detail
+from traintop.views.hang_text import level_style
 
 MIN_SPARK_SPAN = 0.10  # the sparkline spans at least 10 % of the peak, so noise stays flat
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
@@ -73,11 +74,11 @@ def relative_sparkline(values: Sequence[float], width: int) -> str:
 
 
 def hang_lines(hang: Hang, width: int) -> list[Content]:
-    """A stopped job's case above its phase bar: the case in the warning (stalled) or error
-    colour, then its ranks folded by where they are."""
-    style = "bold $warning" if hang.level == "stalled" else "bold $error"
+    """A stopped job's case above its phase bar: the case in its level's colour (a warning
+    while stalled, information while busy, an error once hung), then its ranks folded by where
+    they are."""
     lines = hang_detail(hang)
-    head = Content.styled(lines[0], style).truncate(width, ellipsis=True)
+    head = Content.styled(lines[0], level_style(hang)).truncate(width, ellipsis=True)
     return [head, *(Content(line).truncate(width, ellipsis=True) for line in lines[1:])]
 
 

@@ -15,7 +15,7 @@ from textual.content import Content
 from traintop.tui.widgets.job_detail import relative_sparkline
 from traintop.tui.widgets.table import Cell, Column, fit_columns, marker_room, row_line
 from traintop.views.format import fmt_age, fmt_number, fmt_seconds, fmt_settled_age, fmt_share
-from traintop.views.hang_text import state_text
+from traintop.views.hang_text import level_style, state_text
 from traintop.views.job_groups import ENDED_COLLAPSE_S, EndedSummary, JobGroup
 
 UNKNOWN = "—"
@@ -91,8 +91,7 @@ def group_state_cell(group: JobGroup) -> Cell:
     "STALLED 14s"); a running job with crashed ranks says how many ("● live ✗1"): the
     others are about to hang in their next collective."""
     if group.running and group.hang is not None:
-        hung = group.hang.level == "hung"
-        return state_text(group.hang), "bold $error" if hung else "bold $warning"
+        return state_text(group.hang), level_style(group.hang)
     text, style = state_cell(group.state)
     crashed = sum(rank.state == "crashed" for rank in group.ranks)
     if group.running and crashed:

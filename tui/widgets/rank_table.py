@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from textual.content import Content
 
+from traintop.collectors.proc_state import stopped
 from traintop.collectors.snapshot import JobSnapshot
 from traintop.tui.widgets.jobs_table import STRAGGLER_GAP, state_cell, wait_style
 from traintop.tui.widgets.table import Cell, Column, fit_columns, row_line
@@ -71,7 +72,7 @@ def _hang_place(group: JobGroup, job: JobSnapshot) -> Cell | None:
     place = next((p for p in hang.ranks if p.pid == job.pid), None) if known else None
     if place is None:
         return None
-    odd = place.state != "inside" and hang.kind != "no_collective"
+    odd = (place.state != "inside" and hang.kind != "no_collective") or stopped(place.proc)
     return rank_text(place), "bold $error" if odd else "$warning"
 
 

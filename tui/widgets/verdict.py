@@ -21,7 +21,9 @@ from traintop.views.verdict_text import (
     headline,
     label,
     lead,
+    live_hang,
     marker,
+    other_jobs_fact,
     tone,
     tone_style,
     verdict_facts,
@@ -74,6 +76,8 @@ class VerdictBanner(LineWidget, can_focus=True):
 
 def banner_lines(verdict: Verdict | None, width: int, *, two_lines: bool = False) -> list[Content]:
     """The banner's lines for ``verdict`` (None: nothing sampled yet) fitted to ``width``."""
+    if verdict is not None and live_hang(verdict):
+        return hang_banner(verdict, width, two_lines=two_lines)
     head = headline(verdict) if verdict else label("unknown")
     first = banner_line(verdict.primary if verdict else WAITING, _facts(verdict), width, head)
     if not two_lines or verdict is None:
@@ -105,6 +109,28 @@ def _room(width: int, head: str, facts: list[str]) -> int:
     """Cells left for the evidence after the head, the dash and the facts."""
     tail = len(SEPARATOR + SEPARATOR.join(facts)) if facts else 0
     return width - len(head) - 3 - tail
+
+
+def hang_banner(verdict: Verdict, width: int, *, two_lines: bool = False) -> list[Content]:
+    """A stopped job says each thing once: its one line (who, where, for how long: the
+    finding's summary) with the other jobs and the hint where room is left, then, on a wide
+    screen, the case in a sentence and the first remedy."""
+    primary = verdict.primary
+    head = f"{marker(primary)} {primary.summary}"
+    facts = [f for f in (other_jobs_fact(verdict), DETAILS_HINT) if f]
+    while facts and len(head) + len(SEPARATOR + SEPARATOR.join(facts)) > width:
+        facts = facts[:-1]
+    parts: list[tuple[str, str] | str] = [(head, f"bold {tone_style(primary)}")]
+    if facts:
+        parts.append((SEPARATOR + SEPARATOR.join(facts), "dim"))
+    first = Content.assemble(*parts).truncate(width, ellipsis=True)
+    if not two_lines:
+        return [first]
+    case = primary.evidence[0].text if primary.evidence else ""
+    second: list[tuple[str, str] | str] = ["  ", case]
+    if primary.remedies:
+        second += [("  try: ", "dim"), (primary.remedies[0], "italic")]
+    return [first, Content.assemble(*second).truncate(width, ellipsis=True)]
 
 
 def detail_line(verdict: Verdict, width: int) -> Content:
