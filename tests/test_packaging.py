@@ -1,4 +1,5 @@
-"""The wheel adds exactly one import name, `traintop`, to a fresh virtualenv.
+"""The wheel adds exactly one import name, `traintop`, to a fresh virtualenv; a checkout finds
+its rooms however it was installed (traintop/checkout.py).
 
 Five generic names (`tui`, `collectors`, `store`, ...) are taken on the package index by other
 projects: installed into a training environment beside them, one would overwrite the other.
@@ -7,6 +8,7 @@ projects: installed into a training environment beside them, one would overwrite
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
@@ -20,6 +22,13 @@ from tests import import_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 PIP_OWN = {"pip", "setuptools", "_distutils_hack", "pkg_resources", "distutils-precedence.pth"}
+ROOMS = sorted(pkg for pkg in import_graph.folders() if pkg.count(".") == 1)  # traintop.<room>
+# What a Python finds for the namespace and each room (importing the probe only: stdlib).
+ORIGINS = f"""
+import importlib.util, json, traintop
+found = {{name: importlib.util.find_spec(name).origin for name in {ROOMS!r}}}
+print(json.dumps({{"path": traintop.__path__, **found}}))
+"""
 
 
 def _source_copy(into: Path) -> Path:
@@ -62,6 +71,52 @@ def test_a_fresh_virtualenv_gains_one_top_level_name(wheel: Path, tmp_path: Path
     added = {p.name for p in _site_packages(env).iterdir()} - before - PIP_OWN
     assert {name for name in added if not name.endswith(".dist-info")} == {"traintop"}
     assert (env / "bin" / "traintop").exists()
+    installed = _site_packages(env) / "traintop"
+    assert _origins(env / "bin" / "python", cwd=tmp_path) == {
+        "path": [str(installed)],
+        **{room: str(installed / room.split(".")[1] / "__init__.py") for room in ROOMS},
+    }
+
+
+def _origins(python: Path | str, cwd: Path, *flags: str) -> dict:
+    done = subprocess.run([str(python), *flags, "-c", ORIGINS], cwd=cwd, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _checkout_origins(root: Path) -> dict:
+    return {
+        "path": [str(root / "traintop"), str(root)],
+        **{room: str(root / room.split(".")[1] / "__init__.py") for room in ROOMS},
+    }
+
+
+def test_from_a_checkouts_root_each_room_is_its_folder() -> None:
+    """``python -m pytest`` and the scenario workloads put the root first on ``sys.path``: its
+    ``traintop/`` is found, with or without an install (``-S``: none, not even the deps)."""
+    assert _origins(sys.executable, ROOT, "-S") == _checkout_origins(ROOT)
+
+
+def test_a_strict_editable_install_finds_the_rooms_of_its_checkout(tmp_path: Path) -> None:
+    """The README's install: through its tree of links from anywhere, and from the root."""
+    source = _source_copy(tmp_path / "source")
+    built = subprocess.run(
+        [sys.executable, "-c", "import sys; from setuptools import build_meta as b; "
+         "print(b.build_editable(sys.argv[1], {'editable_mode': 'strict'}))", str(tmp_path)],
+        cwd=source, check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    env = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env)
+    wheel = tmp_path / built.stdout.split()[-1]
+    subprocess.run(
+        [env / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    links = next((source / "build").glob("__editable__.*/traintop/__init__.py"))
+    assert links.is_symlink()
+    for cwd in (tmp_path, source):
+        assert _origins(env / "bin" / "python", cwd) == _checkout_origins(source)
 
 
 def test_the_wheel_holds_every_module_of_the_tree(wheel: Path) -> None:
