@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import cast
 
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
 from traintop.diagnosis.budget import Budget, budget_of
@@ -136,7 +137,8 @@ def _job_workers(job: JobSnapshot, procs: dict[int, ProcView]) -> tuple[ProcView
 
 
 def _core_means(window: Window) -> tuple[float, ...]:
-    means = (mean_of(window.track(CORES, i).columns[0]) for i in sorted(window.keys(CORES)))
+    cores = cast("list[int]", window.keys(CORES))  # the cores' tracks are keyed by core index
+    means = (mean_of(window.track(CORES, i).columns[0]) for i in sorted(cores))
     return tuple(m for m in means if m is not None)
 
 

@@ -69,7 +69,7 @@ def classify(ranks: Sequence[JobSnapshot], level: str, for_s: float, ended: bool
     """The kind of hang ``ranks`` are in, with every rank's place and the folded stacks."""
     final = {r.rank: (_raised(r) if ended else current(r)) for r in ranks}
     gone = [r for r in ranks if (final[r.rank] is None if ended else r.state not in LIVE_STATES)]
-    inside = {r.rank: final[r.rank] for r in ranks if final[r.rank] is not None and r not in gone}
+    inside = {r.rank: c for r in ranks if (c := final[r.rank]) is not None and r not in gone}
     keys = Counter(key_of(c) for c in inside.values())
     main = _main(keys, inside)
     members = [r for r in ranks if r not in gone and _member(r, main, len(ranks))]

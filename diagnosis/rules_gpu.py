@@ -170,7 +170,7 @@ def memory(ctx: Context) -> Candidate | None:
     facts = _gpu_mem_facts(ctx)
     swap = ctx.box.swap_bytes_per_s
     swapping = swap is not None and swap >= SWAP_BYTES_PER_S
-    if swapping:
+    if swap is not None and swapping:
         facts.insert(0, Evidence(f"host swapping {rate(swap)}", "swap_bytes_per_s", swap, "memory"))
     tensors = near_oom(ctx)
     if tensors is not None:

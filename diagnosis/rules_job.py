@@ -170,7 +170,7 @@ def _job_state(ctx: Context) -> tuple[Evidence, ...]:
     job = ctx.job.job if ctx.job else None
     if job is not None and job.state == "live" and job.steps_per_s:
         text = f"job {job.name} runs {job.steps_per_s:.1f} steps/s"
-        text += ", none timed on the GPU" if ctx.job.gpu_busy_share is None else ""
+        text += ", none timed on the GPU" if ctx.job and ctx.job.gpu_busy_share is None else ""
         return (Evidence(text, "steps_per_s", job.steps_per_s, "training"),)
     if job is None or job.last_step_age_s is None:
         return ()
@@ -215,7 +215,7 @@ def periodic_stall(ctx: Context) -> Candidate | None:
     is what queueing can explain of them, and is taken off too."""
     budget = ctx.job.budget if ctx.job else None
     excess = budget.excess if budget is not None else None
-    if excess is None:
+    if budget is None or excess is None:
         return None
     own = excess.outside(budget.waits)
     lost = own - cpu_queued_share(ctx) * excess.time_share
