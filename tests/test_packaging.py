@@ -60,14 +60,24 @@ def _site_packages(env: Path) -> Path:
     return found
 
 
-def test_a_fresh_virtualenv_gains_one_top_level_name(wheel: Path, tmp_path: Path) -> None:
-    env = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env)
-    before = {p.name for p in _site_packages(env).iterdir()}
+def _fresh_env(env: Path) -> Path:
+    """A virtualenv without pip of its own (this one's installs into it: ``pip --python``)."""
+    venv.EnvBuilder(with_pip=False).create(env)
+    return env
+
+
+def _install(env: Path, wheel: Path) -> None:
     subprocess.run(
-        [env / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel],
+        [sys.executable, "-m", "pip", "--python", env / "bin" / "python", "install", "-q",
+         "--no-deps", "--no-index", wheel],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
+
+
+def test_a_fresh_virtualenv_gains_one_top_level_name(wheel: Path, tmp_path: Path) -> None:
+    env = _fresh_env(tmp_path / "venv")
+    before = {p.name for p in _site_packages(env).iterdir()}
+    _install(env, wheel)
     added = {p.name for p in _site_packages(env).iterdir()} - before - PIP_OWN
     assert {name for name in added if not name.endswith(".dist-info")} == {"traintop"}
     assert (env / "bin" / "traintop").exists()
@@ -106,13 +116,8 @@ def test_a_strict_editable_install_finds_the_rooms_of_its_checkout(tmp_path: Pat
          "print(b.build_editable(sys.argv[1], {'editable_mode': 'strict'}))", str(tmp_path)],
         cwd=source, check=True, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    env = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env)
-    wheel = tmp_path / built.stdout.split()[-1]
-    subprocess.run(
-        [env / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
+    env = _fresh_env(tmp_path / "venv")
+    _install(env, tmp_path / built.stdout.split()[-1])
     links = next((source / "build").glob("__editable__.*/traintop/__init__.py"))
     assert links.is_symlink()
     for cwd in (tmp_path, source):
