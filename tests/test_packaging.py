@@ -27,7 +27,8 @@ ROOMS = sorted(pkg for pkg in import_graph.folders() if pkg.count(".") == 1)  # 
 ORIGINS = f"""
 import importlib.util, json, traintop
 found = {{name: importlib.util.find_spec(name).origin for name in {ROOMS!r}}}
-print(json.dumps({{"path": traintop.__path__, **found}}))
+others = [name for name in ("traintop.tests", "traintop.build") if importlib.util.find_spec(name)]
+print(json.dumps({{"path": traintop.__path__, **found, "others": others}}))
 """
 
 
@@ -85,6 +86,7 @@ def test_a_fresh_virtualenv_gains_one_top_level_name(wheel: Path, tmp_path: Path
     assert _origins(env / "bin" / "python", cwd=tmp_path) == {
         "path": [str(installed)],
         **{room: str(installed / room.split(".")[1] / "__init__.py") for room in ROOMS},
+        "others": [],
     }
 
 
@@ -97,8 +99,9 @@ def _origins(python: Path | str, cwd: Path, *flags: str) -> dict:
 
 def _checkout_origins(root: Path) -> dict:
     return {
-        "path": [str(root / "traintop"), str(root)],
+        "path": [str(root / "traintop")],
         **{room: str(root / room.split(".")[1] / "__init__.py") for room in ROOMS},
+        "others": [],  # the root's other folders are no traintop.<name>
     }
 
 

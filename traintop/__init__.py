@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from traintop import checkout
 
-__path__[:] = checkout.package_path(__path__, __file__)  # the rooms of a checkout
+__path__[:] = checkout.find_rooms(__path__, __file__)  # a checkout's rooms are beside it
 
 from traintop import cuda_timing, job_names
 from traintop.probe import Probe, Writer, WriterFactory
