@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests import import_graph
+from traintop import checkout
 
 ROOT = Path(__file__).resolve().parents[1]
 PIP_OWN = {"pip", "setuptools", "_distutils_hack", "pkg_resources", "distutils-precedence.pth"}
@@ -109,6 +110,7 @@ def test_from_a_checkouts_root_each_room_is_its_folder() -> None:
     """``python -m pytest`` and the scenario workloads put the root first on ``sys.path``: its
     ``traintop/`` is found, with or without an install (``-S``: none, not even the deps)."""
     assert _origins(sys.executable, ROOT, "-S") == _checkout_origins(ROOT)
+    assert sorted(f"traintop.{room}" for room in checkout.ROOMS) == ROOMS  # as pyproject maps
 
 
 def test_a_strict_editable_install_finds_the_rooms_of_its_checkout(tmp_path: Path) -> None:
