@@ -9,8 +9,9 @@ The quick tier checks itself, so that a test in the wrong tier fails instead of 
 tier down: while a quick test (its fixtures included) sets up and runs, starting ``tmux`` or
 ``prometheus`` raises at once, and a Python process it starts that imports torch fails with
 an ImportError that names this rule (the directory on ``PYTHONPATH`` below holds a ``torch``
-that refuses) and fails the test.  A test that builds its child's environment from scratch, or
-starts Python with ``-E``/``-I``, is not seen; the tmux and Prometheus checks still hold.
+that refuses) and fails the test.  A child whose ``PYTHONPATH`` the test sets itself (or whose
+environment it builds from scratch, or a Python started with ``-E``/``-I``) is not seen; the tmux
+and Prometheus checks hold for every child.
 """
 
 from __future__ import annotations
