@@ -19,17 +19,17 @@ EXIT_NO_JOB = 1
 
 def _run_monitor(interval_s: float, focus_job: int | None = None, on_exit=None) -> int:
     from traintop.collectors.factory import monitor_collectors
+    from traintop.collectors.jobs import JobCollector
     from traintop.collectors.sampler import Sampler
     from traintop.tui.app import build_app
 
     require_terminal()
 
-    collectors = monitor_collectors()
-    collectors.jobs.focus_pid = focus_job  # attach mode: until the jobs table's cursor moves
+    jobs = JobCollector()
+    collectors = monitor_collectors(jobs)
+    jobs.focus_pid = focus_job  # attach mode: until the jobs table's cursor moves
     sampler = Sampler(collectors, interval_s=interval_s)
-    app = build_app(
-        sampler, focus_job=focus_job, first=sampler.sample_once(), job_collector=collectors.jobs
-    )
+    app = build_app(sampler, focus_job=focus_job, first=sampler.sample_once(), job_collector=jobs)
     try:
         with sigterm_as_interrupt():
             app.run()

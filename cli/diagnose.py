@@ -24,24 +24,26 @@ def _observe(for_s: float, interval_s: float, job_pid: int | None) -> list:
     """Run the real sampler for `for_s` seconds and return every snapshot it produced; the
     job of ``job_pid`` is summarised on every tick, however many ranks run beside it."""
     from traintop.collectors.factory import monitor_collectors
+    from traintop.collectors.jobs import JobCollector
     from traintop.collectors.sampler import Sampler
     from traintop.collectors.stacks import ONE_SHOT_REPLY_WAIT_S
     from traintop.diagnosis.verdict_runner import VerdictRunner
 
     window: list = []
     lock = threading.Lock()
-    collectors = monitor_collectors()
+    jobs = JobCollector()
+    collectors = monitor_collectors(jobs)
     # judged as it goes too, so that a rank whose time no rule places has its stacks sampled
     # while the observation lasts (the verdict printed is the whole window's, below)
-    runner = VerdictRunner(job_pid=job_pid, sample=collectors.jobs.sample_phase)
+    runner = VerdictRunner(job_pid=job_pid, sample=jobs.sample_phase)
 
     def keep(snap) -> None:
         runner.update(snap)
         with lock:
             window.append(snap)
 
-    collectors.jobs.focus_pid = job_pid
-    collectors.jobs.reply_wait_s = ONE_SHOT_REPLY_WAIT_S
+    jobs.focus_pid = job_pid
+    jobs.reply_wait_s = ONE_SHOT_REPLY_WAIT_S
     sampler = Sampler(collectors, interval_s=interval_s)
     sampler.start(keep)
     try:

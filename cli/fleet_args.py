@@ -11,8 +11,12 @@ from __future__ import annotations
 import argparse
 
 from traintop.cli.arg_types import interval, seconds
-from traintop.exporter.ended import DEFAULT_KEEP_ENDED_S
-from traintop.exporter.listen import DEFAULT_HOST, DEFAULT_PORT, parse_listen
+from traintop.exporter.listen import (
+    DEFAULT_HOST,
+    DEFAULT_KEEP_ENDED_S,
+    DEFAULT_PORT,
+    parse_listen,
+)
 
 EXPORTER_INTERVAL_S = 5.0
 FLEET_INTERVAL_S = 5.0
@@ -119,8 +123,9 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--timeout", type=seconds, default=10.0, metavar="S", help="HTTP timeout per query (10)"
     )
+    groups = {}
     for title, options in CONNECTION_OPTIONS:
-        group = p.add_argument_group(title)
+        group = groups[title] = p.add_argument_group(title)
         for flag, metavar, text in options:
             group.add_argument(flag, metavar=metavar, help=text)
     p.add_argument(
@@ -131,7 +136,7 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         metavar="'NAME: VALUE'",
         help="send this HTTP header too (repeatable), e.g. 'X-Scope-OrgID: team-a'",
     )
-    tls = group  # the last group
+    tls = groups["TLS"]
     tls.add_argument(
         "--insecure", action="store_true", help="do not verify the server's certificate"
     )

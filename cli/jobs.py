@@ -130,7 +130,8 @@ def select_job(found: Sequence[JobSnapshot], wanted: str | None, pid: int | None
 
 def describe(group: JobGroup) -> str:
     """ "4242 (llama-7b, 8 ranks, live)": how an error message names a job."""
-    ranks = f", {len(group.ranks)} ranks" if len(group.ranks) > 1 else ""
+    count = len(group.ranks)
+    ranks = f", {count} ranks" if count > 1 else ""
     return f"{group.ranks[0].pid} ({group.name}{ranks}, {group.state})"
 
 

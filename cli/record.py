@@ -21,6 +21,7 @@ def run_record(path: Path, *, interval_s: float, for_s: float | None,
                match: JobMatch, focus_pid: int | None, watch_pid: int | None) -> int:  # fmt: skip
     """Record until ``for_s`` passes, the watched process exits, or SIGINT/SIGTERM."""
     from traintop.collectors.factory import monitor_collectors
+    from traintop.collectors.jobs import JobCollector
     from traintop.collectors.sampler import Sampler
     from traintop.diagnosis.verdict_runner import VerdictRunner
 
@@ -29,10 +30,11 @@ def run_record(path: Path, *, interval_s: float, for_s: float | None,
     except StoreError as exc:
         print(f"traintop: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    collectors = monitor_collectors()
-    collectors.jobs.focus_pid = focus_pid  # the verdict's job: summarised on every tick
-    tap = RecordingTap(recorder, collectors.jobs, match)
-    runner = VerdictRunner(job_pid=focus_pid, sample=collectors.jobs.sample_phase)
+    jobs = JobCollector()
+    collectors = monitor_collectors(jobs)
+    jobs.focus_pid = focus_pid  # the verdict's job: summarised on every tick
+    tap = RecordingTap(recorder, jobs, match)
+    runner = VerdictRunner(job_pid=focus_pid, sample=jobs.sample_phase)
     sampler = Sampler(collectors, interval_s=interval_s)
     sampler.start(lambda snap: tap.add(snap, runner.update(snap).verdict))
     try:

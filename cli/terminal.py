@@ -6,7 +6,6 @@ import contextlib
 import signal
 import sys
 from collections.abc import Iterator
-from importlib.metadata import PackageNotFoundError, version
 
 
 class NoTerminal(Exception):
@@ -37,7 +36,10 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 
 def package_version() -> str:
-    """The installed distribution's version; a source tree that was never installed has none."""
+    """The installed distribution's version; a source tree that was never installed has none.
+    (importlib.metadata, 0.1 s to import, is loaded only by the commands that print this.)"""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("traintop")
     except PackageNotFoundError:

@@ -287,7 +287,7 @@ class GpuCollector:
         with self._lock:
             if not self._ensure_init():
                 return (), self._status
-            nv = self._nvml
+            nv = self._loaded()
             try:
                 count = nv.nvmlDeviceGetCount()
             except nv.NVMLError as exc:
@@ -308,7 +308,7 @@ class GpuCollector:
         old = {gpu.index: gpu for gpu in self._gpus}
         for gpu in self._gpus:
             gpu.close()
-        return [_Gpu(self._nvml, i, previous=old.get(i)) for i in range(count)]
+        return [_Gpu(self._loaded(), i, previous=old.get(i)) for i in range(count)]
 
     def _ensure_init(self) -> bool:
         if self._initialized:
@@ -319,7 +319,7 @@ class GpuCollector:
         self._next_init = now + INIT_RETRY_S
         if self._nvml is None and not self._import_nvml():
             return False
-        nv = self._nvml
+        nv = self._loaded()
         try:
             nv.nvmlInit()
         except nv.NVMLError as exc:
@@ -341,8 +341,14 @@ class GpuCollector:
         self._nvml = pynvml
         return True
 
+    def _loaded(self) -> ModuleType:
+        """The NVML module, which ``_ensure_init`` loads before anything calls into it."""
+        if self._nvml is None:
+            raise RuntimeError("NVML called before it was loaded")
+        return self._nvml
+
     def _driver_status(self) -> GpuStatus:
-        nv = self._nvml
+        nv = self._loaded()
         try:
             driver = _text(nv.nvmlSystemGetDriverVersion())
             cuda = nv.nvmlSystemGetCudaDriverVersion()
@@ -356,7 +362,7 @@ class GpuCollector:
         self._next_init = self._clock() + INIT_RETRY_S
 
     def _shutdown(self) -> None:
-        nv = self._nvml
+        nv = self._loaded()
         for gpu in self._gpus:
             gpu.close()
         with contextlib.suppress(nv.NVMLError):  # a vanished driver has nothing to release
@@ -366,7 +372,7 @@ class GpuCollector:
 
 
 def _init_message(exc: Exception) -> str:
-    code = getattr(exc, "value", None)
+    code = getattr(exc, "value", 0)  # 0: NVML_SUCCESS, which has no message
     return INIT_MESSAGES.get(code, f"NVML error: {exc}")
 
 

@@ -18,11 +18,18 @@ NO_RUN_IDS = frozenset({"", "none"})
 
 
 class _Header(Protocol):
-    run_id: str
-    world_size: int
-    hostname: str
-    pid: int
-    created_monotonic_ns: int
+    """What the key reads of a segment header: read-only, as the frozen header is."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def hostname(self) -> str: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def created_monotonic_ns(self) -> int: ...
 
 
 def job_key(header: _Header) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import deque
 from itertools import chain, repeat
 from operator import add, attrgetter, sub, truediv
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from traintop import ring_format
 from traintop.collectors.job_key import job_key
@@ -91,8 +91,8 @@ class JobWindow:
             block = self._within_window(block)
         # Steps not read one by one start where the last poll's last step ended: the probe's
         # steps are back to back (and a gap between polls is time in the window either way).
-        skipped = span is not None and self.last_end_ns is not None
-        start = self.last_end_ns if skipped else block.t_start_ns_at(0)
+        last_end = self.last_end_ns if span is not None else None
+        start = last_end if last_end is not None else block.t_start_ns_at(0)
         newest = block.tail(min(len(block), NEWEST))
         phases = [newest.phase_ns(i) for i in range(len(self._phase_totals))]
         step_ns = _row_sums(phases)
@@ -168,7 +168,7 @@ class JobWindow:
         *,
         ended_at: float | None = None,
         stopped: bool = False,
-        **extras: object,
+        **extras: Any,
     ) -> JobSnapshot:
         """Summarise; a job that no longer runs is measured up to its last step, not to now.
 
@@ -249,7 +249,8 @@ class JobWindow:
         steps, data = self._percentile_lists() if self._chunks else ([], [])
         data_i = self._header.data_phase_index
         total = sum(self._phase_totals)
-        share = measured(self._phase_totals[data_i] / total) if data and total else None
+        data_total = self._phase_totals[data_i] if data_i is not None else 0
+        share = measured(data_total / total) if data and total else None
         return {
             "step_time_p50_s": _percentile(steps, 0.5),
             "step_time_p95_s": _percentile(steps, 0.95),

@@ -321,7 +321,8 @@ class JobCollector:
     def _snapshot(
         self, job: _Job, now: float, workers: dict[int, tuple[WorkerSnapshot, ...]]
     ) -> JobSnapshot:
-        if not job.due:  # a live rank waiting for its turn: ``carries`` saw its state unchanged
+        # a live rank waiting for its turn: ``carries`` saw its state unchanged
+        if not job.due and job.shown is not None:
             return job.shown
         state = _state(job, now)
         kept = job.shown

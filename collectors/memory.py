@@ -100,9 +100,10 @@ class MemInfo:
         """psutil's figures, or ``None`` where psutil would have to estimate one."""
         text = b"\n" + self._meminfo.read()
         stated = [_kib(text, key) for key in _STATED]
-        if None in stated or not stated[2]:
+        known = [value for value in stated if value is not None]
+        if len(known) < len(stated) or not known[2]:
             return None
-        total, free, available, swap_total, swap_free = stated
+        total, free, available, swap_total, swap_free = known
         vm = VirtualMemory(total, *_available_used(total, free, available), _cached(text))
         vmstat = b"\n" + self._vmstat.read()
         sin, sout = (_count(vmstat, key) * SWAP_PAGE for key in (b"pswpin", b"pswpout"))

@@ -313,11 +313,11 @@ def run_query(
     wall_clock: Callable[[], float] = time.time,
 ) -> int:
     """Print once, or every ``args.loop_s`` seconds until Ctrl-C; returns the exit code."""
-    err = sys.stderr if err is None else err
+    errors = sys.stderr if err is None else err
     first = True
     try:
         while True:
-            code = _print_once(args, collector, out, err, wall_clock, first)
+            code = _print_once(args, collector, out, errors, wall_clock, first)
             if code is not None:
                 return code
             if args.loop_s is None:

@@ -311,8 +311,8 @@ class ProcessCollector:
         if static is None or demand is None:
             return None
         facts = (entry[2:8], *context[:2], demand)
-        reuse = last is not None and last.facts == facts
-        row = last.row if reuse else _snapshot(entry.proc.pid, static, facts)
+        reused = last.row if last is not None and last.facts == facts else None
+        row = reused if reused is not None else _snapshot(entry.proc.pid, static, facts)
         self._rows[key] = _Shown(entry, context, facts, row, _repeats(demand))
         return row
 

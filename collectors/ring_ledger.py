@@ -25,7 +25,8 @@ _NS = 1e9
 class Entry(NamedTuple):
     """One ledger entry as written (CLOCK_MONOTONIC ns)."""
 
-    index: int
+    # the entry's place in the ledger, which hides tuple.index(): nothing calls that on an Entry
+    index: int  # pyright: ignore[reportIncompatibleMethodOverride]
     group: str
     seq: int
     op: str

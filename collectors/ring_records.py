@@ -11,7 +11,7 @@ import array
 import functools
 import struct
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from traintop import ring_format as ring
 from traintop.collectors import ring_columns
@@ -69,7 +69,7 @@ class RecordBlock:
         for v in ring.RECORD.iter_unpack(self._data):
             yield Record(v[0], v[1], v[2], v[3 : 3 + n], *v[11:17])
 
-    def _col(self, fmt: str, index: int) -> list[int]:
+    def _col(self, fmt: Literal["q", "Q", "I", "H"], index: int) -> list[int]:
         return memoryview(self._data).cast(fmt)[index :: _PER_RECORD[fmt]].tolist()
 
     def seq(self) -> list[int]:
@@ -130,7 +130,7 @@ class RecordBlock:
             lo, hi = (mid + 1, hi) if self.t_start_ns_at(mid) < t_start_ns else (lo, mid)
         return self.tail(len(self) - lo)
 
-    def flag_column(self, flag: int) -> bytes:
+    def flag_column(self, flag: int) -> bytes | bytearray:
         """1 or 0 per record for one flag bit (below 256), as bytes: C-level count and compress."""
         return self._data[_FLAGS_BYTE :: ring.RECORD_SIZE].translate(_BIT_TABLES[flag])
 

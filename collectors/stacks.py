@@ -22,6 +22,7 @@ import os
 import platform
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -381,7 +382,9 @@ def phase_samples(samples: tuple[PhaseSamples, float] | None, now: float) -> Pha
                         measured(max(0.0, now - at)))  # fmt: skip
 
 
-def wait_for(client: StackClient, hot: Any, timeout_s: float = 2.5) -> None:
+def wait_for(
+    client: StackClient, hot: HotBlock | Callable[[], HotBlock] | None, timeout_s: float = 2.5
+) -> None:
     """Poll ``client`` until its request is answered or ``timeout_s`` passed (for one-shot
     commands; the monitor polls once a tick instead)."""
     deadline = time.monotonic() + timeout_s

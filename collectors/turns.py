@@ -58,7 +58,8 @@ def in_turn(
     ]
     others = [i for i, job in enumerate(jobs) if job != focus]
     room = math.ceil(len(others) / ticks) - sum(due[i] for i in others)
-    waiting = sorted((i for i in others if not due[i]), key=lambda i: last[i])
+    # a job that is not due was shown before: its time is known (never None)
+    waiting = sorted((i for i in others if not due[i]), key=lambda i: last[i] or 0.0)
     for i in _whole_jobs(waiting, max(0, room), jobs, due):
         due[i] = True
     return due

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
 from traintop.diagnosis.budget import Budget, budget_of
@@ -154,7 +154,8 @@ def _job_workers(job: JobSnapshot, procs: dict[int, ProcView]) -> tuple[ProcView
 
 
 def _core_means(window: Window) -> tuple[float, ...]:
-    means = (mean_of(window.track(CORES, i).columns[0]) for i in sorted(window.keys(CORES)))
+    cores = cast("list[int]", window.keys(CORES))  # the cores' tracks are keyed by core index
+    means = (mean_of(window.track(CORES, i).columns[0]) for i in sorted(cores))
     return tuple(m for m in means if m is not None)
 
 

@@ -117,6 +117,7 @@ def _desync(case: Case) -> str:
 
 def _not_finished(case: Case) -> str:
     main = case.main
+    assert main is not None  # the kind: every rank is in the main collective
     shape = f", {main.shape}" if main.shape else ""
     return (f"every rank entered {named(main)} ({main.group}{shape}) and none left: "
             "the link or a peer's device")  # fmt: skip
@@ -124,6 +125,7 @@ def _not_finished(case: Case) -> str:
 
 def _not_entered(case: Case) -> str:
     main = case.main
+    assert main is not None  # the kind: some ranks wait in the main collective
     shape = f", {main.shape}" if main.shape else ""
     late = [p for p in case.places if p.state == "outside"]
     odd = "; ".join(_at(p) for p in late[:3])

@@ -75,7 +75,7 @@ def _bursts(ctx: Context) -> str:
     steps = ctx.job.steps if ctx.job else None
     columns = steps.phase_times if steps is not None else None
     names = [p.name for p in ctx.job.job.phases] if ctx.job else []
-    if columns is None or "data" not in names or len(columns) != len(names):
+    if steps is None or columns is None or "data" not in names or len(columns) != len(names):
         return ""
     found = bursts_of(columns[names.index("data")], steps.times, len(ctx.workers))
     return found.text if found is not None else ""

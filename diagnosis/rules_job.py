@@ -242,7 +242,7 @@ def periodic_stall(ctx: Context) -> Candidate | None:
     is what queueing can explain of them, and is taken off too."""
     budget = ctx.job.budget if ctx.job else None
     excess = budget.excess if budget is not None else None
-    if excess is None:
+    if budget is None or excess is None:
         return None
     own = excess.outside(budget.waits)
     lost = own - cpu_queued_share(ctx) * excess.time_share

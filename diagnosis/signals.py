@@ -105,7 +105,8 @@ def storage_pressure(ctx: Context) -> tuple[Evidence, ...]:
     for d in ctx.box.disks:
         if (d.busy_pct or 0.0) >= DISK_BUSY_PCT and (d.await_ms or 0.0) >= DISK_AWAIT_MS:
             read = rate(d.read_bytes_per_s or 0.0)
-            text = f"disk {d.name} {read}, await {d.await_ms:.0f} ms, {pct100(d.busy_pct)} busy"
+            busy = pct100(d.busy_pct or 0.0)
+            text = f"disk {d.name} {read}, await {d.await_ms:.0f} ms, {busy} busy"
             found.append(Evidence(text, f"disk.{d.name}.busy_pct", d.busy_pct, "disk"))
     return tuple(found)
 

@@ -146,7 +146,8 @@ class VerdictStabilizer:
         if job_pid is not None:
             return next(v for v in per_job if any(r.pid == job_pid for r in v.ranks))
         live = {v.job_id: v for v in per_job if v.live}
-        hung = live.get(fresh.job_id or "") is not None and live[fresh.job_id].hang is not None
+        focus = live.get(fresh.job_id or "")
+        hung = focus is not None and focus.hang is not None
         at_once = self._focus.shown not in live or hung
         shown = self._focus.offer(fresh.job_id or "", now, at_once=at_once)
         return live[shown]

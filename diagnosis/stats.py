@@ -5,15 +5,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from statistics import median
-from typing import cast
+from typing import TypeVar, cast
+
+T = TypeVar("T")  # a column's values: numbers mostly, state letters too
+Number = TypeVar("Number", bound=float)  # int or float, kept as it is (bytes stay int)
 
 
-def present(values: Iterable[float | None]) -> Sequence[float]:
+def present(values: Iterable[T | None]) -> Sequence[T]:
     """The measured values only: a missing sample must never count as a zero.  A list or
     tuple with none missing (a window's column) is returned as it is: the views summarise
     dozens of columns per tick, and copying each one cost as much as the sums."""
     if isinstance(values, (list, tuple)) and None not in values:
-        return cast(Sequence[float], values)
+        return cast(Sequence[T], values)
     return [v for v in values if v is not None]
 
 
@@ -34,7 +37,7 @@ def std_of(values: Iterable[float | None]) -> float | None:
     return math.sqrt(math.fsum((v - mean) ** 2 for v in got) / len(got))
 
 
-def max_of(values: Iterable[float | None]) -> float | None:
+def max_of(values: Iterable[Number | None]) -> Number | None:
     """Largest measured value, ``None`` when nothing was measured."""
     got = present(values)
     return max(got) if got else None

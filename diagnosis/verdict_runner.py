@@ -67,6 +67,8 @@ class VerdictRunner:
             return
         for job in verdict.per_job:
             pid, phase = job.sample or (None, None)
-            if pid is not None and now - self._asked.get(pid, -RESAMPLE_S) >= RESAMPLE_S:
+            if pid is None or phase is None:
+                continue
+            if now - self._asked.get(pid, -RESAMPLE_S) >= RESAMPLE_S:
                 self._asked[pid] = now
                 self._sample(pid, phase)

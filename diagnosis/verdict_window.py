@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import replace
+from typing import TypeVar
 
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
 from traintop.collectors.turns import MAX_HOLD_S, rounds
@@ -49,7 +50,10 @@ def cadence(live: int, interval_s: float) -> int:
     return max(every, rounds(live, interval_s))
 
 
-def _held_longer(verdict: Verdict | JobVerdict, seconds: float) -> Verdict | JobVerdict:
+Held = TypeVar("Held", Verdict, JobVerdict)
+
+
+def _held_longer(verdict: Held, seconds: float) -> Held:
     """``verdict`` with its primary held ``seconds`` longer (unchanged when nothing is held)."""
     if verdict.since_s is None:
         return verdict
@@ -108,6 +112,7 @@ class VerdictWindow:
     def _carried(self, now: float) -> Verdict:
         """The last verdict, it and each job's held for as much longer as has passed since it
         was judged (the exporter publishes every job's ``since_s``)."""
+        assert self._last is not None  # a tick is carried only when one was judged before
         verdict, judged_at, _ = self._last
         per_job = tuple(_held_longer(job, now - judged_at) for job in verdict.per_job)
         return _held_longer(replace(verdict, per_job=per_job), now - judged_at)

@@ -11,6 +11,7 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
+from typing import TypeVar
 
 from traintop.collectors.phase_names import is_comm_phase
 from traintop.collectors.snapshot import (
@@ -95,7 +96,10 @@ class NicView:
     job_ids: tuple[str, ...] = ()
 
 
-def _latest(values: Sequence[float | None]) -> float | None:
+T = TypeVar("T")
+
+
+def _latest(values: Sequence[T | None]) -> T | None:
     """Thresholds and limits are static-ish: the newest known value is the right one."""
     return next((v for v in reversed(values) if v is not None), None)
 
@@ -242,7 +246,7 @@ def _read_job(prev: JobSnapshot | None, job: JobSnapshot) -> tuple:
     :func:`window_step_times`)."""
     tail = step_tail(prev, job) if prev is not None else ()
     low, high = (min(tail), max(tail)) if tail else (None, None)
-    phases = phase_tail(prev, job) if tail else ()
+    phases = phase_tail(prev, job) if prev is not None and tail else ()
     return job.data_wait_share, job.gpu_busy_share, tail, low, high, phases, job.gpu_queued_share
 
 

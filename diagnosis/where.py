@@ -67,7 +67,7 @@ def where_time_goes(ctx: Context, *, own_time: bool = False) -> tuple[Evidence, 
     """The rank's dominant phase with its share, its time a step and its CPU state, then the
     stacks it was sampled in during that phase, once they came."""
     top = dominant(ctx, own_time=own_time)
-    if top is None:
+    if top is None or ctx.job is None:
         return ()
     state = cpu_state(ctx)
     if own_time:
@@ -91,7 +91,7 @@ def _samples_of(ctx: Context, phase: str) -> PhaseSamples | None:
 def sample_wish(ctx: Context, *, own_time: bool = False) -> tuple[int, str] | None:
     """The rank (pid) and phase to sample, while there are no fresh samples of it."""
     top = dominant(ctx, own_time=own_time)
-    if top is None or _samples_of(ctx, top.name) is not None:
+    if top is None or ctx.job is None or _samples_of(ctx, top.name) is not None:
         return None
     return ctx.job.job.pid, top.name
 

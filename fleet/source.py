@@ -80,7 +80,7 @@ class FleetSource:
             return FleetSnapshot(now, self.client.base_url, error=message)
         return replace(self._last, error=message)
 
-    def start(self, on_snapshot: Callable[[FleetSnapshot], None]) -> None:
+    def start(self, on_snapshot: Callable[[FleetSnapshot], object]) -> None:
         self._stopping.clear()
         self._thread = threading.Thread(
             target=self._run, args=(on_snapshot,), name="traintop-fleet", daemon=True
@@ -94,7 +94,7 @@ class FleetSource:
             self._thread.join(self.client.timeout_s + 1.0)
             self._thread = None
 
-    def _run(self, on_snapshot: Callable[[FleetSnapshot], None]) -> None:
+    def _run(self, on_snapshot: Callable[[FleetSnapshot], object]) -> None:
         """Refresh every interval; a refresh taken before start counts as the first."""
         if self._last is not None:
             self._wake.wait(self._interval_s)

@@ -44,7 +44,8 @@ def _flag(rank: FleetRank) -> FleetRank:
 
 
 def _hot(gpu: FleetGpu) -> bool:
-    return None not in (gpu.temp_c, gpu.slowdown_c) and gpu.temp_c >= gpu.slowdown_c - HOT_MARGIN_C
+    temp, slowdown = gpu.temp_c, gpu.slowdown_c
+    return temp is not None and slowdown is not None and temp >= slowdown - HOT_MARGIN_C
 
 
 def gpu_throttle(gpu: FleetGpu) -> str | None:

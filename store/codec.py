@@ -67,7 +67,7 @@ def _collect(cls: type, found: dict[str, list[str]]) -> None:
 
 
 def _dataclasses_in(hint: Any) -> list[type]:
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return [hint]
     return [cls for arg in typing.get_args(hint) for cls in _dataclasses_in(arg)]
 
@@ -104,7 +104,7 @@ class Decoder:
         return build
 
     def _converter(self, hint: Any) -> Callable[[Any], Any]:
-        if dataclasses.is_dataclass(hint):
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             return lambda value: self._for_class(hint)(value)
         origin, args = typing.get_origin(hint), typing.get_args(hint)
         if origin in (types.UnionType, typing.Union):

@@ -14,7 +14,9 @@ _RAW = -15
 
 
 def pack(data: bytes, zdict: bytes | None) -> bytes:
-    packer = zlib.compressobj(LEVEL, zlib.DEFLATED, _RAW, **({"zdict": zdict} if zdict else {}))
+    defaults = (zlib.DEF_MEM_LEVEL, zlib.Z_DEFAULT_STRATEGY)  # so that ** can only be zdict
+    options = {"zdict": zdict} if zdict else {}
+    packer = zlib.compressobj(LEVEL, zlib.DEFLATED, _RAW, *defaults, **options)
     return packer.compress(data) + packer.flush()
 
 

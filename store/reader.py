@@ -108,7 +108,8 @@ class Recording:
             "SELECT id, job_id, name, pid, rank, world_size, phases, data_phase, "
             "created_realtime_ns - created_monotonic_ns FROM segments ORDER BY name, rank, id"
         )
-        return [RecordedSegment(*r[:6], tuple(json.loads(r[6])), *r[7:]) for r in rows]
+        return [RecordedSegment(i, job, name, pid, rank, world, tuple(json.loads(phases)), data, at)
+                for i, job, name, pid, rank, world, phases, data, at in rows]  # fmt: skip
 
     def start(self) -> float | None:
         """The earliest moment recorded, in epoch seconds: the first sample, or a step before it

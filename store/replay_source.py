@@ -53,7 +53,7 @@ class ReplaySource:
         self._update: VerdictUpdate | None = None
         self._history: tuple = ()
         self._thread: threading.Thread | None = None
-        self.on_history: Callable[[Sequence[Snapshot]], None] | None = None
+        self.on_history: Callable[[Sequence[Snapshot]], object] | None = None
         self.interval_s = float(recording.meta.get("interval_s", 1.0))
 
     # -- SnapshotSource -------------------------------------------------------------------

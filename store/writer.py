@@ -181,6 +181,7 @@ class Recorder:
                  json.dumps(h.phases), h.data_phase_index, h.created_realtime_ns,
                  h.created_monotonic_ns),
             )  # fmt: skip
+            assert cursor.lastrowid is not None  # an INSERT's row
             self._segments[key] = cursor.lastrowid
         return self._segments[key]
 

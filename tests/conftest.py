@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ("tests.tiers",)  # the quick and slow tiers, and the quick tier's guard
+
 # ---- fake NVML (tests/fakenvml): a C libnvidia-ml.so.1 driven through ctypes ----------------
 
 

@@ -24,6 +24,7 @@ TRAINTOP = [sys.executable, "-m", "traintop.cli.main"]
 PHASES = {"M", "X", "C", "i"}
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # a real training job under `traintop run --record`
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""The wheel adds exactly one import name, `traintop`, to a fresh virtualenv.
+"""The wheel adds exactly one import name, `traintop`, to a fresh virtualenv; a checkout finds
+its rooms however it was installed (traintop/checkout.py).
 
 Five generic names (`tui`, `collectors`, `store`, ...) are taken on the package index by other
 projects: installed into a training environment beside them, one would overwrite the other.
@@ -7,6 +8,7 @@ projects: installed into a training environment beside them, one would overwrite
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
@@ -17,9 +19,18 @@ from pathlib import Path
 import pytest
 
 from tests import import_graph
+from traintop import checkout
 
 ROOT = Path(__file__).resolve().parents[1]
 PIP_OWN = {"pip", "setuptools", "_distutils_hack", "pkg_resources", "distutils-precedence.pth"}
+ROOMS = sorted(pkg for pkg in import_graph.folders() if pkg.count(".") == 1)  # traintop.<room>
+# What a Python finds for the namespace and each room (importing the probe only: stdlib).
+ORIGINS = f"""
+import importlib.util, json, traintop
+found = {{name: importlib.util.find_spec(name).origin for name in {ROOMS!r}}}
+others = [name for name in ("traintop.tests", "traintop.build") if importlib.util.find_spec(name)]
+print(json.dumps({{"path": traintop.__path__, **found, "others": others}}))
+"""
 
 
 def _source_copy(into: Path) -> Path:
@@ -51,17 +62,71 @@ def _site_packages(env: Path) -> Path:
     return found
 
 
-def test_a_fresh_virtualenv_gains_one_top_level_name(wheel: Path, tmp_path: Path) -> None:
-    env = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env)
-    before = {p.name for p in _site_packages(env).iterdir()}
+def _fresh_env(env: Path) -> Path:
+    """A virtualenv without pip of its own (this one's installs into it: ``pip --python``)."""
+    venv.EnvBuilder(with_pip=False).create(env)
+    return env
+
+
+def _install(env: Path, wheel: Path) -> None:
     subprocess.run(
-        [env / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel],
+        [sys.executable, "-m", "pip", "--python", env / "bin" / "python", "install", "-q",
+         "--no-deps", "--no-index", wheel],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
+
+
+def test_a_fresh_virtualenv_gains_one_top_level_name(wheel: Path, tmp_path: Path) -> None:
+    env = _fresh_env(tmp_path / "venv")
+    before = {p.name for p in _site_packages(env).iterdir()}
+    _install(env, wheel)
     added = {p.name for p in _site_packages(env).iterdir()} - before - PIP_OWN
     assert {name for name in added if not name.endswith(".dist-info")} == {"traintop"}
     assert (env / "bin" / "traintop").exists()
+    installed = _site_packages(env) / "traintop"
+    assert _origins(env / "bin" / "python", cwd=tmp_path) == {
+        "path": [str(installed)],
+        **{room: str(installed / room.split(".")[1] / "__init__.py") for room in ROOMS},
+        "others": [],
+    }
+
+
+def _origins(python: Path | str, cwd: Path, *flags: str) -> dict:
+    done = subprocess.run([str(python), *flags, "-c", ORIGINS], cwd=cwd, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _checkout_origins(root: Path) -> dict:
+    return {
+        "path": [str(root / "traintop")],
+        **{room: str(root / room.split(".")[1] / "__init__.py") for room in ROOMS},
+        "others": [],  # the root's other folders are no traintop.<name>
+    }
+
+
+def test_from_a_checkouts_root_each_room_is_its_folder() -> None:
+    """``python -m pytest`` and the scenario workloads put the root first on ``sys.path``: its
+    ``traintop/`` is found, with or without an install (``-S``: none, not even the deps)."""
+    assert _origins(sys.executable, ROOT, "-S") == _checkout_origins(ROOT)
+    assert sorted(f"traintop.{room}" for room in checkout.ROOMS) == ROOMS  # as pyproject maps
+
+
+def test_a_strict_editable_install_finds_the_rooms_of_its_checkout(tmp_path: Path) -> None:
+    """The README's install: through its tree of links from anywhere, and from the root."""
+    source = _source_copy(tmp_path / "source")
+    built = subprocess.run(
+        [sys.executable, "-c", "import sys; from setuptools import build_meta as b; "
+         "print(b.build_editable(sys.argv[1], {'editable_mode': 'strict'}))", str(tmp_path)],
+        cwd=source, check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    env = _fresh_env(tmp_path / "venv")
+    _install(env, tmp_path / built.stdout.split()[-1])
+    links = next((source / "build").glob("__editable__.*/traintop/__init__.py"))
+    assert links.is_symlink()
+    for cwd in (tmp_path, source):
+        assert _origins(env / "bin" / "python", cwd) == _checkout_origins(source)
 
 
 def test_the_wheel_holds_every_module_of_the_tree(wheel: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from traintop.cuda_timing import (
     FLAG_GPU_VALID,
     FLAG_MEM_VALID,
@@ -106,6 +108,7 @@ def test_a_failing_cuda_call_disables_only_gpu_stats(capsys) -> None:
     assert capsys.readouterr().err.count("GPU timing disabled") == 1
 
 
+@pytest.mark.slow  # a Python that imports torch
 def test_detect_is_none_without_torch_and_on_cpu_torch() -> None:
     code = (
         "from traintop import cuda_timing\n"

@@ -40,6 +40,22 @@ def test_readme_commands_install_what_torch_needs():
         assert re.search(r"-e '\.\[torch\b[^']*\]'", block), block
 
 
+def test_the_test_command_type_checks_after_ruff_and_before_the_suite():
+    command = next(b for b in _bash_blocks((ROOT / "README.md").read_text()) if "pytest" in b)
+    assert command.index("&& ruff check . &&") < command.index("&& pyright &&")
+    assert command.index("&& pyright &&") < command.index("python3 -m pytest")
+    extras = (ROOT / "pyproject.toml").read_text()
+    assert re.search(r'^\s*"pyright\[nodejs\]==[\d.]+",', extras, re.M)  # Node.js from PyPI
+
+
+def test_readme_installs_in_the_mode_editors_and_pyright_follow():
+    """The strict editable install: a tree of links, not an import hook (CONTRIBUTING.md)."""
+    installs = [b for b in _bash_blocks((ROOT / "README.md").read_text()) if "pip install" in b]
+    assert installs
+    for block in installs:
+        assert "-e '.[torch" in block and "--config-settings editable_mode=strict" in block, block
+
+
 def test_ci_runs_in_a_fresh_virtualenv():
     """CI must not pass thanks to packages the machine's own Python happens to have."""
     script = (ROOT / ".ci" / "run").read_text()

@@ -26,6 +26,7 @@ TRAINTOP = [sys.executable, "-m", "traintop.cli.main"]
 STEPS_PER_EPOCH = 16
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # real training jobs under `traintop run`
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

@@ -24,6 +24,10 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 
+from traintop import checkout
+
+__path__[:] = checkout.find_rooms(__path__, __file__)  # a checkout's rooms are beside it
+
 from traintop import cuda_timing, job_names
 from traintop.probe import Probe, Writer, WriterFactory
 

@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
+from typing import Any
 
 import traintop
 
@@ -65,8 +66,9 @@ class _Stop:
         cls.requested = True
 
 
-def make_dataset(torch, profile: Profile, workdir: str):
-    """Synthetic regression data; with a read delay, one .pt file per sample on disk."""
+def make_dataset(torch, profile: Profile, workdir: str) -> Any:
+    """Synthetic regression data; with a read delay, one .pt file per sample on disk.  Map-style
+    by duck typing (so Any): torch is imported late, and the classes cannot subclass Dataset."""
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(SAMPLES, FEATURES, generator=generator)
     y = torch.tanh(x[:, :8].sum(dim=1, keepdim=True))
@@ -162,7 +164,7 @@ def _train_step(torch, probe, model, optimizer, x, y) -> float:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m traintop.demo_job", description=__doc__
+    parser = argparse.ArgumentParser(prog="python -m traintop.demo_job", description=(__doc__ or "")
                                      .split("\n")[0])  # fmt: skip
     parser.add_argument("--bottleneck", choices=sorted(PROFILES), default="none")
     parser.add_argument("--seconds", type=float, default=60.0, help="run time (default 60)")

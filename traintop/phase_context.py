@@ -8,7 +8,7 @@ are one unit split for size, not an API boundary.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from traintop.probe_state import ProbeState
@@ -51,7 +51,7 @@ class PhaseContext:
                 probe._fail(exc)
         return self
 
-    def __exit__(self, _type: object, _value: object, _tb: object) -> bool:
+    def __exit__(self, _type: object, _value: object, _tb: object) -> Literal[False]:
         probe = self._probe
         if probe._on:
             try:
@@ -75,7 +75,7 @@ class NullContext:
     def __enter__(self) -> NullContext:
         return self
 
-    def __exit__(self, _type: object, _value: object, _tb: object) -> bool:
+    def __exit__(self, _type: object, _value: object, _tb: object) -> Literal[False]:
         return False
 
 

@@ -52,7 +52,7 @@ class Probe:
         self._extras_factory = extras_factory
         self._extras: StepExtras | None = None
         self._clock = clock
-        self._names = list(STANDARD_PHASES)
+        self._names: list[str] = list(STANDARD_PHASES)
         self._slots = {phase: i for i, phase in enumerate(self._names)}
         self._contexts: dict[str, PhaseContext] = {}
         self._marks: dict[str, int] = {}  # mark() names -> slots, cleared when the probe is off

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from traintop import ring_paths
 from traintop.ring_format import (
@@ -231,7 +232,7 @@ class RingWriter:
             self._lock_fd = -1
         _WRITERS.discard(self)
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("RingWriter cannot be pickled: create one in each process that records")
 
 

@@ -14,6 +14,7 @@ reading it unchanged.  A writer that crashes cannot shrink: the next writer's bu
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import struct
 from pathlib import Path
@@ -34,7 +35,7 @@ _FILE_SIZE = struct.Struct("<Q")  # at offset 32
 _HEAD = struct.Struct("<Q")
 
 
-def shrunk_image(mm: bytes | memoryview, keep: int = KEEP_RECORDS) -> bytes | None:
+def shrunk_image(mm: bytes | memoryview | mmap.mmap, keep: int = KEEP_RECORDS) -> bytes | None:
     """The bytes of the smaller segment, or None when the segment is not larger than that."""
     capacity = _CAPACITY.unpack_from(mm, 20)[0]
     if capacity <= keep:
@@ -52,7 +53,7 @@ def shrunk_image(mm: bytes | memoryview, keep: int = KEEP_RECORDS) -> bytes | No
     return bytes(image)
 
 
-def shrink(mm: bytes | memoryview, path: Path, ino: int) -> bool:
+def shrink(mm: bytes | memoryview | mmap.mmap, path: Path, ino: int) -> bool:
     """Replace the (closed) segment at ``path`` by its shrunk copy; False if it stays as it is.
 
     Never raises: a full filesystem or a file someone replaced just leaves the big segment,

@@ -99,7 +99,8 @@ class TraintopApp(App[None]):
     """htop for training: GPUs, CPU, memory, disks, network, processes and attached jobs."""
 
     TITLE = "traintop"
-    CSS_PATH: ClassVar[list[Path]] = [
+    # narrower than Textual's own (mutable) type for these: CONTRIBUTING.md, Types
+    CSS_PATH: ClassVar[list[Path]] = [  # pyright: ignore[reportIncompatibleVariableOverride]
         _STYLES / "app.tcss",
         _STYLES / "training.tcss",
         _STYLES / "verdict.tcss",
@@ -107,18 +108,18 @@ class TraintopApp(App[None]):
     # Focus is given in on_mount instead: the process table, so its keys (s, K, arrows,
     # PgUp/PgDn) work at once as in htop, without scrolling the GPU panel off-screen.
     AUTO_FOCUS = None
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [  # pyright: ignore[reportIncompatibleVariableOverride]
         (0, "-tiny"),
         (MIN_SIZE[0], "-narrow"),
         (120, "-medium"),
         (180, "-wide"),
     ]
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [  # pyright: ignore[reportIncompatibleVariableOverride]
         (0, "-tiny"),
         (MIN_SIZE[1], "-short"),
         (36, "-tall"),
     ]
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[Binding]] = [  # pyright: ignore[reportIncompatibleVariableOverride]
         Binding("q", "quit", "Quit"),
         Binding("p", "toggle_pause", "Pause"),
         Binding("plus", "change_interval(1)", "Slower", key_display="+"),

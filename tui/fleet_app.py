@@ -54,9 +54,10 @@ class FleetApp(App[None]):
 
     TITLE = "traintop fleet"
     # app.tcss for what the fleet shares with the monitor (screen, help screen).
-    CSS_PATH: ClassVar[list[Path]] = [_STYLES / "app.tcss", _STYLES / "fleet.tcss"]
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (36, "-tall")]
-    BINDINGS: ClassVar[list[Binding]] = [
+    # narrower than Textual's own (mutable) type for these: CONTRIBUTING.md, Types
+    CSS_PATH: ClassVar[list[Path]] = [_STYLES / "app.tcss", _STYLES / "fleet.tcss"]  # pyright: ignore[reportIncompatibleVariableOverride]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (36, "-tall")]  # pyright: ignore[reportIncompatibleVariableOverride]
+    BINDINGS: ClassVar[list[Binding]] = [  # pyright: ignore[reportIncompatibleVariableOverride]
         Binding("q", "quit", "Quit"),
         Binding("p", "toggle_pause", "Pause"),
         Binding("plus", "change_interval(1)", "Slower", key_display="+"),

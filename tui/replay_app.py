@@ -52,7 +52,7 @@ class ReplayApp(TraintopApp, inherit_bindings=False):
         Binding("n", "verdict_change(1)", "Next verdict change", show=False),
         Binding("N", "verdict_change(-1)", "Previous verdict change", show=False, key_display="N"),
         *(b for b in TraintopApp.BINDINGS if b.action not in _LIVE_ONLY),
-        *App.BINDINGS,
+        *(b for b in App.BINDINGS if isinstance(b, Binding)),  # all are: its type allows tuples
     ]
 
     def __init__(self, source: ReplaySource) -> None:

@@ -121,7 +121,8 @@ def finding_text(verdict: Verdict) -> Content:
 
 def job_name(job: JobVerdict) -> str:
     """``train.py (2 ranks)``: who a verdict is about."""
-    ranks = f" ({len(job.ranks)} ranks)" if len(job.ranks) > 1 else f" (pid {job.ranks[0].pid})"
+    count = len(job.ranks)
+    ranks = f" ({count} ranks)" if count > 1 else f" (pid {job.ranks[0].pid})"
     return f"{job.name}{ranks}"
 
 

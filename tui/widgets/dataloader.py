@@ -37,7 +37,8 @@ class DataLoaderPanel(FittedLines, can_focus=True):
 
     KEY = "8"
     TITLE = "DataLoader"
-    BINDINGS: ClassVar[list[Binding]] = cursor_bindings("move(-10)", "move(10)")
+    # narrower than Textual's own (mutable) type for it: CONTRIBUTING.md, Types
+    BINDINGS: ClassVar[list[Binding]] = cursor_bindings("move(-10)", "move(10)")  # pyright: ignore[reportIncompatibleVariableOverride]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="panel")

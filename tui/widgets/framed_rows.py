@@ -41,17 +41,19 @@ class FramedRows(StylesCache):
         row = y - styles.gutter.top
         if 0 <= row < content_size.height and y < size.height - styles.gutter.bottom:
             frame = self._frame_for(styles, size, content_size, rest)
-            content = rest[3](row) if frame is not None else None
-            if content is not None and content.cell_length == content_size.width:
-                left, right = frame
-                return Strip([*left, *content, *right], size.width)
+            if frame is not None:
+                content = rest[3](row)
+                if content is not None and content.cell_length == content_size.width:
+                    left, right = frame
+                    return Strip([*left, *content, *right], size.width)
         return super().render_line(styles, y, size, content_size, *rest)
 
     def _frame_for(self, styles: StylesBase, size: Size, content_size: Size, rest: tuple) -> Frame:
         """The frame for these styles and sizes (None where content rows are not framed
         plainly); ``rest`` are the remaining arguments of ``render_line``."""
         padding, base_background, background, _, _, _, opacity, theme, native = rest
-        key = (styles._cache_key, size, content_size, padding, base_background, background,
+        cache_key = styles._cache_key  # pyright: ignore[reportAttributeAccessIssue]  (a widget's RenderStyles)
+        key = (cache_key, size, content_size, padding, base_background, background,
                opacity, id(theme), native)  # fmt: skip
         if key != self._frame_key:
             self._frame_key, self._frame = key, self._capture(styles, size, content_size, rest)

@@ -159,7 +159,7 @@ class LineWidget(Widget):
         self._styles_cache = FramedRows()
         self._lines: list[Content] = [Content("")]
         self._strips: dict[int, Strip] = {}
-        self._run_styles: dict[tuple[Style, int, int], RichStyle] = {}
+        self._run_styles: dict[tuple[str | Style | None, int, int], RichStyle] = {}
         # The app's ANSI-to-truecolor filters and the background they blend dim text into.
         self._truecolor: tuple[list[ANSIToTruecolor], RichColor] | None = None
 

@@ -47,7 +47,8 @@ class ProcessTable(LineWidget, can_focus=True):
 
     KEY = "6"
     TITLE = "Processes"
-    BINDINGS: ClassVar[list[Binding]] = [
+    # narrower than Textual's own (mutable) type for it: CONTRIBUTING.md, Types
+    BINDINGS: ClassVar[list[Binding]] = [  # pyright: ignore[reportIncompatibleVariableOverride]
         Binding("s", "cycle_sort", "Sort"),
         Binding("K", "toggle_kernel", "Kthreads", key_display="K"),
         Binding("up", "move(-1)", "Up", show=False),

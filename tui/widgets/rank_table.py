@@ -68,8 +68,9 @@ def _hang_place(group: JobGroup, job: JobSnapshot) -> Cell | None:
     """In a stopped job: where the rank is ("in all_reduce #1042 for 1m12s · ...", "not
     entered · ...", "gone (crashed)"); the ranks that hold the others in the error colour."""
     hang = group.hang
-    known = hang is not None and hang.kind != "unknown"  # no ledger: the live phase says more
-    place = next((p for p in hang.ranks if p.pid == job.pid), None) if known else None
+    if hang is None or hang.kind == "unknown":  # no ledger: the live phase says more
+        return None
+    place = next((p for p in hang.ranks if p.pid == job.pid), None)
     if place is None:
         return None
     odd = (place.state != "inside" and hang.kind != "no_collective") or stopped(place.proc)

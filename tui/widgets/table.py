@@ -94,7 +94,7 @@ def _pad(text: str, column: Column) -> str:
 def help_bindings(widget: type[Widget]) -> list[Binding]:
     """A table's keys for the help screen: its shown ones (arrows and paging go without
     saying, ``cursor_bindings``)."""
-    return [binding for binding in widget.BINDINGS if binding.show]
+    return [binding for binding in widget.BINDINGS if isinstance(binding, Binding) and binding.show]
 
 
 def cursor_bindings(page_up: str = "page(-1)", page_down: str = "page(1)") -> list[Binding]:

@@ -61,7 +61,8 @@ class TrainingPanel(FittedLines, can_focus=True):
 
     KEY = "7"
     TITLE = "Training"
-    BINDINGS: ClassVar[list[Binding]] = [
+    # narrower than Textual's own (mutable) type for it: CONTRIBUTING.md, Types
+    BINDINGS: ClassVar[list[Binding]] = [  # pyright: ignore[reportIncompatibleVariableOverride]
         Binding("enter", "enter", "Ranks", key_display="↵"),
         Binding("e", "toggle_ended", "Ended jobs"),
         Binding("escape", "leave_ranks", "Jobs", show=False),
@@ -197,9 +198,11 @@ class TrainingPanel(FittedLines, can_focus=True):
     def _mean_step(self, group: JobGroup) -> JobSnapshot:
         """:func:`mean_step` of ``group``, once per change of the jobs."""
         key = (self._version, group.key)
-        if self._mean_cache[0] != key:
-            self._mean_cache = (key, mean_step(group.ranks))
-        return self._mean_cache[1]
+        cached_key, step = self._mean_cache
+        if cached_key != key or step is None:
+            step = mean_step(group.ranks)
+            self._mean_cache = (key, step)
+        return step
 
     def _rank_count(self) -> int:
         group = self.focused

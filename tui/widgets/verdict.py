@@ -38,7 +38,8 @@ MIN_EVIDENCE = 32  # keep a first sentence up to this long whole before keeping 
 class VerdictBanner(LineWidget, can_focus=True):
     """Shows the verdict it is given; Enter or a click opens the details screen."""
 
-    BINDINGS: ClassVar[list[Binding]] = [Binding("enter", "app.details", "Details", show=False)]
+    # narrower than Textual's own (mutable) type for it: CONTRIBUTING.md, Types
+    BINDINGS: ClassVar[list[Binding]] = [Binding("enter", "app.details", "Details", show=False)]  # pyright: ignore[reportIncompatibleVariableOverride]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="-unknown")
