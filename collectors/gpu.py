@@ -191,7 +191,10 @@ class _Gpu:
         pstate = self.probe("pstate", nv.nvmlDeviceGetPerformanceState, h)
         fan = self.probe("fan", nv.nvmlDeviceGetFanSpeed, h)
         rx, tx = self._pcie(now)
-        activity, per_pid = self.activity.read(now, mig=bool(s["mig"]))
+        if self.activity is None:  # made with the handle, in open()
+            raise GpuLost
+        counters, per_pid = self.activity.read(now, mig=bool(s["mig"]))
+        activity: dict[str, Any] = dict(counters)  # GpuSnapshot's keyword names, each a float
         return GpuSnapshot(
             index=self.index,
             **self.identity(),

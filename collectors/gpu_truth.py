@@ -50,8 +50,9 @@ def _main_gpu(pids: set[int], gpus: tuple[GpuSnapshot, ...]) -> GpuSnapshot | No
 def _share(pids: set[int], gpu: GpuSnapshot) -> tuple[float | None, str | None]:
     """The per-process SM share of ``pids`` on ``gpu``, else the GPU's utilization."""
     sm = [p.sm_util_pct for p in gpu.processes if p.pid in pids]
-    if sm and all(v is not None for v in sm):
-        return min(1.0, sum(sm) / 100.0), "process"
+    known = [v for v in sm if v is not None]
+    if sm and len(known) == len(sm):
+        return min(1.0, sum(known) / 100.0), "process"
     device = gpu.util_gpu_mean_pct if gpu.util_gpu_mean_pct is not None else gpu.util_gpu_pct
     return (None, None) if device is None else (device / 100.0, "device")
 

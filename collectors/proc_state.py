@@ -22,6 +22,7 @@ import os
 import platform
 import time
 from collections.abc import Callable
+from typing import TypeGuard
 
 from traintop.collectors.rates import measured
 from traintop.collectors.snapshot import ProcState
@@ -73,17 +74,17 @@ SYSCALLS = {"x86_64": _X86_64, "amd64": _X86_64, "aarch64": _GENERIC, "arm64": _
             "riscv64": _GENERIC}.get(platform.machine().lower(), {})  # fmt: skip
 
 
-def stopped(proc: ProcState | None) -> bool:
+def stopped(proc: ProcState | None) -> TypeGuard[ProcState]:
     """Stopped by a signal or held by a debugger: it runs nothing until resumed."""
     return proc is not None and proc.state in ("T", "t")
 
 
-def dead(proc: ProcState | None) -> bool:
+def dead(proc: ProcState | None) -> TypeGuard[ProcState]:
     """Gone, or a zombie: its training is over whatever its segment says."""
     return proc is not None and proc.state in ("Z", GONE)
 
 
-def busy(proc: ProcState | None) -> bool:
+def busy(proc: ProcState | None) -> TypeGuard[ProcState]:
     """Working: over the last interval it ran, or waited on a run queue to run, at least
     ``BUSY_PCT`` of the time (on a crowded box a working thread gets less than it wants, and
     its CPU share alone would call it idle); its CPU share where the kernel keeps no
@@ -94,7 +95,7 @@ def busy(proc: ProcState | None) -> bool:
     return share is not None and share >= BUSY_PCT
 
 
-def blocked(proc: ProcState | None) -> bool:
+def blocked(proc: ProcState | None) -> TypeGuard[ProcState]:
     """In uninterruptible sleep: no signal reaches it until the kernel lets go."""
     return proc is not None and proc.state == "D"
 

@@ -36,7 +36,8 @@ FIELDS = ("process", "blocked_on", "collective", "where", "frames", "worker")
 def stalled(job: JobSnapshot) -> bool:
     """Running, and past its stall limit without a step."""
     age, limit = job.last_step_age_s, job.stall_after_s
-    return job.state in ("live", "stalled") and None not in (age, limit) and age >= limit
+    running = job.state in ("live", "stalled")
+    return running and age is not None and limit is not None and age >= limit
 
 
 def place(job: JobSnapshot) -> dict[str, str]:
