@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from traintop.collectors import stall
+from traintop.collectors.job_facts import FactsReader
 from traintop.collectors.job_window import NEWEST, JobWindow
 from traintop.collectors.rates import measured
 from traintop.collectors.ring_header import SegmentHeader
@@ -63,6 +64,7 @@ class _Job:
         self.shown_at: float | None = None
         self.entries: list[Entry] = []  # the ledger as last read (format 1.2)
         self.stacks = StackClient(segment.path, segment.header)
+        self.facts = FactsReader(segment.path, window_s, segment.header.same_host_clock())
         self.stack_key: tuple[int, int, int] | None = None  # where the rank was when asked
         self.seen_live_s: float | None = None  # the last tick that found its writer alive
         self.end_s: float | None = None  # when an ended rank ended, on the monitor's clock
@@ -340,6 +342,7 @@ class JobCollector:
             "phase_samples": phase_samples(job.stacks.samples, now),
             "stall_after_s": self.stall.after_s(p50),
             "hang_after_s": self.hang.after_s(p50),
+            **job.facts.read(now),  # what the job already does, its syncs, its GPU profile
         }
 
 
