@@ -28,8 +28,16 @@ from traintop.facts_file import MAX_BYTES, VERSION, facts_path
 
 MAX_SITES = 16  # sync sites kept in a snapshot, most per step first
 _NS = 1e9
-_FLAGS = ("compiled", "cuda_graphs", "has_conv", "channels_last", "tf32_matmul", "tf32_cudnn",
-          "pinned_copies", "syncs_watched")  # fmt: skip
+_FLAGS = (
+    "compiled",
+    "cuda_graphs",
+    "has_conv",
+    "channels_last",
+    "tf32_matmul",
+    "tf32_cudnn",
+    "pinned_copies",
+    "syncs_watched",
+)
 _NAMES = ("device", "autocast", "attention")
 _SHARES = ("kernel_share", "host_wait_share", "sync_share", "kernel_wait_share", "other_share")
 _SiteKey = tuple[str, int, str, str]

@@ -148,7 +148,7 @@ def _classified_gaps(
     for a, b in zip(edges[::2], edges[1::2], strict=True):
         if b > a:
             following = _first_from(gpu, starts, a)
-            idle[_gap_class(a, b, following, launches, syncs)] += b - a
+            idle[_gap_class(a, b, following, launches, syncs, a == t0)] += b - a
     return idle
 
 
@@ -158,12 +158,14 @@ def _gap_class(
     following: TraceEvent | None,
     launches: dict[int, TraceEvent],
     syncs: Sequence[TraceEvent],
+    leading: bool,
 ) -> str:
-    """HTA's rule, with the sync class first (see the module)."""
+    """HTA's rule, with the sync class first (see the module).  The gap that opens the window
+    has no drain before it: a launch made as the window opens or later is one it waited for."""
     if any(s.start_ns <= a + SYNC_SLACK_NS and s.end_ns >= a - SYNC_SLACK_NS for s in syncs):
         return "sync"
     launch = launches.get(following.corr) if following is not None and following.corr else None
-    if following is None or (launch is not None and launch.start_ns > a):
+    if following is None or (launch is not None and launch.start_ns + leading > a):
         return "host_wait"  # nothing was queued when the GPU drained: the host was late
     return "kernel_wait" if b - a < KERNEL_WAIT_NS else "other"
 

@@ -60,8 +60,9 @@ class ProfileConfig(NamedTuple):
     def from_env(cls) -> ProfileConfig:
         text = os.environ.get(ENV, "1").strip().lower()
         mode = "off" if text in ("0", "off", "no", "false") else "cpu" if text == "cpu" else "cuda"
-        return cls(mode, _seconds(ENV_EVERY, 300.0), _seconds(ENV_FIRST, 60.0),
-                   _seconds(ENV_SHARE, 0.001))  # fmt: skip
+        return cls(
+            mode, _seconds(ENV_EVERY, 300.0), _seconds(ENV_FIRST, 60.0), _seconds(ENV_SHARE, 0.001)
+        )
 
 
 def _seconds(name: str, default: float) -> float:
@@ -110,8 +111,13 @@ def _profiler_config(profiler: ModuleType) -> Any:
 class StepProfiler:
     """One profile at a time; see the module docstring for who calls what."""
 
-    def __init__(self, torch: ModuleType, config: ProfileConfig, cuda: bool,
-                 pause: Callable[[bool], None] = lambda on: None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        torch: ModuleType,
+        config: ProfileConfig,
+        cuda: bool,
+        pause: Callable[[bool], None] = lambda on: None,
+    ) -> None:
         self.config = config
         self.state = IDLE
         self._torch = torch
@@ -265,6 +271,7 @@ def trace_events(result: Any) -> list[TraceEvent]:
             kind = "op"
         if kind is not None:
             stream = e.device_resource_id() if kind in ("kernel", "memcpy", "memset") else 0
-            events.append(TraceEvent(kind, e.name(), e.start_ns(), e.end_ns(), stream,
-                                     e.correlation_id()))  # fmt: skip
+            events.append(
+                TraceEvent(kind, e.name(), e.start_ns(), e.end_ns(), stream, e.correlation_id())
+            )
     return events

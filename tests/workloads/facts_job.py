@@ -69,9 +69,12 @@ def fake_cuda() -> type:
 def model_of(args: argparse.Namespace) -> torch.nn.Module:
     if args.model == "conv":
         model = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-            torch.nn.Flatten(), torch.nn.Linear(8, 1),
-        )  # fmt: skip
+            torch.nn.Conv2d(3, 8, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(),
+            torch.nn.Linear(8, 1),
+        )
         return model.to(memory_format=torch.channels_last) if args.channels_last else model
     return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
 
@@ -82,8 +85,10 @@ def optimizers_of(args: argparse.Namespace, model: torch.nn.Module) -> list:
         return [torch.optim.AdamW(params, lr=1e-3, fused=True)]
     if args.optimizers == "two":  # a GAN-like pair: one foreach, one plain
         half = len(params) // 2
-        return [torch.optim.SGD(params[:half], lr=0.01, foreach=True),
-                torch.optim.Adam(params[half:], lr=1e-3, foreach=False)]  # fmt: skip
+        return [
+            torch.optim.SGD(params[:half], lr=0.01, foreach=True),
+            torch.optim.Adam(params[half:], lr=1e-3, foreach=False),
+        ]
     return [torch.optim.SGD(params, lr=0.01)]
 
 
@@ -91,8 +96,13 @@ def batches(args: argparse.Namespace):
     shape = (3, 8, 8) if args.model == "conv" else (16,)
     x, y = torch.randn(64, *shape), torch.randn(64, 1)
     if args.loader:
-        loader = DataLoader(TensorDataset(x, y), batch_size=16, num_workers=2,
-                            persistent_workers=True, prefetch_factor=3)  # fmt: skip
+        loader = DataLoader(
+            TensorDataset(x, y),
+            batch_size=16,
+            num_workers=2,
+            persistent_workers=True,
+            prefetch_factor=3,
+        )
         while True:
             yield from loader
     while True:
@@ -136,7 +146,7 @@ def main() -> int:
         if time.monotonic() > deadline:
             break
     try:  # the user's own warnings still go through their filters and their showwarning
-        warnings.warn("a warning of the script's own")
+        warnings.warn("a warning of the script's own", stacklevel=1)
     except UserWarning as exc:
         mine.append(f"raised: {exc}")
     print(f"steps={steps} own_warnings={mine}")
@@ -151,7 +161,7 @@ def sync_twice(scalar, steps: int, strict: bool) -> None:
             warnings.filterwarnings("always", category=DeprecationWarning)
             warnings.filterwarnings("error")
             value = (scalar.item(), scalar.item())
-        assert not log, log  # noqa: S101 (a sync never reaches the user's catcher)
+        assert not log, log  # a sync never reaches the user's catcher
     else:
         value = (scalar.item(), scalar.item())
     if steps % 2 == 0:
