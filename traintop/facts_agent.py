@@ -21,6 +21,7 @@ every fact as "could not tell".  ``TRAINTOP_FACTS=0`` turns all of this off.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -75,6 +76,7 @@ class FactsAgent:
             if profiler is not None and profiler.state in (WANTED, WARMING, RECORDING):
                 again = profiler.at_boundary(step)
         except Exception as exc:
+            self._want_sample = False
             self._part_off("forward sample", exc)
         self._probe._tick_at = step + 1 if again else NO_TICK
 
@@ -83,7 +85,7 @@ class FactsAgent:
     def wake(self, segment: Path) -> None:
         """Called by the helper thread on each of its wakes.  Never raises."""
         now = time.monotonic()
-        if now - self._last_wake < WAKE_S or "all" in self._off:
+        if now - self._last_wake < WAKE_S or "job facts" in self._off:
             return
         self._last_wake = now
         try:
@@ -93,7 +95,7 @@ class FactsAgent:
             self._collect(now)
             self._write(segment)
         except Exception as exc:
-            self._part_off("all", exc)
+            self._part_off("job facts", exc)
 
     def _observe(self, now: float, segment: Path) -> None:
         steps, writer = self._probe._step, self._probe._writer
@@ -163,7 +165,7 @@ class FactsAgent:
     def _plan(self, now: float) -> None:
         """Ask the training thread for a forward sample or a profile at its next boundary."""
         knobs, profiler = self._knobs, self.profiler
-        if knobs is not None and not knobs.compiled_in_place:
+        if knobs is not None and not knobs.compiled_in_place and "forward sample" not in self._off:
             last = knobs.sampled_at
             self._want_sample = last is None or now - last >= SAMPLE_EVERY_S
         if profiler is not None:
@@ -209,24 +211,24 @@ class FactsAgent:
                                    self.alloc_retries, self.profile)  # fmt: skip
 
     def _at_close(self, segment: Path) -> None:
-        """The segment closes: no profile left running, and the facts as they end."""
-        if self.profiler is not None:
-            self.profiler.abort()
-        self._last_wake, self._written = -WAKE_S, None  # written again: the close removed it
+        """The segment closes (on the closing thread, the helper's cleanup done): no profile
+        left running, and the facts as they end, written again (the cleanup removed them)."""
         self._probe._tick_at = NO_TICK
-        self.wake(segment)
+        try:
+            if self.profiler is not None:
+                self.profiler.abort()
+            self._collect(time.monotonic())
+            self._written = None
+            self._write(segment)
+        except Exception as exc:
+            self._part_off("job facts", exc)
 
     def _part_off(self, part: str, exc: BaseException) -> None:
         if part in self._off:
             return
         self._off.add(part)
-        if part == "forward sample":
-            self._knobs = None
-        message = f"traintop: {part} disabled ({type(exc).__name__}: {exc})"
-        try:
-            print(message.replace("all disabled", "job facts disabled"), file=sys.stderr)
-        except Exception:
-            return
+        with contextlib.suppress(Exception):
+            print(f"traintop: {part} disabled ({type(exc).__name__}: {exc})", file=sys.stderr)
 
 
 def _pinned(split: Any) -> bool | None:
