@@ -213,13 +213,15 @@ def _one_profile(profiler, model, optimizer, x, device: str, step_s: float, k: i
     profiler.at_boundary(3 * k + 2)
     training = time.perf_counter() - t
     t = time.perf_counter()
-    entry, _ = profiler.collect(now_s=1000.0 + k, start_s=0.0)
+    entry, split = profiler.collect(now_s=1000.0 + k, start_s=0.0)
     summary = time.perf_counter() - t
     if k == 1:
         print(
-            f"  profiled step: {entry['step_s'] * 1e3:.2f} ms, kernels {entry['kernels']}, "
-            f"busy {entry['kernel_share']:.0%}, host_wait {entry['host_wait_share']:.0%}, "
-            f"launch p50 {entry['launch_us_p50']} µs; summary {summary * 1e3:.1f} ms"
+            f"  profiled step: {entry['step_s'] * 1e3:.2f} ms, kernels {entry['kernels']} "
+            f"({split.joined} of them joined to their launch call), busy "
+            f"{entry['kernel_share']:.0%}, host_wait {entry['host_wait_share']:.0%}, sync "
+            f"{entry['sync_share']:.0%}, launch p50 {entry['launch_us_p50']} µs; summary "
+            f"{summary * 1e3:.1f} ms"
         )
     return training - 2 * step_s + summary
 

@@ -53,6 +53,7 @@ def test_a_launch_bound_step_is_mostly_host_wait() -> None:
         events += launched(start_us=0, launch_us=i * 15, dur_us=4, corr=i + 1)
     split = split_step(events, 0, 1500 * US)
     assert split.kernels == 100 and split.median_kernel_us == 4 and split.launch_us_p50 == 5
+    assert split.joined == 1.0  # every kernel found its launch call
     assert split.kernel_share == pytest.approx(400 / 1500)
     assert split.host_wait_share > 0.6 and split.sync_share == 0 and split.other_share == 0
     assert math.isclose(total(split), 1.0)
@@ -115,6 +116,9 @@ def test_the_window_cuts_kernels_that_cross_it() -> None:
     split = split_step(events, 0, 300 * US)
     assert split.kernel_share == pytest.approx((30 + 300 - 108) / 300)
     assert split.kernels == 1  # only the one that started inside
+    assert (
+        split_step([kernel(10, 5, corr=3), *launched(0, 20, 5, corr=4)], 0, 99 * US).joined == 0.5
+    )
     assert split.host_wait_share == pytest.approx(78 / 300)
 
 

@@ -92,6 +92,7 @@ class StepSplit(NamedTuple):
     graph_launches: int
     pageable_copies: int  # host-to-device copies from pageable memory
     pinned_copies: int  # host-to-device copies from pinned memory
+    joined: float | None  # of the kernels, those whose launch call is in the trace (a check)
     attention: str | None  # "flash", "efficient", "cudnn", "math", "fused", "manual" or None
 
 
@@ -116,6 +117,7 @@ def split_step(events: Iterable[TraceEvent], t0: int, t1: int) -> StepSplit:
         graph_launches=sum(e.name.startswith(GRAPH_LAUNCHES) for e in in_window),
         pageable_copies=sum(_host_to_device(n) and "Pageable" in n for n in copies),
         pinned_copies=sum(_host_to_device(n) and "Pinned" in n for n in copies),
+        joined=_joined(kernels, runtime),
         attention=attention_backend(events),
     )
 
@@ -173,6 +175,11 @@ def _gap_class(
 def _first_from(gpu: Sequence[TraceEvent], starts: Sequence[int], at: int) -> TraceEvent | None:
     index = bisect_left(starts, at)
     return gpu[index] if index < len(gpu) else None
+
+
+def _joined(kernels: Sequence[TraceEvent], runtime: Sequence[TraceEvent]) -> float | None:
+    calls = {e.corr for e in runtime if e.corr}
+    return sum(k.corr in calls for k in kernels) / len(kernels) if kernels else None
 
 
 def _is_sync(name: str) -> bool:
