@@ -32,10 +32,10 @@ from typing import Any
 
 from traintop import facts_file, sync_hook
 from traintop.job_knobs import KnobWatch
+from traintop.probe import NO_TICK
 from traintop.step_profiler import RECORDING, WANTED, WARMING, ProfileConfig, StepProfiler
 
 ENV = "TRAINTOP_FACTS"
-NO_TICK = 1 << 62  # the probe's ``_tick_at`` when no boundary is wanted
 WAKE_S = 1.9  # at most one wake per helper period (a stack request wakes it sooner)
 SAMPLE_EVERY_S = 30.0  # how often autocast is sampled inside forward
 NOT_SEEN = {"cuda_graphs": None, "attention": None, "pinned_copies": None}
