@@ -22,7 +22,9 @@ every fact as "could not tell".  ``TRAINTOP_FACTS=0`` turns all of this off.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import statistics
 import sys
 import time
 from collections import deque
@@ -110,11 +112,12 @@ class FactsAgent:
             self._rate.append((now, steps))
 
     def typical_step_s(self) -> float | None:
-        """The mean step over the recent wakes, None before two of them saw steps."""
-        if len(self._rate) < 2:
-            return None
-        (t0, s0), (t1, s1) = self._rate[0], self._rate[-1]
-        return (t1 - t0) / (s1 - s0) if s1 > s0 else None
+        """An ordinary step's length: the median over the recent wake-to-wake intervals of
+        their mean step (a pause for evaluation falls in one interval, not in the median);
+        None before two wakes saw steps."""
+        pairs = itertools.pairwise(list(self._rate))
+        means = [(t1 - t0) / (s1 - s0) for (t0, s0), (t1, s1) in pairs if s1 > s0]
+        return statistics.median(means) if means else None
 
     def _cuda_parts(self) -> None:
         """Once CUDA is initialised: the sync hook and the profiler (the latter on CPU jobs
