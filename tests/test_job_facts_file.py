@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -19,7 +20,7 @@ from traintop.collectors.job_facts import FactsReader
 from traintop.collectors.ring_reader import remove_stale
 from traintop.collectors.snapshot import JobFacts, LoaderFacts, OptimizerFacts, SyncSite
 from traintop.facts_agent import FactsAgent
-from traintop.probe import Probe
+from traintop.probe import NO_TICK, Probe
 from traintop.ring import RingWriter
 
 SEGMENT = "123-r0-0a1b2c3d.ring"
@@ -257,3 +258,37 @@ def test_the_file_outlives_the_ranks_close_and_goes_with_its_segment(ring: Path)
 def test_an_orphaned_facts_file_is_found(ring: Path) -> None:
     (ring / "123-r0-0a1b2c3d.facts").write_text("{}")
     assert ring_paths.orphan_side_files(ring) == [ring / "123-r0-0a1b2c3d.facts"]
+
+
+class _Knobs:
+    """A KnobWatch stand-in: a model to hook after the first try."""
+
+    compiled_in_place = False
+    sampled_at = None
+
+    def __init__(self) -> None:
+        self.tries = 0
+
+    def arm_forward_sample(self) -> bool:
+        self.tries += 1
+        return self.tries > 1
+
+
+def test_the_helper_asks_the_training_thread_for_a_boundary_and_it_answers_once() -> None:
+    probe = SimpleNamespace(_step=40, _tick_at=NO_TICK, _writer=None)
+    agent = FactsAgent(probe, _NoTorch(), _Knobs())
+    agent._plan(now=100.0)
+    assert probe._tick_at == 40  # the next boundary
+    agent.on_tick(40, 0)  # nothing to hook yet: asked again at the helper's next wake
+    assert probe._tick_at == NO_TICK and agent._want_sample
+    agent._plan(now=102.0)
+    agent.on_tick(41, 0)
+    assert probe._tick_at == NO_TICK and not agent._want_sample and agent._knobs.tries == 2
+
+
+def test_an_ordinary_step_ignores_a_pause() -> None:
+    agent = FactsAgent(SimpleNamespace(_step=0), _NoTorch(), None)
+    assert agent.typical_step_s() is None
+    for t, steps in ((0.0, 0), (2.0, 200), (4.0, 400), (16.0, 410), (18.0, 610)):
+        agent._rate.append((t, steps))
+    assert agent.typical_step_s() == pytest.approx(0.01)  # the 12 s evaluation left out
