@@ -22,6 +22,7 @@ from typing import Protocol
 
 from traintop.collectors import stall
 from traintop.collectors.cgroup import CgroupReader
+from traintop.collectors.job_facts import FactsReader
 from traintop.collectors.job_window import NEWEST, JobWindow
 from traintop.collectors.loader_workers import with_state
 from traintop.collectors.proc_state import ProcReader, children
@@ -68,6 +69,7 @@ class _Job:
         self.entries: list[Entry] = []  # the ledger as last read (format 1.2)
         self.watch = StallWatch(segment.path, segment.header, reader, reply_wait_s)
         self.stacks = self.watch.stacks
+        self.facts = FactsReader(segment.path, window_s, segment.header.same_host_clock())
         self.seen_live_s: float | None = None  # the last tick that found its writer alive
         self.end_s: float | None = None  # when an ended rank ended, on the monitor's clock
 
@@ -358,6 +360,7 @@ class JobCollector:
             "stall_after_s": self.stall.after_s(p50),
             "hang_after_s": self.hang.after_s(p50),
             "cpu_limit": None if job.segment.closed else self.cgroups.limit(job.header.pid),
+            **job.facts.read(now),  # what the job already does, its syncs, its GPU profile
         }
 
 

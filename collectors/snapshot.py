@@ -337,6 +337,7 @@ class GpuStepProfile:
     attention: str | None = None  # SDPA kernel run: "flash", "efficient", "cudnn", "math"
     every_s: float | None = None  # how often a step is profiled
     cost_share: float | None = None  # profiling's measured cost as a share of training time
+    graph_launches: int = 0  # CUDA graph launches in the step (``kernels`` counts their kernels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,6 +391,9 @@ class JobFacts:
     tf32_cudnn: bool | None = None
     attention: str | None = None  # SDPA kernel in use ("flash", ...) or "manual" (no SDPA)
     pinned_copies: bool | None = None  # host-to-device copies come from pinned memory
+    # The probe's sync hook was on (a CUDA job, not switched off): only then does an empty
+    # ``JobSnapshot.sync_sites`` mean that no sync was seen.
+    syncs_watched: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

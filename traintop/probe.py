@@ -33,6 +33,7 @@ from traintop.probe_writer import NO_LIVE, LiveSink, StepExtras, Writer, WriterF
 STANDARD_PHASES = ("data", "forward", "backward", "optimizer", "other")
 DATA, FORWARD, BACKWARD, OPTIMIZER, OTHER = range(5)
 MAX_PHASES = 8
+NO_TICK = 1 << 62  # ``Probe._tick_at`` while no boundary is asked for
 
 
 class Probe:
@@ -73,6 +74,11 @@ class Probe:
         # Called with the writer once the segment exists (``traintop.attach`` starts the stack
         # helper there); its failures are its own.
         self._on_segment: Callable[[Writer], None] | None = None
+        # A boundary the helper thread asked for (``traintop.facts_agent``): at the end of a step
+        # numbered ``_tick_at`` or later, ``_on_tick(step, now)`` runs; one comparison a step.
+        self._tick_at = NO_TICK
+        self._on_tick: Callable[[int, int], None] = _no_tick
+        self._facts: Any = None  # the facts agent, woken by the helper thread
         for phase in phases:
             self._slot(phase)
 
@@ -169,6 +175,8 @@ class Probe:
                 self._open = OTHER
             self._samples = 0
             self._step = step + 1
+            if step >= self._tick_at:
+                self._on_tick(step, now)
         except Exception as exc:
             self._fail(exc)
 
@@ -336,6 +344,10 @@ class Probe:
         self._marks.clear()
         self._live = NO_LIVE
         self._ledger.forget()
+
+
+def _no_tick(_step: int, _now: int) -> None:
+    """``Probe._on_tick`` until the facts agent sets its own."""
 
 
 def _warn(message: str) -> None:

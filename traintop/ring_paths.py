@@ -24,8 +24,9 @@ from pathlib import Path
 ENV_DIR = "TRAINTOP_RING_DIR"
 SEGMENT_NAME_RE = re.compile(r"^(\d+)-r(\d+)-([0-9a-f]{8})\.ring$")
 # A segment's side files (traintop/stack_helper.py): the FIFO its helper thread reads requests
-# from, the file its faulthandler dumps into, and the replies (one per request id).
-SIDE_NAME_RE = re.compile(r"^(\d+-r\d+-[0-9a-f]{8})\.(ask|fault|\d+\.stack)$")
+# from, the file its faulthandler dumps into, the replies (one per request id), and the job's
+# facts (traintop/facts_file.py).
+SIDE_NAME_RE = re.compile(r"^(\d+-r\d+-[0-9a-f]{8})\.(ask|fault|facts|\d+\.stack)$")
 ASK_SUFFIX, FAULT_SUFFIX = ".ask", ".fault"
 TMP_PREFIX = ".tmp-"
 MIN_FREE_BYTES = 32 * 1024 * 1024

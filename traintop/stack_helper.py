@@ -160,6 +160,9 @@ class StackHelper:
             pending = b""
             while True:
                 self._words[ALIVE_WORD] = time.monotonic_ns()
+                facts = getattr(self._probe, "_facts", None)  # traintop.facts_agent
+                if facts is not None:  # its wake never raises
+                    facts.wake(self._segment)
                 if not select.select([self._fd], [], [], ALIVE_EVERY_S)[0]:
                     continue
                 pending += os.read(self._fd, 4096)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from traintop import comm_hooks, dist_hooks
+from traintop import comm_hooks, dist_hooks, facts_agent
 from traintop.loader import batch_samples
 from traintop.module_samples import ModelFinder
 from traintop.probe import BACKWARD, FORWARD, NO_PHASE, OPTIMIZER, Probe, Writer
@@ -68,6 +68,7 @@ def install(probe: Probe, torch: ModuleType) -> None:
     register_pre(_optimizer_pre_hook(probe, boundary))
     register_post(_optimizer_post_hook(probe, boundary))
     finder.start()
+    facts_agent.install(probe, torch, finder)  # never raises: its parts fail on their own
     probe._auto = True
 
 
