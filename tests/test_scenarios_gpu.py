@@ -17,7 +17,7 @@ source of the table in docs/scenarios.md, rendered by tests/scenarios/gpu_report
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +33,7 @@ from tests.scenarios.gpu_cases import (
     start_case,
 )
 from tests.scenarios.gpu_screen import BannerWatch, border_colour, border_colours, watch_banner
+from tests.scenarios.gpu_writer import CASES as SHAPES
 from tests.scenarios.harness import (
     DiagnoseRun,
     Workload,
@@ -54,6 +55,7 @@ DIAGNOSE_FOR_S = 10.0
 HOLD_S = 5.0  # the banner must keep the verdict this long once shown
 RESULTS_ENV = "TRAINTOP_GPU_SCENARIO_RESULTS"
 BANNER_CASES = ("throttle_thermal", "sync_stall")
+WAVE_CPUS = 1.6  # the trainers' CPU in one wave, of the 2 cores this suite is run on
 
 
 @dataclass
@@ -95,23 +97,47 @@ def _observe(run: CaseRun, env: dict[str, str], check: str) -> None:
 
 @pytest.fixture(scope="module")
 def runs(request, fake_nvml_lib: Path, tmp_path_factory) -> Iterator[dict[str, CaseRun]]:
-    """Every case asked for, at once: each trainer has its own ring directory and fake GPU,
-    and its diagnose (and monitor) start together.  The trainers are scripted processes that
-    sleep most of each step, so side by side they do not change what each one measures."""
+    """Every case asked for, in waves: each trainer has its own ring directory and fake GPU,
+    and its diagnose (and monitor) start together with the others of its wave.  The trainers
+    are scripted processes that burn a set share of a core each step; a wave holds no more of
+    that than ``WAVE_CPUS``, so the diagnose and monitor processes beside them get the CPU a
+    user's would (ten trainers at once wanted 4.8 of the 2 cores, and every verdict came late)."""
     wanted = _wanted(request.session.items)
+    runs: dict[str, CaseRun] = {}
+    for wave in waves(sorted(wanted), lambda name: SHAPES[CASES[name].shape].cpu_share):
+        runs.update(_run_wave(wave, wanted, fake_nvml_lib, tmp_path_factory))
+    yield runs
+
+
+def _run_wave(names: list[str], wanted: dict[str, set[str]], lib: Path,
+              tmp_path_factory) -> dict[str, CaseRun]:  # fmt: skip
+    """Start the wave's trainers, observe them all at once, stop them."""
     started: dict[str, tuple[Workload, dict[str, str]]] = {}
     try:
-        for name in sorted(wanted):
+        for name in names:
             out = tmp_path_factory.mktemp(name)
-            started[name] = start_case(CASES[name], private_dir(out / "rings"), fake_nvml_lib, out)
+            started[name] = start_case(CASES[name], private_dir(out / "rings"), lib, out)
         runs = {name: CaseRun(CASES[name], job) for name, (job, _) in started.items()}
         tasks = [(runs[n], started[n][1], check) for n in runs for check in wanted[n]]
         with ThreadPoolExecutor(max_workers=len(tasks) or 1) as pool:
             list(pool.map(_observe, *zip(*tasks, strict=True)))
-        yield runs
+        return runs
     finally:
         for job, _ in started.values():
             job.stop()
+
+
+def waves(names: list[str], cpus: Callable[[str], float]) -> list[list[str]]:
+    """``names`` packed first-fit, busiest first, into waves of at most ``WAVE_CPUS``."""
+    packed: list[tuple[float, list[str]]] = []
+    for name in sorted(names, key=lambda n: -cpus(n)):
+        fit = next((i for i, (load, _) in enumerate(packed) if load + cpus(name) <= WAVE_CPUS),
+                   None)  # fmt: skip
+        if fit is None:
+            packed.append((cpus(name), [name]))
+        else:
+            packed[fit] = (packed[fit][0] + cpus(name), [*packed[fit][1], name])
+    return [wave for _, wave in packed]
 
 
 def _record(case: GpuCase, job: Workload, run: DiagnoseRun) -> float | None:

@@ -29,6 +29,8 @@ from pathlib import Path
 from traintop.ring import FLAG_GPU_VALID, FLAG_MEM_VALID, MEM_CUDA_ALLOCATED, RingWriter
 from traintop.ring_paths import side_path
 
+PROFILED_NS = time.monotonic_ns()  # the scripted profile was taken as the writer started
+
 GIB = 1 << 30
 BATCH = 64
 FACTS_EVERY_S = 2.0
@@ -158,7 +160,7 @@ def facts_document(shape: Shape, steps: int) -> dict:
         "facts": shape.facts,
         "sync": sync,
         "alloc_retries": int(shape.retries_per_step * steps),
-        "profile": shape.profile,
+        "profile": None if shape.profile is None else shape.profile | {"taken_ns": PROFILED_NS},
     }
 
 
