@@ -53,6 +53,7 @@ from traintop.probe import Probe
 from traintop.ring_format import BACKWARD_GROUP, DTYPES, LEDGER_GROUP, OPS
 
 COMM_PHASE = "comm"
+COLLECTIVE_HOOK = "collectives"  # the patches' kind (traintop.patches)
 """The phase name the Training panel and the network rule read as waiting on peers."""
 
 COLLECTIVES = (
@@ -168,7 +169,8 @@ def install(probe: Probe, torch: ModuleType) -> None:
         return
     engine = torch.autograd.Variable._execution_engine
     booker = WaitBooker(probe, engine.queue_callback, dist.is_initialized)
-    torch.Tensor.backward = _armed_backward(booker, torch.Tensor.backward)
+    probe._patches.swap("backward", torch.Tensor, "backward",
+                        _armed_backward(booker, torch.Tensor.backward))
     install_collectives(probe, torch)
 
 
@@ -187,7 +189,7 @@ def install_collectives(probe: Probe, torch: ModuleType) -> None:
     for name, function in wrapped.items():
         for module in (dist, home):
             if getattr(module, name, None) is function.__wrapped__:
-                setattr(module, name, function)
+                probe._patches.swap(COLLECTIVE_HOOK, module, name, function)
 
 
 def _group_describer(ledger: Ledger, torch: ModuleType) -> Callable[[Any], GroupInfo]:

@@ -31,6 +31,7 @@ _MAX_DEPTH = 3
 _MAX_SEARCH_CALLS = 64  # Module.__call__ is unwrapped after this many, backward() or not
 _MAX_MODELS = 8  # outermost modules hooked: a model, a GAN's two, a loss module or so
 _CONTAINERS = (tuple, list, type({}.values()))
+MODEL_HOOK = "model"  # the patches' kind (traintop.patches)
 
 
 class ModelFinder:
@@ -63,7 +64,8 @@ class ModelFinder:
         self._boundary.on_close = nothing
         self._class.__call__ = self._original
         for model in self._found:
-            hook_privately(model, self._pre_hook)
+            self._probe._patches.hook(MODEL_HOOK, functools.partial(hook_privately, model),
+                                      self._pre_hook)  # fmt: skip
 
     def _searching_call(self) -> Callable[..., Any]:
         original = self._original
@@ -117,14 +119,17 @@ class _HooksWithout(OrderedDict):
         return OrderedDict, ([(k, v) for k, v in self.items() if k not in self.ours],)
 
 
-def hook_privately(model: Any, hook: Callable[..., None]) -> None:
-    """``register_forward_pre_hook(hook, with_kwargs=True)``, invisible to pickling."""
+def hook_privately(model: Any, hook: Callable[..., None]) -> Any:
+    """``register_forward_pre_hook(hook, with_kwargs=True)``, invisible to pickling; its handle."""
     pre, with_kwargs = model._forward_pre_hooks, model._forward_pre_hooks_with_kwargs
-    model._forward_pre_hooks = pre = _HooksWithout(pre)
-    model._forward_pre_hooks_with_kwargs = with_kwargs = _HooksWithout(with_kwargs)
+    if not isinstance(pre, _HooksWithout):
+        model._forward_pre_hooks = pre = _HooksWithout(pre)
+    if not isinstance(with_kwargs, _HooksWithout):
+        model._forward_pre_hooks_with_kwargs = with_kwargs = _HooksWithout(with_kwargs)
     handle = model.register_forward_pre_hook(hook, with_kwargs=True)
     pre.ours.add(handle.id)
     with_kwargs.ours.add(handle.id)
+    return handle
 
 
 def sequence_first(model: Any) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 
 from traintop.ledger import Ledger
 from traintop.loader import TimedLoader
+from traintop.patches import Patches
 from traintop.phase_context import NO_PHASE, NULL_CONTEXT, NullContext, PhaseContext
 from traintop.probe_writer import NO_LIVE, LiveSink, StepExtras, Writer, WriterFactory, live_sink
 
@@ -69,6 +70,7 @@ class Probe:
         self._on = True
         self._auto = False  # set by the zero-code hooks; explicit API calls clear it
         self._ledger = Ledger()  # the collectives this process enters (traintop.comm_hooks)
+        self._patches = Patches()  # what the zero-code hooks changed in torch, to switch off
         self._thread = threading.get_ident()  # the training loop's thread: the one that made us
         # Called with the writer once the segment exists (``traintop.attach`` starts the stack
         # helper there); its failures are its own.
@@ -313,6 +315,13 @@ class Probe:
         if self._on_segment is not None:
             self._on_segment(writer)
         return writer
+
+    def _restart(self) -> None:
+        """Drop the step in progress: the next landmark starts a new one (hooks switched on
+        again, ``traintop.torch_hooks.Hooks``)."""
+        self._acc = self._zeros.copy()
+        self._open, self._open_t, self._t_start, self._samples = NO_PHASE, 0, 0, 0
+        self._stack.clear()
 
     def _fail(self, exc: BaseException) -> None:
         """Turn the probe off after its first failure, with one line on stderr.

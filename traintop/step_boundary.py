@@ -120,6 +120,12 @@ class StepBoundary:
         probe._auto = True  # step() is also the explicit API, which turns the hooks off
         self._next_step()
 
+    def restart(self) -> None:
+        """Forget the iteration in progress (the hooks were off for a while)."""
+        self._in_optimizer = False
+        self._cuts.clear()
+        self._next_step()
+
     def _next_step(self) -> None:
         self._pending = self._fetched = self._backward = False
         self._count_next = True

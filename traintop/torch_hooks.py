@@ -47,7 +47,7 @@ class _SilentWriter:
     def close(self) -> None: ...
 
 
-def install(probe: Probe, torch: ModuleType) -> None:
+def install(probe: Probe, torch: ModuleType) -> Hooks:
     """Patch ``torch`` for ``probe``; raises (having patched nothing) if an API is missing."""
     data = importlib.import_module(f"{torch.__name__}.utils.data")
     iterator_class = importlib.import_module(f"{data.__name__}.dataloader")._BaseDataLoaderIter
@@ -57,18 +57,49 @@ def install(probe: Probe, torch: ModuleType) -> None:
     register_pre = optimizer_module.register_optimizer_step_pre_hook
     register_post = optimizer_module.register_optimizer_step_post_hook
     originals = (iterator_class.__next__, loader_class.__iter__, tensor_class.backward)
+    patches = probe._patches
     boundary = StepBoundary(probe)
     finder = ModelFinder(probe, boundary, torch.nn.Module, torch.is_grad_enabled)
     dist_hooks.install(probe, torch)
     probe._writer_factory = _outside_workers(probe, data.get_worker_info)
-    iterator_class.__next__ = _timed_next(probe, boundary, originals[0])
-    loader_class.__iter__ = _timed_iter(probe, originals[1])
-    tensor_class.backward = _timed_backward(probe, boundary, finder, originals[2])
-    comm_hooks.install(probe, torch)  # outside the timed backward: books the wait on peers
-    register_pre(_optimizer_pre_hook(probe, boundary))
-    register_post(_optimizer_post_hook(probe, boundary))
+    patches.swap(LOADER, iterator_class, "__next__", _timed_next(probe, boundary, originals[0]))
+    patches.swap(LOADER, loader_class, "__iter__", _timed_iter(probe, originals[1]))
+    patches.swap(BACKWARD_HOOK, tensor_class, "backward",
+                 _timed_backward(probe, boundary, finder, originals[2]))  # fmt: skip
+    comm_hooks.install(probe, torch)  # outside the timed backward: books the wait
+    patches.hook(OPTIMIZER_HOOK, register_pre, _optimizer_pre_hook(probe, boundary))
+    patches.hook(OPTIMIZER_HOOK, register_post, _optimizer_post_hook(probe, boundary))
     finder.start()
     probe._auto = True
+    global installed
+    installed = Hooks(probe, boundary, finder)
+    return installed
+
+
+LOADER, BACKWARD_HOOK, OPTIMIZER_HOOK = "loader", "backward", "optimizer"
+installed: Hooks | None = None  # the hooks ``traintop run`` installed in this process
+
+
+class Hooks:
+    """One installation: ``off()`` takes every patch and hook out of torch, ``on()`` puts them
+    back (the cost harness's A/B switch, ``benchmarks/onoff.py``).  A step cut by the switch is
+    not recorded: the first step after ``on()`` starts at its first landmark."""
+
+    def __init__(self, probe: Probe, boundary: StepBoundary, finder: ModelFinder) -> None:
+        self.probe, self.boundary, self.finder = probe, boundary, finder
+        self.patches = probe._patches
+
+    def off(self, kinds: frozenset[str] | None = None) -> None:
+        """Unpatch (the hooks of ``kinds``, or all); the model search ends first."""
+        self.finder.settle()
+        self.patches.off(kinds)
+
+    def on(self, kinds: frozenset[str] | None = None) -> None:
+        """Patch again; the probe's step accounting starts afresh."""
+        self.patches.on(kinds)
+        self.probe._restart()
+        self.boundary.restart()
+        self.probe._auto = True
 
 
 def _outside_workers(probe: Probe, get_worker_info: Callable[[], Any]) -> Callable[..., Writer]:
