@@ -66,6 +66,16 @@ class ModelFinder:
         for model in self._found:
             self._probe._patches.hook(MODEL_HOOK, functools.partial(hook_privately, model),
                                       self._pre_hook)  # fmt: skip
+        self.offer_unhook()
+
+    def offer_unhook(self) -> None:
+        """Let the boundary take the model's hook out once it tells nothing new."""
+        if self._found:
+            self._boundary.drop_model_hook = self._unhook
+
+    def _unhook(self) -> None:
+        """The loop's other landmarks tell all the hook did: give the model torch's fast path."""
+        self._probe._patches.off(frozenset({MODEL_HOOK}))
 
     def _searching_call(self) -> Callable[..., Any]:
         original = self._original

@@ -141,6 +141,10 @@ class Probe:
         the record is the accumulators as they are; fresh ones start the next step.
         """
         self._auto = False
+        self._record(samples, tokens)
+
+    def _record(self, samples: int | None = None, tokens: int = 0) -> None:
+        """``step()`` for the zero-code hooks, which stay on (``traintop.step_boundary``)."""
         if not self._on:
             return
         try:
@@ -259,6 +263,21 @@ class Probe:
             self._open = resumed
             self._open_t = now
             self._live[0] = (now | 15) - (15 - resumed)
+            self._samples += samples
+        except Exception as exc:
+            self._fail(exc)
+
+    def _batch_in(self, samples: int) -> None:
+        """The batch arrived (zero-code): close the data phase, count its samples, and open
+        forward: the loop computes on the batch from here (``_wait_end`` + ``_switch``)."""
+        if not self._on:
+            return
+        try:
+            now = self._clock()
+            self._acc[self._open] += now - self._open_t
+            self._open = FORWARD
+            self._open_t = now
+            self._live[0] = (now | 15) - (15 - FORWARD)
             self._samples += samples
         except Exception as exc:
             self._fail(exc)
