@@ -110,6 +110,12 @@ def run_block(step: Callable[[], None], steps: int, sync: Callable[[], None] | N
     return statistics.median(times) / 1e3
 
 
+def quartet_s(step: Callable[[], None], steps: int, sync: Callable[[], None] | None,
+              pilot: int = 20) -> float:  # fmt: skip
+    """Seconds one quartet will take, from ``pilot`` steps timed now (plus the switches)."""
+    return 4 * (steps + 1) * run_block(step, pilot, sync) / 1e6 * 1.05
+
+
 def run_quartets(
     step: Callable[[], None],
     switch: Callable[[bool], None],
