@@ -28,7 +28,7 @@ def _run_monitor(interval_s: float, focus_job: int | None = None, on_exit=None) 
     collectors.jobs.focus_pid = focus_job  # attach mode: until the jobs table's cursor moves
     sampler = Sampler(collectors, interval_s=interval_s)
     app = build_app(
-        sampler, focus_job=focus_job, first=sampler.sample_once(), job_collector=collectors.jobs
+        sampler, focus_job=focus_job, first=sampler.sample_first(), job_collector=collectors.jobs
     )
     try:
         with sigterm_as_interrupt():

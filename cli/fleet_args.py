@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from traintop.cli.arg_types import interval, seconds
-from traintop.exporter.ended import DEFAULT_KEEP_ENDED_S
+from traintop.exporter.defaults import DEFAULT_KEEP_ENDED_S
 from traintop.exporter.listen import DEFAULT_HOST, DEFAULT_PORT, parse_listen
 
 EXPORTER_INTERVAL_S = 5.0

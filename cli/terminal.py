@@ -6,7 +6,6 @@ import contextlib
 import signal
 import sys
 from collections.abc import Iterator
-from importlib.metadata import PackageNotFoundError, version
 
 
 class NoTerminal(Exception):
@@ -37,7 +36,12 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 
 def package_version() -> str:
-    """The installed distribution's version; a source tree that was never installed has none."""
+    """The installed distribution's version; a source tree that was never installed has none.
+
+    ``importlib.metadata`` is imported here: it scans the installed distributions, which the
+    monitor's first frame should not wait for (``--version`` and the exporter ask)."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("traintop")
     except PackageNotFoundError:

@@ -170,6 +170,14 @@ class Sampler:
             self._sampled_at = self._clock()
             return self._build()
 
+    def sample_first(self) -> Snapshot:
+        """The monitor's first frame: the machine and its jobs without the process scan (every
+        ``/proc/PID``: the slowest collector at start-up), which the thread's first tick
+        brings one interval later, when a process's CPU share can first be told anyway."""
+        with self._tick_lock:
+            self._sampled_at = self._clock()
+            return self._build(scan_processes=False)
+
     def _run(self, on_snapshot: Callable[[Snapshot], None]) -> None:
         """Tick on a monotonic schedule until stopped; the thread never dies of an error."""
         due = self._clock()
@@ -201,7 +209,7 @@ class Sampler:
                 return due
         return scheduled
 
-    def _build(self) -> Snapshot:
+    def _build(self, scan_processes: bool = True) -> Snapshot:
         """Call every collector (GPU first: processes need per-pid GPU memory; processes before
         jobs: the job collector takes DataLoader workers from this tick's process scan)."""
         c = self._collectors
@@ -213,7 +221,11 @@ class Sampler:
             errors,
         )
         gpu_mem = gpu_memory_by_pid(gpus)
-        processes = self._call("processes", lambda: c.processes.collect(gpu_mem), (), errors)
+        processes = (
+            self._call("processes", lambda: c.processes.collect(gpu_mem), (), errors)
+            if scan_processes
+            else ()
+        )
         jobs = self._call("jobs", c.jobs.collect, (), errors) if c.jobs is not None else ()
         return Snapshot(
             timestamp=self._wall(),
