@@ -224,10 +224,6 @@ def measure(rounds: int, counter: Counter | None) -> dict:
             out[name] = _pair(counter, name, op, lambda on: None, rounds, baseline=nothing)
         out["whole step"] = _pair(counter, "whole step", bench.steps, bench.switch(None),
                                   rounds, n=STEPS)  # fmt: skip
-        if counter is not None:  # each site's share of the real step: the step without it
-            for name, kind, _calls in SITES:
-                out[name]["in_step_ir"] = counted(counter, f"step {kind}", bench.steps,
-                                                  bench.switch(kind), STEPS)["ir"]  # fmt: skip
         init_group(torch, tmp)
         bare, wrapped = collective_ops(torch, bench.probe)
         out["blocking collective (no-op)"] = _pair(
@@ -267,15 +263,12 @@ def report(wall: dict, ir: dict | None) -> list[str]:
     base_ns = wall["whole step"]["off_ns"]
     ns_per_ir = base_ns / ir["whole step"]["off_ir"] if ir else None
     head = f"{'hook':34s} {'per call: best':>15s} {'median':>8s}"
-    head += f" {'instr':>8s} {'≈µs':>6s} {'in step: instr':>15s} {'≈µs':>6s}" if ir else ""
+    head += f" {'instr':>8s} {'≈µs':>6s}" if ir else ""
     lines = [head]
     for name, figures in wall.items():
         line = f"{name:34s} {figures['best_ns'] / 1e3:+13.2f}µs {figures['median_ns'] / 1e3:+7.2f}"
         if ir:
             line += f" {ir[name]['ir']:+8.0f} {ir[name]['ir'] * ns_per_ir / 1e3:+6.2f}"
-            in_step = ir[name].get("in_step_ir")
-            if in_step is not None:
-                line += f" {in_step:+15.0f} {in_step * ns_per_ir / 1e3:+6.2f}"
         lines.append(line)
     hooks = sum(wall[name]["best_ns"] * calls for name, calls in step_calls.items())
     lines.append(f"accounting: hooks × calls per step = +{hooks / 1e3:.2f} µs "

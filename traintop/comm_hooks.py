@@ -147,14 +147,14 @@ class CollectiveBooker:
         self._index: int | None = None  # the "comm" slot, made at the first booked call
         self.ledger: Ledger = probe._ledger
 
-    def enter(self) -> int:
-        """Open "comm" now (``PhaseContext.__enter__`` without its stack: the phase it pauses
-        is returned, for ``leave``, so collectives calling collectives nest)."""
+    def enter(self, now: int) -> int:
+        """Open "comm" at ``now`` (the probe's clock): ``PhaseContext.__enter__`` without its
+        stack; the phase it pauses is returned, for ``leave``, so collectives calling
+        collectives nest."""
         probe = self._probe
         if self._index is None:
             self._index = probe._slot(COMM_PHASE)
         try:
-            now = probe._clock()
             resumed = probe._open
             if resumed >= 0:
                 probe._acc[resumed] += now - probe._open_t
@@ -169,11 +169,10 @@ class CollectiveBooker:
             return NO_COMM
         return resumed
 
-    def leave(self, resumed: int) -> None:
-        """The collective returned: close what is open, resume the phase it paused."""
+    def leave(self, resumed: int, now: int) -> None:
+        """The collective returned at ``now``: close what is open, resume the phase it paused."""
         probe = self._probe
         try:
-            now = probe._clock()
             if probe._open >= 0:
                 probe._acc[probe._open] += now - probe._open_t
             probe._open = resumed
@@ -288,6 +287,8 @@ def _booked_collective(booker: CollectiveBooker, original: Callable[..., Any]) -
     ledger = booker.ledger
 
     probe, thread, compiling = booker._probe, booker._thread, booker._compiling
+    clock = probe._clock
+    shared = clock is ledger._clock  # one clock read serves the phase and the ledger
 
     @functools.wraps(original)
     def collective(*args: Any, **kwargs: Any) -> Any:
@@ -303,20 +304,22 @@ def _booked_collective(booker: CollectiveBooker, original: Callable[..., Any]) -
         tensor = args[tensor_at] if n > tensor_at else kwargs.get(tensor_name)
         if listed:
             tensor = tensor[0] if tensor else None
-        word = ledger.collective(group, op, tensor, sys._getframe(1))
-        resumed = booker.enter() if probe._auto else NO_COMM
+        now = clock()
+        word = ledger.collective(group, op, tensor, sys._getframe(1), now if shared else 0)
+        resumed = booker.enter(now) if probe._auto else NO_COMM
         try:
             result = original(*args, **kwargs)
         except BaseException:
             ledger.exit(word, True)
             if resumed != NO_COMM:
-                booker.leave(resumed)
+                booker.leave(resumed, clock())
             raise
+        end = clock()
         if resumed != NO_COMM:
-            booker.leave(resumed)
+            booker.leave(resumed, end)
         if word >= 0:  # Ledger.exit inlined: on this path the call costs as much as the store
             try:
-                ledger._q[word] = monotonic_ns() & -2
+                ledger._q[word] = (end if shared else monotonic_ns()) & -2
             except Exception:  # released (closed, forked): Ledger.exit would do the same
                 ledger.forget()
         return result

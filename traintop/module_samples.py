@@ -6,7 +6,11 @@ modules called at nesting depth 0 while autograd records (an evaluation pass und
 is not the training forward; a GAN has two).  At the first ``backward()`` (or the first step,
 or after 64 such calls with neither) the wrapper is removed, and a forward pre-hook on each of
 those modules alone, a call or two per step, reports the rows of its first input from then on;
-each call also marks the start of the forward phase.
+each call also marks the start of the forward phase.  Even that hook moves the model's call onto
+torch's slow path (a few µs a step), so it goes again once it tells nothing the other landmarks
+do not: after ``step_boundary.MODEL_HOOK_STEPS`` steps in a row in which the DataLoader counted
+the samples, forward had begun at the batch's arrival, and an optimizer ended the step (most
+loops); loops without a DataLoader or an optimizer, and GANs, keep it.
 
 The hook must not leak into the user's files: ``torch.save(model)`` and ``copy.deepcopy`` pickle
 a module's hook dicts, and a hook of ours there would make them fail (or need traintop to load).
