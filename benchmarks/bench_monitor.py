@@ -128,22 +128,31 @@ def _size(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
+def _start_in_tmux(argv: list[str], env: dict[str, str], tmp: Path) -> float:
+    """``argv`` in a fresh 200x50 pane whose output goes to ``tmp/pty.log``; the go time.
+
+    The pane's shell waits for a go file, so pipe-pane is recording before the tool writes its
+    first byte."""
+    _tmux("kill-server")
+    full_env = {**os.environ, **env, "TERM": "xterm-256color"}
+    go, log = tmp / "go", tmp / "pty.log"
+    cmd = f"while [ ! -e {go} ]; do sleep 0.01; done; exec {' '.join(argv)}"
+    _tmux("new-session", "-d", "-s", "b", "-x", "200", "-y", "50", cmd, env=full_env)
+    _tmux("pipe-pane", "-o", "-t", "b", f"cat >> {log}")
+    t0 = time.monotonic()
+    go.touch()
+    return t0
+
+
 def run_in_tmux(argv: list[str], ready: str, seconds: float, env: dict[str, str]) -> dict:
     """Start argv in a 200x50 tmux pane, time its first frame, then its CPU over `seconds`.
 
-    The pane's shell waits for a go file, so pipe-pane is recording before the tool writes its
-    first byte; the first frame's bytes are those written until the frame is complete on screen
-    and the output has been quiet for 0.3 s.
+    The first frame's bytes are those written until the frame is complete on screen and the
+    output has been quiet for 0.3 s.
     """
-    _tmux("kill-server")
-    full_env = {**os.environ, **env, "TERM": "xterm-256color"}
     with tempfile.TemporaryDirectory(prefix="d2-bench-") as tmp:
-        go, log = Path(tmp) / "go", Path(tmp) / "pty.log"
-        cmd = f"while [ ! -e {go} ]; do sleep 0.01; done; exec {' '.join(argv)}"
-        _tmux("new-session", "-d", "-s", "b", "-x", "200", "-y", "50", cmd, env=full_env)
-        _tmux("pipe-pane", "-o", "-t", "b", f"cat >> {log}")
-        t0 = time.monotonic()
-        go.touch()
+        log = Path(tmp) / "pty.log"
+        t0 = _start_in_tmux(argv, env, Path(tmp))
         first_frame_s = _wait_for(ready, t0, argv[0])
         first_bytes = _quiet_size(log)
         pid = int(_tmux("display-message", "-p", "-t", "b", "#{pane_pid}").strip())
@@ -188,15 +197,9 @@ def first_frame_s(argv: list[str], env: dict[str, str], quiet_s: float = 0.3,
     """Seconds from the go signal until the tool's output goes quiet for ``quiet_s`` (the time
     of its last byte before that pause), in a fresh 200x50 tmux pane: what a person waits for
     before the screen stops changing."""
-    _tmux("kill-server")
-    full_env = {**os.environ, **env, "TERM": "xterm-256color"}
     with tempfile.TemporaryDirectory(prefix="d2-bench-") as tmp:
-        go, log = Path(tmp) / "go", Path(tmp) / "pty.log"
-        cmd = f"while [ ! -e {go} ]; do sleep 0.01; done; exec {' '.join(argv)}"
-        _tmux("new-session", "-d", "-s", "b", "-x", "200", "-y", "50", cmd, env=full_env)
-        _tmux("pipe-pane", "-o", "-t", "b", f"cat >> {log}")
-        t0 = time.monotonic()
-        go.touch()
+        log = Path(tmp) / "pty.log"
+        t0 = _start_in_tmux(argv, env, Path(tmp))
         size, last = 0, None
         while time.monotonic() - t0 < limit_s:
             now, grown = time.monotonic(), _size(log)
