@@ -182,9 +182,10 @@ class Sampler:
         """Tick on a monotonic schedule until stopped; the thread never dies of an error."""
         due = self._clock()
         if self._sampled_at is not None:
-            # A sample was taken just before start (the monitor's first frame): the thread's
-            # first tick comes one interval after it, so its rates span a whole interval.
-            due = self._sleep_past(self._sampled_at)
+            # A sample was taken before start (the monitor's first frame): the first tick comes
+            # one interval after the start (the app's mount, after that sample), so its rates
+            # span at least an interval and its paint lands clear of the first frame's.
+            due = self._sleep_past(due)
         while not self._stopping.is_set():
             snapshot = self.sample_once()
             try:
