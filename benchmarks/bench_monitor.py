@@ -109,9 +109,12 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+TMUX_SOCKET = f"ttbench-{os.getpid()}"  # this run's own server: kill-server ends no one else's
+
+
 def _tmux(*args: str, env: dict[str, str] | None = None) -> str:
     return subprocess.run(
-        ["tmux", "-L", "ttbench-d2", *args], capture_output=True, text=True, env=env, check=False
+        ["tmux", "-L", TMUX_SOCKET, *args], capture_output=True, text=True, env=env, check=False
     ).stdout
 
 
