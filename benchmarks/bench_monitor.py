@@ -12,6 +12,8 @@ absolute numbers on a noisy 2-core VM mean little.  Usage::
 
     python benchmarks/bench_monitor.py [--seconds 30] [--repeat 3] [--skip-baselines]
         [--states "no job,one 8-rank job,8 jobs x 8 ranks,24 finished"] [--glances PATH]
+    python benchmarks/bench_monitor.py --first-frames 5 [--glances PATH]
+    python benchmarks/bench_monitor.py --gpu-box PATH_TO_NVITOP [--seconds 30] [--repeat 3]
 
 ``--repeat`` runs everything that many times, interleaved, and reports medians (and each run).
 htop and glances run in the one-8-rank-job state, the one the targets compare against; one
@@ -46,6 +48,19 @@ from traintop.views.job_groups import ENDED_COLLAPSE_S  # noqa: E402
 
 SCENARIO = ROOT / "tests" / "fakenvml" / "scenarios" / "h100x8_throttle.txt"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+PACKAGE_DIRS = ("traintop", "cli", "collectors", "diagnosis", "exporter", "fleet", "store", "tui",
+                "views")  # fmt: skip
+
+
+def compile_tree(tree: Path = ROOT) -> None:
+    """Byte-compile the source tree, as ``pip install`` does: a user's first start reads .pyc
+    files, and an environment with PYTHONDONTWRITEBYTECODE would compile every module of an
+    editable checkout on every start (about a second on this VM), which no user pays."""
+    dirs = [str(tree / d) for d in PACKAGE_DIRS if (tree / d).is_dir()]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], check=True,
+                   env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
 
 
 def fake_nvml_env() -> dict[str, str]:
@@ -94,9 +109,12 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+TMUX_SOCKET = f"ttbench-{os.getpid()}"  # this run's own server: kill-server ends no one else's
+
+
 def _tmux(*args: str, env: dict[str, str] | None = None) -> str:
     return subprocess.run(
-        ["tmux", "-L", "ttbench-d2", *args], capture_output=True, text=True, env=env, check=False
+        ["tmux", "-L", TMUX_SOCKET, *args], capture_output=True, text=True, env=env, check=False
     ).stdout
 
 
@@ -113,22 +131,31 @@ def _size(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
+def _start_in_tmux(argv: list[str], env: dict[str, str], tmp: Path) -> float:
+    """``argv`` in a fresh 200x50 pane whose output goes to ``tmp/pty.log``; the go time.
+
+    The pane's shell waits for a go file, so pipe-pane is recording before the tool writes its
+    first byte."""
+    _tmux("kill-server")
+    full_env = {**os.environ, **env, "TERM": "xterm-256color"}
+    go, log = tmp / "go", tmp / "pty.log"
+    cmd = f"while [ ! -e {go} ]; do sleep 0.01; done; exec {' '.join(argv)}"
+    _tmux("new-session", "-d", "-s", "b", "-x", "200", "-y", "50", cmd, env=full_env)
+    _tmux("pipe-pane", "-o", "-t", "b", f"cat >> {log}")
+    t0 = time.monotonic()
+    go.touch()
+    return t0
+
+
 def run_in_tmux(argv: list[str], ready: str, seconds: float, env: dict[str, str]) -> dict:
     """Start argv in a 200x50 tmux pane, time its first frame, then its CPU over `seconds`.
 
-    The pane's shell waits for a go file, so pipe-pane is recording before the tool writes its
-    first byte; the first frame's bytes are those written until the frame is complete on screen
-    and the output has been quiet for 0.3 s.
+    The first frame's bytes are those written until the frame is complete on screen and the
+    output has been quiet for 0.3 s.
     """
-    _tmux("kill-server")
-    full_env = {**os.environ, **env, "TERM": "xterm-256color"}
     with tempfile.TemporaryDirectory(prefix="d2-bench-") as tmp:
-        go, log = Path(tmp) / "go", Path(tmp) / "pty.log"
-        cmd = f"while [ ! -e {go} ]; do sleep 0.01; done; exec {' '.join(argv)}"
-        _tmux("new-session", "-d", "-s", "b", "-x", "200", "-y", "50", cmd, env=full_env)
-        _tmux("pipe-pane", "-o", "-t", "b", f"cat >> {log}")
-        t0 = time.monotonic()
-        go.touch()
+        log = Path(tmp) / "pty.log"
+        t0 = _start_in_tmux(argv, env, Path(tmp))
         first_frame_s = _wait_for(ready, t0, argv[0])
         first_bytes = _quiet_size(log)
         pid = int(_tmux("display-message", "-p", "-t", "b", "#{pane_pid}").strip())
@@ -150,7 +177,7 @@ def run_in_tmux(argv: list[str], ready: str, seconds: float, env: dict[str, str]
 
 def _wait_for(ready: str, t0: float, name: str) -> float:
     while ready not in _tmux("capture-pane", "-p", "-t", "b"):
-        if time.monotonic() - t0 > 30:
+        if time.monotonic() - t0 > 60:
             raise RuntimeError(f"{name} never showed {ready!r}")
         time.sleep(0.005)
     return time.monotonic() - t0
@@ -166,6 +193,109 @@ def _quiet_size(log: Path, quiet_s: float = 0.3, limit_s: float = 3.0) -> int:
         size = now
         time.sleep(quiet_s)
     return _size(log)
+
+
+def first_frame_s(argv: list[str], env: dict[str, str], quiet_s: float = 0.3,
+                  limit_s: float = 10.0) -> float:
+    """Seconds from the go signal until the tool's output goes quiet for ``quiet_s`` (the time
+    of its last byte before that pause), in a fresh 200x50 tmux pane: what a person waits for
+    before the screen stops changing."""
+    with tempfile.TemporaryDirectory(prefix="d2-bench-") as tmp:
+        log = Path(tmp) / "pty.log"
+        t0 = _start_in_tmux(argv, env, Path(tmp))
+        size, last = 0, None
+        while time.monotonic() - t0 < limit_s:
+            now, grown = time.monotonic(), _size(log)
+            if grown != size:
+                size, last = grown, now
+            elif last is not None and now - last >= quiet_s:
+                break
+            time.sleep(0.002)
+        pid = _tmux("display-message", "-p", "-t", "b", "#{pane_pid}").strip()
+        _tmux("kill-server")
+        if pid.isdigit():
+            _wait_gone(int(pid))
+    if last is None:
+        raise RuntimeError(f"{argv[0]} wrote nothing in {limit_s:.0f} s")
+    return last - t0
+
+
+def first_frames(rounds: int, args: argparse.Namespace, env: dict[str, str]) -> None:
+    """Each tool's first frame ``rounds`` times, interleaved, beside htop (and glances): the
+    medians and the ratio to htop's, in one run (no job: what a person sees on opening it)."""
+    tools = tools_for(BASELINE_STATE, args)
+    times: dict[str, list[float]] = {tool: [] for tool in tools}
+    with tempfile.TemporaryDirectory(prefix="d2-bench-ring-") as tmp:
+        ring = os.path.join(tmp, "ring")
+        os.mkdir(ring, 0o700)
+        for _ in range(rounds):
+            for tool, (argv, _ready) in tools.items():
+                times[tool].append(first_frame_s(argv, {**env, "TRAINTOP_RING_DIR": ring}))
+    htop = statistics.median(times["htop"]) if times.get("htop") else None
+    print(f"\nfirst frame (until quiet 0.3 s, 200x50, median of {rounds}, interleaved):")
+    for tool, values in times.items():
+        median = statistics.median(values)
+        ratio = f"  {median / htop:.2f}x htop" if htop else ""
+        runs = ", ".join(f"{v:.3f}" for v in values)
+        print(f"  {tool:<9} {median:.3f} s{ratio}  ({runs})")
+    mine = statistics.median(times["traintop"])
+    print(f"first frame: {mine:.3f} s (<= 0.30) {'met' if mine <= 0.3 else 'NOT met'}"
+          + ("" if htop is None else f"; {mine / htop:.2f}x htop (<= 3) "
+             f"{'met' if mine <= 3 * htop else 'NOT met'}"))  # fmt: skip
+
+
+GPU_BOX = """# One H100; its one compute process is the benchmark's training rank
+devices 1
+0 preset h100
+0 set util.gpu 92
+0 set mem.used 47185920000
+0 set power 540000
+0 wave util.gpu 6 5
+0 wave power 40000 8
+0 proc {pid} 47185920000 C
+"""
+
+
+def gpu_box(rounds: int, seconds: float, interval: float, nvitop: str) -> None:
+    """traintop beside nvitop on a one-GPU box with one job on the card, at the same interval:
+    CPU, peak RSS, first frame and bytes to the terminal, interleaved ``rounds`` times; the
+    ratios to nvitop's and the targets (CPU <= 1.0x, bytes/s <= 2x, RSS <= 60 MB)."""
+    import psutil
+
+    traintop = f"{sys.executable} -m traintop.cli.main --interval {interval:g}"
+    tools = {"traintop": (traintop.split(), "H100"),
+             # stderr away: nvitop logs each NVML call the fake lacks over its screen, once
+             "nvitop": ([nvitop, "-m", "full", "--interval", f"{interval:g}", "2>/dev/null"],
+                        "H100")}  # fmt: skip
+    runs: dict[str, list[dict]] = {tool: [] for tool in tools}
+    with tempfile.TemporaryDirectory(prefix="d2-bench-ring-") as tmp:
+        ring = os.path.join(tmp, "ring")
+        os.mkdir(ring, 0o700)
+        (launcher,) = start_jobs(ring, 1, 1, 20.0, rounds * len(tools) * (seconds + 30) + 60)
+        try:
+            wait_for_segments(ring, 1)
+            (rank,) = psutil.Process(launcher.pid).children()
+            scenario = Path(tmp) / "gpu_box.txt"
+            scenario.write_text(GPU_BOX.format(pid=rank.pid))
+            env = {**fake_nvml_env(), "FAKE_NVML_SCENARIO": str(scenario),
+                   "TRAINTOP_RING_DIR": ring}  # fmt: skip
+            for _ in range(rounds):
+                for tool, (argv, ready) in tools.items():
+                    runs[tool].append(run_in_tmux(argv, ready, seconds, env))
+        finally:
+            leave_state([launcher])
+    rows = {("one GPU job", tool): _median_run(results) for tool, results in runs.items()}
+    print_table(rows)
+    mine, peer = rows[("one GPU job", "traintop")], rows[("one GPU job", "nvitop")]
+    for key, limit, name in (("cpu_pct", 1.0, "CPU"), ("kib_per_s", 2.0, "bytes/s")):
+        ratio = mine[key] / peer[key] if peer[key] else float("inf")
+        print(f"{name}: traintop {mine[key]:.2f}, nvitop {peer[key]:.2f}: {ratio:.2f}x "
+              f"(<= {limit:g}x) {'met' if ratio <= limit else 'NOT met'}")  # fmt: skip
+    rss = mine["peak_rss_mb"]
+    print(f"peak RSS: traintop {rss:.1f} MB (<= 60) {'met' if rss <= 60 else 'NOT met'}, "
+          f"nvitop {peer['peak_rss_mb']:.1f} MB")  # fmt: skip
+    print(f"interval {interval:g} s both; steady window {seconds:.0f} s x {rounds}; 200x50; "
+          "1 fake H100, its process a live rank")  # fmt: skip
 
 
 def _median_run(results: list[dict]) -> dict:
@@ -288,7 +418,22 @@ def main() -> int:
     parser.add_argument("--states", default=",".join(STATES))
     parser.add_argument("--glances", default=shutil.which("glances"))
     parser.add_argument("--tree", default=None, help="run traintop from this source tree")
+    parser.add_argument("--first-frames", type=int, metavar="N",
+                        help="only the first frame, N times each beside htop (and glances)")
+    parser.add_argument("--gpu-box", metavar="NVITOP",
+                        help="only traintop beside this nvitop, one GPU and one job on it")
+    parser.add_argument("--interval", type=float, default=2.0,
+                        help="--gpu-box: both tools' interval (nvitop's default: 2 s)")
     args = parser.parse_args()
+    compile_tree(Path(args.tree) if args.tree else ROOT)
+    if args.gpu_box:
+        print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+        gpu_box(args.repeat, args.seconds, args.interval, args.gpu_box)
+        return 0
+    if args.first_frames:
+        print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+        first_frames(args.first_frames, args, fake_nvml_env())
+        return 0
     states = [s.strip() for s in args.states.split(",") if s.strip()]
     unknown = [s for s in states if s not in STATES]
     if unknown:

@@ -148,34 +148,25 @@ def training_loop() -> None:
 def bench_hooks(directory: str, rounds: int = 9) -> None:
     """What ``traintop run``'s torch hooks add per step, in-process, on a tiny model.
 
-    The patched methods are swapped in and out between epochs (plain and hooked alternate), so
-    both see the same process, caches and load; the global optimizer hooks stay registered and
-    call straight through while the probe's ``_auto`` is off.
+    The hooks are taken out of torch and put back between epochs (``Hooks.off/on``: a real
+    unpatch), plain and hooked in ABBA order, so both see the same process, caches and load.
+    ``bench_budget.py`` splits the figure by hook; ``onoff.py`` is the same switch in blocks.
     """
     import torch
-    from torch.utils.data import dataloader
 
     from traintop import torch_hooks
 
     model, optimizer, loader = _tiny_job(torch)
-    patched = ((dataloader._BaseDataLoaderIter, "__next__"),
-               (dataloader.DataLoader, "__iter__"), (torch.Tensor, "backward"))  # fmt: skip
-    plain = [getattr(owner, name) for owner, name in patched]
-    probe = make_probe(directory)
-    torch_hooks.install(probe, torch)
-    _epoch(torch, model, optimizer, loader)  # the model search ends: its forward pre-hook is on
-    hooked = [getattr(owner, name) for owner, name in patched]
-    module_hooks = {False: type(model._forward_pre_hooks)(), True: model._forward_pre_hooks}
+    hooks = torch_hooks.install(make_probe(directory), torch)
+    _epoch(torch, model, optimizer, loader)  # the model search ends, the segment exists
     timings: dict[bool, list[float]] = {False: [], True: []}
     for i in range(2 * rounds):
         on = bool(i % 2) ^ bool(i // 2 % 2)  # ABBA
-        for (owner, name), method in zip(patched, hooked if on else plain, strict=True):
-            setattr(owner, name, method)
-        model._forward_pre_hooks = module_hooks[on]  # off: torch's fast path, as without us
-        probe._auto = on
+        hooks.on() if on else hooks.off()
         t0 = time.process_time()
         steps = _epoch(torch, model, optimizer, loader)
         timings[on].append((time.process_time() - t0) / steps * 1e6)
+    hooks.off()
     base, extra = statistics.median(timings[False]), statistics.median(timings[True])
     print(
         f"torch hooks, tiny model ({base:.0f} us/step CPU): +{extra - base:.1f} us per step"

@@ -8,8 +8,10 @@ each NVML field the monitor shows against nvidia-smi read at the same moment, ``
 query`` against nvidia-smi, temperature thresholds, PCIe throughput under copies, the time each
 NVML call takes; a bf16 transformer under ``traintop run`` (steps/s, step count, GPU time per
 step, phase split, the verdict, the GPU-process join) with the exporter, ``snapshot --json``
-and the monitor read while it runs; the probe's paired cost; a starved DataLoader, ``.item()``
-stalls and a full card; the NCCL flight recorder.  Each check passes, fails or is skipped with
+and the monitor read while it runs; a starved DataLoader, ``.item()``
+stalls and a full card; the NCCL flight recorder; the probe's cost, its hooks switched off and
+on in A B B A blocks inside one warm job (launch-bound and GPU-bound: ``--checks
+probe_onoff_launch`` runs one alone).  Each check passes, fails or is skipped with
 its reason; one failing never stops the others; the exit status is 0 only when none failed.
 ``--fake-nvml`` runs the same script on tests/fakenvml without a GPU (the CUDA parts skipped,
 the job a toy on the CPU): CI runs it so that the check is sound on the day a card is lent.
@@ -39,9 +41,10 @@ from gpucheck.nvml_checks import (
     query_vs_nvidia_smi,
     thresholds,
 )
+from gpucheck.onoff_check import probe_onoff
 from gpucheck.results import FAIL, Check, Result, run, skipped
 from gpucheck.surfaces import exporter, screenshot, snapshot_json
-from gpucheck.train_checks import compute_checks, data_job, memory_job, probe_cost, sync_job
+from gpucheck.train_checks import compute_checks, data_job, memory_job, sync_job
 
 BUDGET_S = 480.0  # the issue's 8 minutes on one GPU
 
@@ -98,7 +101,7 @@ def cuda_job(check_id: str, title: str, body: Callable[[Context], Result]):
 
 
 # (seconds a step needs at least, name, what it runs), in this order while time is left: the
-# cheap, broad checks first, the paired cost (four jobs) last
+# cheap, broad checks first, the probe's cost (many blocks of steps) last
 PLAN: tuple[tuple[float, str, Callable[[Context], list[Check]]], ...] = (
     (60, "nvml", nvml_steps),
     (90, "compute_job", lambda ctx: compute_checks(ctx, under_load(ctx))),
@@ -109,8 +112,11 @@ PLAN: tuple[tuple[float, str, Callable[[Context], list[Check]]], ...] = (
                               sync_job)),
     (45, "memory_job", cuda_job("memory_job", "most of the card's memory held: the memory "
                                 "finding", memory_job)),
-    (100, "probe_cost", cuda_job("probe_cost", "the probe's cost per step, paired with and "
-                                 "without traintop run", probe_cost)),
+    (150, "probe_onoff_launch", cuda_job("probe_onoff_launch", "the probe's cost on a "
+                                         "launch-bound GPT, hooks off/on in A B B A blocks",
+                                         probe_onoff("launch"))),
+    (150, "probe_onoff_gpu", cuda_job("probe_onoff_gpu", "the probe's cost on a GPU-bound "
+                                      "GPT, hooks off/on in A B B A blocks", probe_onoff("gpu"))),
 )  # fmt: skip
 
 
@@ -120,13 +126,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--budget-s", type=float, default=BUDGET_S, help="stop starting checks after")
     p.add_argument("--fake-nvml", action="store_true", help="run on tests/fakenvml (no GPU)")
     p.add_argument("--work", type=Path, help="folder for job logs and records (kept)")
+    p.add_argument("--checks", help="run only these plan steps (comma-separated names)")
     return p.parse_args(argv)
 
 
-def run_plan(ctx: Context, checks: list[Check], save: Callable[[], None]) -> None:
-    """Each step while time is left, the report saved after each: a run cut short by the
-    device's time limit still leaves every answer it reached."""
+def run_plan(ctx: Context, checks: list[Check], save: Callable[[], None],
+             only: set[str] | None = None) -> None:  # fmt: skip
+    """Each step (of ``only``, or all) while time is left, the report saved after each: a run
+    cut short by the device's time limit still leaves every answer it reached."""
     for need_s, name, step in PLAN:
+        if only is not None and name not in only:
+            continue
         if ctx.remaining() < need_s:
             left = f"no time left: {ctx.remaining():.0f} s of the budget, {need_s:g} s needed"
             checks.append(run(name, name, skipped, left))
@@ -153,7 +163,7 @@ def main(argv: list[str]) -> int:
         report.save(args.out, {**meta, "seconds": round(time.monotonic() - t0, 1)}, checks)
 
     try:
-        run_plan(ctx, checks, save)
+        run_plan(ctx, checks, save, set(args.checks.split(",")) if args.checks else None)
     finally:
         report.archive_logs(work, args.out / "job-logs.tar.gz")
         shutil.rmtree(ctx.ring_dir, ignore_errors=True)

@@ -29,7 +29,7 @@ def _run_monitor(interval_s: float, focus_job: int | None = None, on_exit=None) 
     collectors = monitor_collectors(jobs)
     jobs.focus_pid = focus_job  # attach mode: until the jobs table's cursor moves
     sampler = Sampler(collectors, interval_s=interval_s)
-    app = build_app(sampler, focus_job=focus_job, first=sampler.sample_once(), job_collector=jobs)
+    app = build_app(sampler, focus_job=focus_job, first=sampler.sample_first(), job_collector=jobs)
     try:
         with sigterm_as_interrupt():
             app.run()

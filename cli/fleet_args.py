@@ -11,12 +11,8 @@ from __future__ import annotations
 import argparse
 
 from traintop.cli.arg_types import interval, seconds
-from traintop.exporter.listen import (
-    DEFAULT_HOST,
-    DEFAULT_KEEP_ENDED_S,
-    DEFAULT_PORT,
-    parse_listen,
-)
+from traintop.exporter.defaults import DEFAULT_KEEP_ENDED_S
+from traintop.exporter.listen import DEFAULT_HOST, DEFAULT_PORT, parse_listen
 
 EXPORTER_INTERVAL_S = 5.0
 FLEET_INTERVAL_S = 5.0

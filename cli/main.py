@@ -31,12 +31,21 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+class VersionAction(argparse.Action):
+    """``--version``, its number looked up only when asked (``package_version``)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        print(f"traintop {package_version()}")  # stdout, as argparse's own version action
+        parser.exit()
+
+
 def build_parser() -> OneLineParser:
     """The whole CLI contract in one place; `run` and `query` parse their own tails."""
     parser = OneLineParser(
         prog="traintop", description="htop for training: why is my training slow?"
     )
-    parser.add_argument("--version", action="version", version=f"traintop {package_version()}")
+    parser.add_argument("--version", action=VersionAction, nargs=0,
+                        help="show program's version number and exit")  # fmt: skip
     parser.add_argument(
         "--interval", "-i", type=interval, default=1.0, help="seconds between samples (1)"
     )

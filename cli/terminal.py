@@ -37,7 +37,9 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 def package_version() -> str:
     """The installed distribution's version; a source tree that was never installed has none.
-    (importlib.metadata, 0.1 s to import, is loaded only by the commands that print this.)"""
+
+    ``importlib.metadata`` is imported here: it scans the installed distributions, which the
+    monitor's first frame should not wait for (``--version`` and the exporter ask)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -171,13 +171,22 @@ class Sampler:
             self._sampled_at = self._clock()
             return self._build()
 
+    def sample_first(self) -> Snapshot:
+        """The monitor's first frame: the machine and its jobs without the process scan (every
+        ``/proc/PID``: the slowest collector at start-up), which the thread's first tick
+        brings one interval later, when a process's CPU share can first be told anyway."""
+        with self._tick_lock:
+            self._sampled_at = self._clock()
+            return self._build(scan_processes=False)
+
     def _run(self, on_snapshot: Callable[[Snapshot], None]) -> None:
         """Tick on a monotonic schedule until stopped; the thread never dies of an error."""
         due = self._clock()
         if self._sampled_at is not None:
-            # A sample was taken just before start (the monitor's first frame): the thread's
-            # first tick comes one interval after it, so its rates span a whole interval.
-            due = self._sleep_past(self._sampled_at)
+            # A sample was taken before start (the monitor's first frame): the first tick comes
+            # one interval after the start (the app's mount, after that sample), so its rates
+            # span at least an interval and its paint lands clear of the first frame's.
+            due = self._sleep_past(due)
         while not self._stopping.is_set():
             snapshot = self.sample_once()
             try:
@@ -202,7 +211,7 @@ class Sampler:
                 return due
         return scheduled
 
-    def _build(self) -> Snapshot:
+    def _build(self, scan_processes: bool = True) -> Snapshot:
         """Call every collector (GPU first: processes need per-pid GPU memory; processes before
         jobs: the job collector takes DataLoader workers from this tick's process scan)."""
         c = self._collectors
@@ -214,7 +223,11 @@ class Sampler:
             errors,
         )
         gpu_mem = gpu_memory_by_pid(gpus)
-        processes = self._call("processes", lambda: c.processes.collect(gpu_mem), (), errors)
+        processes = (
+            self._call("processes", lambda: c.processes.collect(gpu_mem), (), errors)
+            if scan_processes
+            else ()
+        )
         processes = with_process_sm(processes, gpus)  # nvitop's %SM per GPU-holding process
         jobs = self._call("jobs", c.jobs.collect, (), errors) if c.jobs is not None else ()
         jobs = with_gpu_truth(jobs, gpus)  # the card's busy share: needs this tick's GPUs and jobs

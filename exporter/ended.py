@@ -19,8 +19,8 @@ from typing import Generic, TypeVar
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
 from traintop.diagnosis.api import Verdict
 from traintop.diagnosis.model import LIVE_STATES
+from traintop.exporter.defaults import DEFAULT_KEEP_ENDED_S
 from traintop.exporter.job_families import rank_labels
-from traintop.exporter.listen import DEFAULT_KEEP_ENDED_S
 from traintop.exporter.published import ExportedVerdict, ServedRanks
 
 T = TypeVar("T")

@@ -14,9 +14,6 @@ from dataclasses import dataclass
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 19400
-# --keep-ended (traintop.exporter.ended) is defined here, beside the other command-line defaults:
-# parsing any `traintop` command line then loads no exporter (0.19 s of every command's start)
-DEFAULT_KEEP_ENDED_S = 900.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ PASSING = {
 }  # fmt: skip
 NEED_CUDA = {
     "train_gpu_time", "train_busy_truth", "train_verdict", "gpu_process_join", "data_job",
-    "sync_job", "memory_job", "probe_cost",
+    "sync_job", "memory_job", "probe_onoff_launch", "probe_onoff_gpu",
 }  # fmt: skip
 
 

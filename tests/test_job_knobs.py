@@ -20,6 +20,7 @@ from traintop.job_knobs import (
     tf32_flags,
 )
 from traintop.module_samples import _HooksWithout, hook_privately
+from traintop.patches import Patches
 
 
 def conv_net() -> torch.nn.Module:
@@ -71,15 +72,21 @@ def test_loaders_and_optimizers_as_built() -> None:
     assert optimizer_facts(torch.optim.AdamW(params, fused=True))["fused"] is True
 
 
-def test_loaders_register_and_the_iterated_ones_are_listed_latest_first(monkeypatch) -> None:
-    for owner, name in (
-        (DataLoader, "__init__"),
-        (DataLoader, "_get_iterator"),
-        (torch.optim.Optimizer, "__init__"),
-    ):
-        monkeypatch.setattr(owner, name, getattr(owner, name))  # put back after the test
+def test_loaders_register_and_the_iterated_ones_are_listed_latest_first() -> None:
+    sites = ((DataLoader, "__init__"), (DataLoader, "_get_iterator"),
+             (torch.optim.Optimizer, "__init__"))  # fmt: skip
+    originals = [getattr(owner, name) for owner, name in sites]
+    patches = Patches()
     knobs = KnobWatch(torch)
-    knobs.install()
+    knobs.install(patches)
+    try:
+        _registered_and_listed(knobs)
+    finally:
+        patches.off()  # the cost harness's "off": torch as it was
+    assert [getattr(owner, name) for owner, name in sites] == originals
+
+
+def _registered_and_listed(knobs: KnobWatch) -> None:
     data = TensorDataset(torch.randn(8, 2))
     train, val, unused = (DataLoader(data, batch_size=b) for b in (4, 8, 2))
     next(iter(val))

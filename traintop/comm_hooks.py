@@ -43,16 +43,18 @@ import inspect
 import sys
 import threading
 from collections.abc import Callable
+from threading import get_ident
 from time import monotonic_ns
 from types import FrameType, ModuleType
 from typing import Any
 
 from traintop.ledger import NOT_WRITTEN, GroupInfo, Ledger, group_info
-from traintop.phase_context import PhaseContext
+from traintop.phase_context import OTHER
 from traintop.probe import Probe
 from traintop.ring_format import BACKWARD_GROUP, DTYPES, LEDGER_GROUP, OPS
 
 COMM_PHASE = "comm"
+COLLECTIVE_HOOK = "collectives"  # the patches' kind (traintop.patches)
 """The phase name the Training panel and the network rule read as waiting on peers."""
 
 COLLECTIVES = (
@@ -142,34 +144,65 @@ class CollectiveBooker:
         self._probe = probe
         self._compiling = compiling
         self._thread = threading.get_ident()  # the thread that imports torch runs the loop
-        self._context: PhaseContext | None = None
+        self._index: int | None = None  # the "comm" slot, made at the first booked call
         self.ledger: Ledger = probe._ledger
 
-    def watched(self) -> bool:
-        """Whether this call is the training loop's own: neither traced nor on another thread."""
-        # compiling first: under dynamo it folds to True, nothing traced
-        return not self._compiling() and threading.get_ident() == self._thread and self._probe._on
-
-    def context(self) -> PhaseContext | None:
-        """The "comm" phase block, or None where the script times its own phases."""
+    def enter(self, now: int) -> int:
+        """Open "comm" at ``now`` (the probe's clock): ``PhaseContext.__enter__`` without its
+        stack; the phase it pauses is returned, for ``leave``, so collectives calling
+        collectives nest."""
         probe = self._probe
-        if not probe._auto:
-            return None
-        if self._context is None:
-            self._context = PhaseContext(probe, probe._slot(COMM_PHASE))
-        return self._context
+        if self._index is None:
+            self._index = probe._slot(COMM_PHASE)
+        try:
+            resumed = probe._open
+            if resumed >= 0:
+                probe._acc[resumed] += now - probe._open_t
+            else:  # the first boundary since the probe was made (traintop.probe)
+                probe._t_start = now
+                resumed = OTHER
+            index = probe._open = self._index
+            probe._open_t = now
+            probe._live[0] = (now | 15) - (15 - index)
+        except Exception as exc:
+            probe._fail(exc)
+            return NO_COMM
+        return resumed
+
+    def leave(self, resumed: int, now: int) -> None:
+        """The collective returned at ``now``: close what is open, resume the phase it paused."""
+        probe = self._probe
+        try:
+            if probe._open >= 0:
+                probe._acc[probe._open] += now - probe._open_t
+            probe._open = resumed
+            probe._open_t = now
+            probe._live[0] = (now | 15) - (15 - resumed)
+        except Exception as exc:
+            probe._fail(exc)
 
 
-def install(probe: Probe, torch: ModuleType) -> None:
-    """Wrap ``Tensor.backward`` (already timed by ``torch_hooks``) to arm the booker, and the
-    blocking collectives.  Torch built without distributed has no peers: nothing is patched."""
+NO_COMM = -2  # ``enter`` opened nothing (the script times its own phases, or a failure)
+
+
+def install(probe: Probe, torch: ModuleType) -> WaitBooker | None:
+    """Wrap the blocking collectives; the booker of the end-of-backward wait, which
+    ``torch_hooks``' timed backward arms (None: torch built without distributed, no peers)."""
     dist = torch.distributed
     if not dist.is_available():
-        return
+        return None
     engine = torch.autograd.Variable._execution_engine
     booker = WaitBooker(probe, engine.queue_callback, dist.is_initialized)
-    torch.Tensor.backward = _armed_backward(booker, torch.Tensor.backward)
     install_collectives(probe, torch)
+    return booker
+
+
+def world_of(torch: ModuleType) -> Any:
+    """The object whose ``_default_pg`` is the default process group, for a check that costs
+    an attribute read on every ``backward()`` (``dist.is_initialized`` costs a few calls);
+    None where this torch keeps it elsewhere (then ask the booker)."""
+    world = getattr(getattr(torch.distributed, "distributed_c10d", None), "_world", None)
+    return world if hasattr(world, "_default_pg") else None
 
 
 def install_collectives(probe: Probe, torch: ModuleType) -> None:
@@ -187,7 +220,7 @@ def install_collectives(probe: Probe, torch: ModuleType) -> None:
     for name, function in wrapped.items():
         for module in (dist, home):
             if getattr(module, name, None) is function.__wrapped__:
-                setattr(module, name, function)
+                probe._patches.swap(COLLECTIVE_HOOK, module, name, function)
 
 
 def _group_describer(ledger: Ledger, torch: ModuleType) -> Callable[[Any], GroupInfo]:
@@ -253,32 +286,40 @@ def _booked_collective(booker: CollectiveBooker, original: Callable[..., Any]) -
     group_at, _ = _param(params, "group")
     ledger = booker.ledger
 
+    probe, thread, compiling = booker._probe, booker._thread, booker._compiling
+    clock = probe._clock
+    shared = clock is ledger._clock  # one clock read serves the phase and the ledger
+
     @functools.wraps(original)
     def collective(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("async_op") or (position is not None and len(args) > position
                                       and args[position]):  # fmt: skip
             return original(*args, **kwargs)
-        if not booker.watched():
+        # the training loop's own call, not traced (compiling first: under dynamo it folds to
+        # True, nothing traced) nor on another thread
+        if compiling() or get_ident() != thread or not probe._on:
             return original(*args, **kwargs)
         n = len(args)
         group = args[group_at] if n > group_at else kwargs.get("group")
         tensor = args[tensor_at] if n > tensor_at else kwargs.get(tensor_name)
         if listed:
             tensor = tensor[0] if tensor else None
-        word = ledger.collective(group, op, tensor, sys._getframe(1))
-        context = booker.context()
+        now = clock()
+        word = ledger.collective(group, op, tensor, sys._getframe(1), now if shared else 0)
+        resumed = booker.enter(now) if probe._auto else NO_COMM
         try:
-            if context is None:
-                result = original(*args, **kwargs)
-            else:
-                with context:
-                    result = original(*args, **kwargs)
+            result = original(*args, **kwargs)
         except BaseException:
             ledger.exit(word, True)
+            if resumed != NO_COMM:
+                booker.leave(resumed, clock())
             raise
+        end = clock()
+        if resumed != NO_COMM:
+            booker.leave(resumed, end)
         if word >= 0:  # Ledger.exit inlined: on this path the call costs as much as the store
             try:
-                ledger._q[word] = monotonic_ns() & -2
+                ledger._q[word] = (end if shared else monotonic_ns()) & -2
             except Exception:  # released (closed, forked): Ledger.exit would do the same
                 ledger.forget()
         return result
@@ -294,6 +335,8 @@ def _param(params: list[str], name: str | None) -> tuple[int, str]:
 
 
 def _armed_backward(booker: WaitBooker, original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` (torch_hooks' timed backward) with the end-of-backward wait booked."""
+
     @functools.wraps(original)
     def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
         handle = booker.arm(self)

@@ -34,7 +34,7 @@ def install(probe: Probe, torch: ModuleType) -> None:
     wrapped = _hooked(probe, dist, original)
     for module in homes:
         if getattr(module, "init_process_group", None) is original:
-            module.init_process_group = wrapped
+            probe._patches.swap("init", module, "init_process_group", wrapped)
 
 
 def _hooked(probe: Probe, dist: ModuleType, original: Callable[..., Any]) -> Callable[..., Any]:

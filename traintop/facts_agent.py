@@ -251,7 +251,7 @@ def install(probe: Any, torch: ModuleType, finder: Any = None) -> FactsAgent | N
         return None
     knobs: KnobWatch | None = KnobWatch(torch, finder)
     try:
-        knobs.install()  # type: ignore[union-attr]
+        knobs.install(probe._patches)
     except Exception as exc:
         print(f"traintop: job facts from loaders and optimizers disabled ({exc})", file=sys.stderr)
         knobs = None

@@ -32,9 +32,11 @@ from types import ModuleType
 from typing import Any
 
 from traintop.module_samples import _HooksWithout
+from traintop.patches import Patches
 
 MAX_LISTED = 8  # loaders and optimizers listed at most
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+KIND = "facts"  # the hook site of the constructor wrappers in ``Patches``
 
 
 class KnobWatch:
@@ -52,14 +54,18 @@ class KnobWatch:
         self._scanned: dict[int, tuple[bool, bool | None]] = {}  # id(model): conv, chl. last
         self._last: dict[str, list[dict[str, Any]]] = {"optimizers": [], "loaders": []}
 
-    def install(self) -> None:
-        """Wrap the constructors; raises (patching nothing) when torch lacks one."""
+    def install(self, patches: Patches) -> None:
+        """Wrap the constructors through ``patches`` (so the cost harness's "off" takes them
+        out too); raises (patching nothing) when torch lacks one."""
         loader_class = self._torch.utils.data.DataLoader
         optimizer_class = self._torch.optim.Optimizer
         originals = (loader_class.__init__, loader_class._get_iterator, optimizer_class.__init__)
-        loader_class.__init__ = self._registering(originals[0], self._add_loader)
-        loader_class._get_iterator = self._iterating(originals[1])
-        optimizer_class.__init__ = self._registering(originals[2], self._add_optimizer)
+        wrapped = (self._registering(originals[0], self._add_loader),
+                   self._iterating(originals[1]),
+                   self._registering(originals[2], self._add_optimizer))  # fmt: skip
+        patches.swap(KIND, loader_class, "__init__", wrapped[0])
+        patches.swap(KIND, loader_class, "_get_iterator", wrapped[1])
+        patches.swap(KIND, optimizer_class, "__init__", wrapped[2])
 
     @staticmethod
     def _registering(init: Callable[..., None], add: Callable[[Any], None]) -> Callable:

@@ -50,6 +50,7 @@ NOT_WRITTEN = -1  # what ``collective`` returns when nothing was written (``exit
 # A group as entries store it: its LEDGER_GROUP bytes (size, timeout, name), packed once, and
 # its sequence counter ([the last number given]): a list item costs less than a dict's.
 GroupInfo = tuple[bytes, list[int]]
+Site = tuple[Any, bytes, dict[int, int]]  # a calling function: its code, its text, its lines
 
 
 def group_info(name: str, size: int, timeout_ms: int) -> GroupInfo:
@@ -85,9 +86,10 @@ class Ledger:
         # dtype -> code; without a describer nothing is recorded.
         self.describe: Callable[[Any], GroupInfo] | None = None
         self.dtypes: dict[Any, int] = {}
-        # id(code object) -> (the code object, b"train.py:step"): a code object hashes its whole
-        # body (1.4 µs); its id costs nothing, and the object kept beside it rules out reuse.
-        self._sites: dict[int, tuple[Any, bytes]] = {}
+        # id(code object) -> (the code object, b"train.py:step", {f_lasti: line}): a code object
+        # hashes its whole body (1.4 µs); its id costs nothing, and the object kept beside it
+        # rules out reuse.
+        self._sites: dict[int, Site] = {}
         self._scratch()
 
     def _scratch(self) -> None:
@@ -101,11 +103,11 @@ class Ledger:
         """Entries written so far."""
         return self._n
 
-    def collective(self, group: Any, op: int, tensor: Any, caller: FrameType) -> int:
-        """Publish "inside ``op`` of ``group`` since now", called from ``caller``; the word to
-        hand to ``exit``.  ``group`` is a process group (None: the default one) or a key the
-        caller put in ``groups``; ``tensor`` a tensor, or anything else (no shape).  The hot
-        path, in one Python call (a call costs 70 ns here)."""
+    def collective(self, group: Any, op: int, tensor: Any, caller: FrameType, now: int = 0) -> int:
+        """Publish "inside ``op`` of ``group`` since ``now`` (0: read the clock)", called from
+        ``caller``; the word to hand to ``exit``.  ``group`` is a process group (None: the
+        default one) or a key the caller put in ``groups``; ``tensor`` a tensor, or anything
+        else (no shape).  The hot path, in one Python call (a call costs 70 ns here)."""
         describe = self.describe
         if describe is None:
             return NOT_WRITTEN
@@ -117,6 +119,9 @@ class Ledger:
         site = self._sites.get(id(code))
         if site is None or site[0] is not code:
             site = self._site(code)
+        line = site[2].get(caller.f_lasti)  # f_lineno decodes the line table: 4x the lookup
+        if line is None:
+            line = site[2][caller.f_lasti] = caller.f_lineno
         try:  # tuple(): star-unpacking a torch.Size costs 400 ns, a tuple 40
             shape, dtype = tuple(tensor.shape), self.dtypes.get(tensor.dtype, 0)
             ndim = len(shape)
@@ -127,8 +132,8 @@ class Ledger:
         n, counter = self._n, info[1]
         offset, seq = _OFFSETS[n % LEDGER_ENTRIES], counter[0] + 1
         try:
-            _PACKS[len(shape)](self._page, offset, n + 1, seq, self._clock(), 0, op, dtype, ndim,
-                               0, caller.f_lineno, *shape, info[0], site[1], n + 1)  # fmt: skip
+            _PACKS[len(shape)](self._page, offset, n + 1, seq, now or self._clock(), 0, op, dtype,
+                               ndim, 0, line, *shape, info[0], site[1], n + 1)  # fmt: skip
         except Exception:  # a dim past u32: clamped once more, else nothing written
             if not self._clamped(offset, n, seq, op, dtype, shape, info[0], site[1], caller):
                 return NOT_WRITTEN
@@ -139,9 +144,9 @@ class Ledger:
             self._scratch()
         return (offset + LEDGER_EXIT_FIELD) >> 3
 
-    def _site(self, code: Any) -> tuple[Any, bytes]:
+    def _site(self, code: Any) -> Site:
         text = f"{os.path.basename(code.co_filename)}:{code.co_name}"
-        site = self._sites[id(code)] = (code, fixed_text(text, SITE_SIZE + 1))
+        site = self._sites[id(code)] = (code, fixed_text(text, SITE_SIZE + 1), {})
         return site
 
     def _clamped(self, offset: int, n: int, seq: int, op: int, dtype: int, shape: tuple,

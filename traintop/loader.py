@@ -116,6 +116,14 @@ def infer_batch_size(batch: Any, depth: int = 0) -> int | None:
     """
     kind = type(batch)
     if kind is tuple or kind is list:
+        shape = getattr(batch[0], "shape", None) if batch else None
+        if shape is not None:  # the common (inputs, targets): its first item's rows, no call
+            try:
+                size = int(shape[0]) if len(shape) else -1
+            except (TypeError, ValueError, IndexError):
+                size = -1
+            if size >= 0:
+                return size
         return _first_size(batch, depth)
     if kind in _NOT_BATCHES:
         return None

@@ -6,7 +6,11 @@ modules called at nesting depth 0 while autograd records (an evaluation pass und
 is not the training forward; a GAN has two).  At the first ``backward()`` (or the first step,
 or after 64 such calls with neither) the wrapper is removed, and a forward pre-hook on each of
 those modules alone, a call or two per step, reports the rows of its first input from then on;
-each call also marks the start of the forward phase.
+each call also marks the start of the forward phase.  Even that hook moves the model's call onto
+torch's slow path (a few µs a step), so it goes again once it tells nothing the other landmarks
+do not: after ``step_boundary.MODEL_HOOK_STEPS`` steps in a row in which the DataLoader counted
+the samples, forward had begun at the batch's arrival, and an optimizer ended the step (most
+loops); loops without a DataLoader or an optimizer, and GANs, keep it.
 
 The hook must not leak into the user's files: ``torch.save(model)`` and ``copy.deepcopy`` pickle
 a module's hook dicts, and a hook of ours there would make them fail (or need traintop to load).
@@ -31,6 +35,7 @@ _MAX_DEPTH = 3
 _MAX_SEARCH_CALLS = 64  # Module.__call__ is unwrapped after this many, backward() or not
 _MAX_MODELS = 8  # outermost modules hooked: a model, a GAN's two, a loss module or so
 _CONTAINERS = (tuple, list, type({}.values()))
+MODEL_HOOK = "model"  # the patches' kind (traintop.patches)
 
 
 class ModelFinder:
@@ -63,7 +68,18 @@ class ModelFinder:
         self._boundary.on_close = nothing
         self._class.__call__ = self._original
         for model in self._found:
-            hook_privately(model, self._pre_hook)
+            self._probe._patches.hook(MODEL_HOOK, functools.partial(hook_privately, model),
+                                      self._pre_hook)  # fmt: skip
+        self.offer_unhook()
+
+    def offer_unhook(self) -> None:
+        """Let the boundary take the model's hook out once it tells nothing new."""
+        if self._found:
+            self._boundary.drop_model_hook = self._unhook
+
+    def _unhook(self) -> None:
+        """The loop's other landmarks tell all the hook did: give the model torch's fast path."""
+        self._probe._patches.off(frozenset({MODEL_HOOK}))
 
     def _searching_call(self) -> Callable[..., Any]:
         original = self._original
@@ -117,14 +133,17 @@ class _HooksWithout(OrderedDict):
         return OrderedDict, ([(k, v) for k, v in self.items() if k not in self.ours],)
 
 
-def hook_privately(model: Any, hook: Callable[..., None]) -> None:
-    """``register_forward_pre_hook(hook, with_kwargs=True)``, invisible to pickling."""
+def hook_privately(model: Any, hook: Callable[..., None]) -> Any:
+    """``register_forward_pre_hook(hook, with_kwargs=True)``, invisible to pickling; its handle."""
     pre, with_kwargs = model._forward_pre_hooks, model._forward_pre_hooks_with_kwargs
-    model._forward_pre_hooks = pre = _HooksWithout(pre)
-    model._forward_pre_hooks_with_kwargs = with_kwargs = _HooksWithout(with_kwargs)
+    if not isinstance(pre, _HooksWithout):
+        model._forward_pre_hooks = pre = _HooksWithout(pre)
+    if not isinstance(with_kwargs, _HooksWithout):
+        model._forward_pre_hooks_with_kwargs = with_kwargs = _HooksWithout(with_kwargs)
     handle = model.register_forward_pre_hook(hook, with_kwargs=True)
     pre.ours.add(handle.id)
     with_kwargs.ours.add(handle.id)
+    return handle
 
 
 def sequence_first(model: Any) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 
 from traintop.ledger import Ledger
 from traintop.loader import TimedLoader
+from traintop.patches import Patches
 from traintop.phase_context import NO_PHASE, NULL_CONTEXT, NullContext, PhaseContext
 from traintop.probe_writer import NO_LIVE, LiveSink, StepExtras, Writer, WriterFactory, live_sink
 
@@ -70,6 +71,7 @@ class Probe:
         self._on = True
         self._auto = False  # set by the zero-code hooks; explicit API calls clear it
         self._ledger = Ledger()  # the collectives this process enters (traintop.comm_hooks)
+        self._patches = Patches()  # what the zero-code hooks changed in torch, to switch off
         self._thread = threading.get_ident()  # the training loop's thread: the one that made us
         # Called with the writer once the segment exists (``traintop.attach`` starts the stack
         # helper there); its failures are its own.
@@ -145,6 +147,10 @@ class Probe:
         the record is the accumulators as they are; fresh ones start the next step.
         """
         self._auto = False
+        self._record(samples, tokens)
+
+    def _record(self, samples: int | None = None, tokens: int = 0) -> None:
+        """``step()`` for the zero-code hooks, which stay on (``traintop.step_boundary``)."""
         if not self._on:
             return
         try:
@@ -269,6 +275,21 @@ class Probe:
         except Exception as exc:
             self._fail(exc)
 
+    def _batch_in(self, samples: int) -> None:
+        """The batch arrived (zero-code): close the data phase, count its samples, and open
+        forward: the loop computes on the batch from here (``_wait_end`` + ``_switch``)."""
+        if not self._on:
+            return
+        try:
+            now = self._clock()
+            self._acc[self._open] += now - self._open_t
+            self._open = FORWARD
+            self._open_t = now
+            self._live[0] = (now | 15) - (15 - FORWARD)
+            self._samples += samples
+        except Exception as exc:
+            self._fail(exc)
+
     def _cut(self) -> tuple[int, list[int], int] | None:
         """End the step's accounting now without writing it: (start ns, phase ns, samples).
 
@@ -321,6 +342,13 @@ class Probe:
         if self._on_segment is not None:
             self._on_segment(writer)
         return writer
+
+    def _restart(self) -> None:
+        """Drop the step in progress: the next landmark starts a new one (hooks switched on
+        again, ``traintop.torch_hooks.Hooks``)."""
+        self._acc = self._zeros.copy()
+        self._open, self._open_t, self._t_start, self._samples = NO_PHASE, 0, 0, 0
+        self._stack.clear()
 
     def _fail(self, exc: BaseException) -> None:
         """Turn the probe off after its first failure, with one line on stderr.

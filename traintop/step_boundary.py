@@ -37,6 +37,7 @@ from traintop.probe import FORWARD, NO_PHASE, OPTIMIZER, OTHER, Probe
 _BETWEEN_PHASES = (OTHER, NO_PHASE)
 CONFIRM_S = 2.0  # how long a loop must go without an optimizer step to be stepped without one
 _MAX_CUTS = 1024  # provisional steps kept at most (a fast loop confirms by count first)
+MODEL_HOOK_STEPS = 16  # steps in a row the model's hook must add nothing before it goes
 
 
 class StepBoundary:
@@ -60,6 +61,10 @@ class StepBoundary:
         self.on_close: Callable[[], None] = nothing  # the model search ends at the first step
         self._cuts: list[tuple[tuple[int, list[int], int], int]] = []  # provisional: cut, rows
         self._confirmed = False  # the loop has no optimizer: fallback boundaries are final
+        # Set by traintop.module_samples once the model is hooked: takes the hook out again
+        self.drop_model_hook: Callable[[], None] | None = None
+        self._model_told = False  # the model's hook opened forward this step
+        self._quiet_model_steps = 0
 
     def optimizer_pre(self, optimizer: Any) -> None:
         """An optimizer is about to update: the leader coming round again ends the iteration."""
@@ -77,13 +82,15 @@ class StepBoundary:
         self._probe._switch(OPTIMIZER)
 
     def optimizer_post(self, optimizer: Any) -> None:
-        """The update is done: the step closes here if this optimizer ends the iteration."""
+        """The update is done: the step closes here if this optimizer ends the iteration (the
+        record closes the optimizer phase; readers see "other" from the record's end)."""
         self._in_optimizer = self._count_next = False
-        self._probe._switch(NO_PHASE)
         self._last = id(optimizer)
         self._pending = True
         if self._last == self._closer and not self._closed_in_pre:
             self.close()
+        else:
+            self._probe._switch(NO_PHASE)
 
     def batch_wanted(self) -> None:
         """The loop asks its DataLoader for a batch: a boundary only for loops with no optimizer."""
@@ -112,12 +119,35 @@ class StepBoundary:
             self._count_next = False
         if self._probe._open in _BETWEEN_PHASES:
             self._probe._switch(FORWARD)
+            self._model_told = True
 
     def close(self) -> None:
         """Write the step: loader samples when there were any, else the model's."""
         probe = self._probe
-        probe.step(None if probe._samples or not self._module_samples else self._module_samples)
-        probe._auto = True  # step() is also the explicit API, which turns the hooks off
+        if self.drop_model_hook is not None:
+            self._judge_model_hook()
+        probe._record(None if probe._samples or not self._module_samples else self._module_samples)
+        self._next_step()
+
+    def _judge_model_hook(self) -> None:
+        """Count the steps in a row where the model's hook told nothing the other landmarks did
+        not (the loader counted the samples, forward had begun at the batch, an optimizer ends
+        the step); after ``MODEL_HOOK_STEPS`` it goes, and the model's calls take torch's fast
+        path again."""
+        told, self._model_told = self._model_told, False
+        if told or not (self._probe._samples and self.optimizers and self.loader):
+            self._quiet_model_steps = 0
+            return
+        self._quiet_model_steps += 1
+        if self._quiet_model_steps >= MODEL_HOOK_STEPS:
+            drop, self.drop_model_hook = self.drop_model_hook, None
+            drop()  # type: ignore[misc]
+
+    def restart(self) -> None:
+        """Forget the iteration in progress (the hooks were off for a while)."""
+        self._in_optimizer = self._model_told = False
+        self._quiet_model_steps = 0
+        self._cuts.clear()
         self._next_step()
 
     def _next_step(self) -> None:

@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import Any
 
 from traintop import comm_hooks, dist_hooks, facts_agent
-from traintop.loader import batch_samples
+from traintop.loader import infer_batch_size
 from traintop.module_samples import ModelFinder
 from traintop.probe import BACKWARD, FORWARD, NO_PHASE, OPTIMIZER, Probe, Writer
 from traintop.step_boundary import StepBoundary
@@ -47,7 +47,7 @@ class _SilentWriter:
     def close(self) -> None: ...
 
 
-def install(probe: Probe, torch: ModuleType) -> None:
+def install(probe: Probe, torch: ModuleType) -> Hooks:
     """Patch ``torch`` for ``probe``; raises (having patched nothing) if an API is missing."""
     data = importlib.import_module(f"{torch.__name__}.utils.data")
     iterator_class = importlib.import_module(f"{data.__name__}.dataloader")._BaseDataLoaderIter
@@ -57,19 +57,52 @@ def install(probe: Probe, torch: ModuleType) -> None:
     register_pre = optimizer_module.register_optimizer_step_pre_hook
     register_post = optimizer_module.register_optimizer_step_post_hook
     originals = (iterator_class.__next__, loader_class.__iter__, tensor_class.backward)
+    patches = probe._patches
     boundary = StepBoundary(probe)
     finder = ModelFinder(probe, boundary, torch.nn.Module, torch.is_grad_enabled)
     dist_hooks.install(probe, torch)
     probe._writer_factory = _outside_workers(probe, data.get_worker_info)
-    iterator_class.__next__ = _timed_next(probe, boundary, originals[0])
-    loader_class.__iter__ = _timed_iter(probe, originals[1])
-    tensor_class.backward = _timed_backward(probe, boundary, finder, originals[2])
-    comm_hooks.install(probe, torch)  # outside the timed backward: books the wait on peers
-    register_pre(_optimizer_pre_hook(probe, boundary))
-    register_post(_optimizer_post_hook(probe, boundary))
+    patches.swap(LOADER, iterator_class, "__next__", _timed_next(probe, boundary, originals[0]))
+    patches.swap(LOADER, loader_class, "__iter__", _timed_iter(probe, originals[1]))
+    booker = comm_hooks.install(probe, torch)
+    patches.swap(BACKWARD_HOOK, tensor_class, "backward",
+                 _timed_backward(probe, boundary, finder, originals[2], booker,
+                                 comm_hooks.world_of(torch)))  # fmt: skip
+    patches.hook(OPTIMIZER_HOOK, register_pre, _optimizer_pre_hook(probe, boundary))
+    patches.hook(OPTIMIZER_HOOK, register_post, _optimizer_post_hook(probe, boundary))
     finder.start()
     facts_agent.install(probe, torch, finder)  # never raises: its parts fail on their own
     probe._auto = True
+    global installed
+    installed = Hooks(probe, boundary, finder)
+    return installed
+
+
+LOADER, BACKWARD_HOOK, OPTIMIZER_HOOK = "loader", "backward", "optimizer"
+installed: Hooks | None = None  # the hooks ``traintop run`` installed in this process
+
+
+class Hooks:
+    """One installation: ``off()`` takes every patch and hook out of torch, ``on()`` puts them
+    back (the cost harness's A/B switch, ``benchmarks/onoff.py``).  A step cut by the switch is
+    not recorded: the first step after ``on()`` starts at its first landmark."""
+
+    def __init__(self, probe: Probe, boundary: StepBoundary, finder: ModelFinder) -> None:
+        self.probe, self.boundary, self.finder = probe, boundary, finder
+        self.patches = probe._patches
+
+    def off(self, kinds: frozenset[str] | None = None) -> None:
+        """Unpatch (the hooks of ``kinds``, or all); the model search ends first."""
+        self.finder.settle()
+        self.patches.off(kinds)
+
+    def on(self, kinds: frozenset[str] | None = None) -> None:
+        """Patch again; the probe's step accounting starts afresh."""
+        self.patches.on(kinds)
+        self.finder.offer_unhook()
+        self.probe._restart()
+        self.boundary.restart()
+        self.probe._auto = True
 
 
 def _outside_workers(probe: Probe, get_worker_info: Callable[[], Any]) -> Callable[..., Writer]:
@@ -91,18 +124,30 @@ def _timed_next(probe: Probe, boundary: StepBoundary,
     def __next__(self: Any) -> Any:
         if not probe._auto:
             return original(self)
-        boundary.batch_wanted()
+        if boundary.optimizers:  # ``batch_wanted`` when no boundary can follow, inlined
+            boundary.loader = boundary._fetched = True
+        else:
+            boundary.batch_wanted()
         resumed = probe._wait_begin()
         try:
             batch = original(self)
         except BaseException:
             probe._wait_end(resumed, 0)
             raise
-        probe._wait_end(resumed, batch_samples(batch, _loader_batch_size(self), probe))
-        probe._switch(FORWARD)
+        probe._batch_in(batch_rows(batch, self, probe))
         return batch
 
     return __next__
+
+
+def batch_rows(batch: Any, iterator: Any, probe: Probe) -> int:
+    """Samples in ``batch``: its first tensor-like's rows, else the sampler's batch size."""
+    try:
+        size = infer_batch_size(batch)
+    except Exception as exc:  # a batch type's own bug (its ``shape``): the probe goes quiet
+        probe._fail(exc)
+        return 0
+    return _loader_batch_size(iterator) if size is None else size
 
 
 def _loader_batch_size(iterator: Any) -> int:
@@ -126,13 +171,31 @@ def _timed_iter(probe: Probe, original: Callable[[Any], Any]) -> Callable[[Any],
 
 
 def _timed_backward(probe: Probe, boundary: StepBoundary, finder: ModelFinder,
-                    original: Callable[..., Any]) -> Callable[..., Any]:  # fmt: skip
+                    original: Callable[..., Any], booker: comm_hooks.WaitBooker | None,
+                    world: Any) -> Callable[..., Any]:  # fmt: skip
+    """``Tensor.backward`` timed; with a process group, the wait on peers at its end booked as
+    "comm" (``comm_hooks``, around the timing).  Without one (``world._default_pg`` None) the
+    timing runs inline: one Python frame between the loop and torch."""
+
+    @functools.wraps(original)
+    def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        probe._switch(BACKWARD)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            probe._switch(NO_PHASE)
+            boundary.backward_done()
+
+    booked = None if booker is None else comm_hooks._armed_backward(booker, timed)
+
     @functools.wraps(original)
     def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not probe._auto:
             return original(self, *args, **kwargs)
         if finder.searching:  # the forward that made this loss has run: the model is known
             finder.settle()
+        if booked is not None and (world is None or world._default_pg is not None):
+            return booked(self, *args, **kwargs)
         probe._switch(BACKWARD)
         try:
             return original(self, *args, **kwargs)
@@ -148,7 +211,9 @@ def _optimizer_pre_hook(probe: Probe, boundary: StepBoundary) -> Callable[..., A
         if not probe._auto:
             return None
         boundary.optimizer_pre(optimizer)
-        return _with_timed_closure(probe, args, kwargs)
+        if len(args) > 1 or kwargs:  # ``step(closure)``: time the closure
+            return _with_timed_closure(probe, args, kwargs)
+        return None
 
     return traintop_optimizer_pre
 

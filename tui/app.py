@@ -23,9 +23,6 @@ from textual.widgets import Footer, Static
 
 from traintop.collectors.snapshot import Snapshot
 from traintop.diagnosis.verdict_runner import VerdictUpdate
-from traintop.store.schema import StoreError
-from traintop.store.tap import RecordingTap, default_path, summary
-from traintop.store.writer import Recorder
 from traintop.tui.driver import QuietLinuxDriver
 from traintop.tui.screens.help import HelpScreen
 from traintop.tui.verdict_view import VerdictView
@@ -46,6 +43,7 @@ from traintop.views.source import RecordedSource, SnapshotSource, next_interval
 
 if TYPE_CHECKING:
     from traintop.collectors.jobs import JobCollector
+    from traintop.store.tap import RecordingTap
 
 _STYLES = Path(__file__).parent / "styles"
 MIN_SIZE = (60, 16)
@@ -299,7 +297,12 @@ class TraintopApp(App[None]):
         self._show_header()
 
     def _start_recording(self) -> tuple[RecordingTap | None, tuple[str, bool] | None]:
-        """A recording to a new time-stamped file, or the one-line reason not."""
+        """A recording to a new time-stamped file, or the one-line reason not.  The recorder
+        (and sqlite) is imported here, at the first `R`: no start-up pays for it."""
+        from traintop.store.schema import StoreError
+        from traintop.store.tap import RecordingTap, default_path
+        from traintop.store.writer import Recorder
+
         path = default_path()
         try:
             recorder = Recorder(path, interval_s=self.source.interval_s)
@@ -311,6 +314,8 @@ class TraintopApp(App[None]):
 
     def _finish_recording(self, tap: RecordingTap) -> None:
         """Runs in a worker thread: finishing the file may take a second."""
+        from traintop.store.tap import summary
+
         error = tap.stop()
         message, severity = (error, "error") if error else (summary(tap.recorder), "information")
         self.call_from_thread(self.notify, message, severity=severity, timeout=8)

@@ -2,9 +2,8 @@
 
 The compute job (the card is the limit) is the reference run: while it steps, the surfaces users
 read are checked under load (``during``); afterwards its step rate and count, GPU time per step,
-phase split, verdict and the GPU-process join are judged.  Then the paired cost of the probe
-(plain and instrumented runs, ABBA) and three jobs with a known bottleneck: a starved DataLoader,
-a ``.item()`` after every micro-step, a card held nearly full.
+phase split, verdict and the GPU-process join are judged.  Then three jobs with a known
+bottleneck: a starved DataLoader, a ``.item()`` after every micro-step, a card held nearly full.
 """
 
 from __future__ import annotations
@@ -31,8 +30,6 @@ GPU_TIME_TOLERANCE = 0.05
 BUSY_TOLERANCE = 0.15
 PHASE_TOLERANCE = 0.05  # share points
 STEP_COUNT_SLACK = 2  # the first boundary is learnt from the loop
-PROBE_COST_MAX = 0.02
-PAIRED_STEADY_S = 8.0
 LOW_UTIL_PCT = 50.0
 DATA_VERDICTS = frozenset({"data_cpu", "data_io", "data_starved"})
 PROFILE_STEPS = "10"
@@ -305,39 +302,6 @@ def compute_checks(ctx: Context, during: Callable[[Job | None], list[Check]]) ->
 def _median_step_ms(result: dict[str, Any]) -> float:
     ends = result["end_ns"][(result["steady_index"] or 1) - 1 :]
     return statistics.median(b - a for a, b in pairwise(ends)) / 1e6
-
-
-def _paired_run(ctx: Context, n: int, instrumented: bool) -> float:
-    name = f"paired{n}-{'traintop' if instrumented else 'plain'}"
-    args = ("--steady-s", str(PAIRED_STEADY_S))
-    with Job(ctx, name, "compute", *args, traintop=instrumented) as job:
-        job.wait_steady()
-        return _median_step_ms(job.finish(stop=False))
-
-
-def probe_cost(ctx: Context) -> Result:
-    """The probe's cost per step, paired: the same job plain and under ``traintop run``, in ABBA
-    order (drift of clocks and temperature cancels), median step time by the job's own clock,
-    after a plain run that is not counted (on an H100 the first run was 6 % slower than the
-    last: a cold card and cold caches, not the probe)."""
-    _paired_run(ctx, -1, False)
-    order = (False, True, True, False)
-    ms = [_paired_run(ctx, n, instrumented) for n, instrumented in enumerate(order)]
-    pairs = [(ms[1], ms[0]), (ms[2], ms[3])]
-    costs = [(b - a) / a for b, a in pairs]
-    cost = statistics.mean(costs)
-    plain = statistics.mean((ms[0], ms[3]))
-    reason = (
-        f"{cost:+.2%} per step ({cost * plain * 1000:+.0f} µs of {plain:.2f} ms), "
-        f"pairs {', '.join(f'{c:+.2%}' for c in costs)}"
-    )
-    return judged(
-        cost <= PROBE_COST_MAX,
-        reason,
-        step_ms_abba=ms,
-        pair_costs=costs,
-        rule=f"mean cost at most {PROBE_COST_MAX:.0%}",
-    )
 
 
 def data_job(ctx: Context) -> Result:

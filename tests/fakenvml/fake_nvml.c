@@ -641,3 +641,53 @@ nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *get) {
     DONE(OK);
 }
 #endif
+
+/* What nvitop reads besides the monitor's fields (benchmarks/bench_monitor.py --gpu-box runs it
+ * on this fake): a data-center card's constant answers.  The driver model is Windows-only. */
+nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t h, int *mode) {
+    DEVICE_CALL(h);
+    *mode = 0; /* NVML_COMPUTEMODE_DEFAULT */
+    DONE(OK);
+}
+
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t h, int *enabled) {
+    DEVICE_CALL(h);
+    *enabled = 1;
+    DONE(OK);
+}
+
+nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t h, int *active) {
+    DEVICE_CALL(h);
+    *active = 0;
+    DONE(OK);
+}
+
+nvmlReturn_t nvmlDeviceGetDriverModel(nvmlDevice_t h, int *current, int *pending) {
+    (void)current, (void)pending;
+    DEVICE_CALL(h);
+    DONE(NOT_SUPPORTED);
+}
+
+static nvmlReturn_t codec_util(nvmlDevice_t h, unsigned int *util, unsigned int *period_us,
+                               const char *symbol) {
+    pthread_mutex_lock(&fake.lock);
+    int rc = enter_locked(h, symbol);
+    if (!rc) *util = 0, *period_us = 167000;
+    DONE(rc);
+}
+
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t h, unsigned int *u, unsigned int *p) {
+    return codec_util(h, u, p, __func__);
+}
+
+nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t h, unsigned int *u, unsigned int *p) {
+    return codec_util(h, u, p, __func__);
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t h, int error_type, int counter_type,
+                                         unsigned long long *count) {
+    (void)error_type, (void)counter_type;
+    DEVICE_CALL(h);
+    *count = 0;
+    DONE(OK);
+}
