@@ -43,6 +43,17 @@ def test_banner_fits_the_width(width, expected):
     assert text == expected and len(text) <= width
 
 
+def test_what_the_job_already_does_stays_off_the_banner():
+    """It explains which remedies were left out, not the cause: the details show it."""
+    seen = Evidence("seen in the job: DataLoader num_workers=4, pin_memory=True", "job_facts",
+                    None, "training")  # fmt: skip
+    finding = Finding(DATA.bottleneck, DATA.confidence, DATA.severity, DATA.summary,
+                      (DATA.evidence[0], seen, DATA.evidence[1]), DATA.remedies)  # fmt: skip
+    (line,) = banner_lines(Verdict(finding, (), "attach", 10.0, 12.0), 200)
+    assert "seen in the job" not in line.plain
+    assert "data wait 62 % of step; 4/4 workers at 98 % CPU" in line.plain
+
+
 def test_second_line_has_summary_remedy_and_other_findings():
     other = Finding("memory", 0.5, "info", "GPU memory nearly full")
     lines = banner_lines(Verdict(DATA, (other,), "attach", 10.0, 12.0), 200, two_lines=True)

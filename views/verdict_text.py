@@ -111,10 +111,14 @@ def fmt_since(seconds: float | None) -> str:
 SUMMARY_FIRST = frozenset({"hang"})  # the case itself says more than any one fact of it
 
 
+CONTEXT_METRICS = frozenset({"job_facts"})  # what the job already does: why a remedy is left out
+
+
 def lead(finding: Finding) -> list[str]:
     """The sentences a one-line view shows, in order: the evidence (the summary when there is
-    none); for a hang its summary first, which names the ranks and where they are."""
-    texts = [item.text for item in finding.evidence]
+    none); for a hang its summary first, which names the ranks and where they are.  What the
+    job already does explains the remedies, not the cause: the details show it."""
+    texts = [item.text for item in finding.evidence if item.metric not in CONTEXT_METRICS]
     if finding.bottleneck in SUMMARY_FIRST or not texts:
         return [finding.summary, *texts]
     return texts
