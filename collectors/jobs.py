@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from traintop.collectors import stall
+from traintop.collectors import run_end, stall, warmup
 from traintop.collectors.job_window import NEWEST, JobWindow
 from traintop.collectors.rates import measured
 from traintop.collectors.ring_header import SegmentHeader
@@ -34,7 +34,7 @@ from traintop.collectors.ring_reader import (
     remove_stale,
     segment_paths,
 )
-from traintop.collectors.snapshot import JobSnapshot, WorkerSnapshot
+from traintop.collectors.snapshot import Ending, JobSnapshot, WorkerSnapshot
 from traintop.collectors.stacks import StackClient, phase_samples, rank_stack
 from traintop.collectors.turns import in_turn
 
@@ -42,6 +42,7 @@ STALL_MIN_S = 5.0
 STALL_STEP_FACTOR = 5.0
 LIVE_RESOLUTION_NS = 16  # the live word keeps its start time rounded down to 16 ns
 STACK_REFRESH_S = 15.0  # a stalled rank's stack is asked for again after this long
+STARTING_REFRESH_S = 5.0  # where a rank before its first step is, asked again after this long
 _NS = 1e9
 
 
@@ -66,6 +67,12 @@ class _Job:
         self.stack_key: tuple[int, int, int] | None = None  # where the rank was when asked
         self.seen_live_s: float | None = None  # the last tick that found its writer alive
         self.end_s: float | None = None  # when an ended rank ended, on the monitor's clock
+        self.how_ended: Ending | None = None  # how it ended (collectors/run_end.py)
+        # Before its first step: whether it works (collectors/warmup.py), and its parent, to
+        # tell a process that only started the ranks (mp.spawn's) from a rank.
+        header = segment.header
+        self.warmup = warmup.Warmup(header.pid, header.visible(), header.created_monotonic_ns / _NS)
+        self.ppid = warmup.parent_of(header.pid) if header.visible() else None
 
     def gone(self) -> bool:
         """Unlinked and no longer written: the cleaner (or the writer) removed it."""
@@ -93,6 +100,12 @@ class _Job:
             self.segment.close()
             self.liveness = "crashed"
         self.end_s = self._end(now)
+        self.how_ended = run_end.ending_of(self.segment.path, self.hot, self.liveness)
+
+    @property
+    def stepped(self) -> bool:
+        """Whether any step of it was published (else it is starting)."""
+        return self.window.steps_total > 0
 
     def _end(self, now: float) -> float:
         """When the rank ended: a finished writer's own close time (the heartbeat it writes
@@ -212,7 +225,16 @@ class JobCollector:
         for job in jobs:
             self._tend_stacks(job, now, asks.get(job.header.pid))
         workers = self._workers([job for job in jobs if job.liveness == "live" and job.due])
-        return tuple(self._snapshot(job, now, workers) for job in jobs)
+        self._tend_warmups(jobs, now, workers)
+        launchers = _launchers(jobs)
+        return tuple(self._snapshot(job, now, workers) for job in jobs if job not in launchers)
+
+    def _tend_warmups(self, jobs: list[_Job], now: float, workers: dict) -> None:
+        """Read what each rank that has not stepped yet is doing (collectors/warmup.py)."""
+        for job in jobs:
+            if job.due and job.liveness == "live" and not job.stepped:
+                job.warmup.limit_s = self.stall.after_s(None)
+                job.warmup.tick(now, workers.get(job.header.pid, ()))
 
     def _plan_turns(self, jobs: list[_Job], now: float) -> None:
         """Mark the live ranks whose turn it is (``_Job.due``); see ``traintop.collectors.turns``.
@@ -256,7 +278,8 @@ class JobCollector:
             hot = job.hot
             key = (hot.ledger_head, hot.live_phase, hot.live_start_ns) if hot else None
             taken = job.stacks.taken
-            stale = taken is None or now - taken.taken_s >= STACK_REFRESH_S
+            refresh = STACK_REFRESH_S if job.stepped else STARTING_REFRESH_S
+            stale = taken is None or now - taken.taken_s >= refresh
             if (stale or key != job.stack_key) and job.stacks.ask(now):
                 job.stack_key = key
         job.stacks.poll(now, job.hot)
@@ -324,7 +347,10 @@ class JobCollector:
             ended_at=ended_at,
             stopped=stopped,
             **extras,
+            **_life(job, state, now),
         )
+        if state == "stalled" and not job.stepped:  # blocked before its first step: how long
+            snapshot = dataclasses.replace(snapshot, last_step_age_s=job.warmup.blocked_s(now))
         job.shown, job.shown_at = snapshot, now
         return snapshot
 
@@ -384,7 +410,7 @@ def live_phase(job: _Job, state: str, now_s: float) -> tuple[str | None, float |
     closed with it, so the trainer has been between phases ("other") since that step's end.
     """
     hot, header = job.hot, job.header
-    if state not in ("live", "stalled") or hot is None or not hot.live_start_ns:
+    if state not in ("live", "stalled", "starting") or hot is None or not hot.live_start_ns:
         return None, None
     if not header.same_host_clock():  # CLOCK_MONOTONIC of another boot: no age to give
         return None, None
@@ -401,7 +427,9 @@ def _state(job: _Job, now: float) -> str:
     if job.restarted:
         return "restarted"
     if job.liveness != "live":
-        return job.liveness
+        return run_end.state_of(job.how_ended) if job.how_ended else job.liveness
+    if not job.stepped:  # before its first step: stalled only when blocked past the limit
+        return "stalled" if job.warmup.blocked(now) else "starting"
     age = job.window.last_step_age_s(now)
     if age is None or age <= STALL_MIN_S:  # below any limit: no percentile to sort for it
         return "live"
@@ -415,8 +443,29 @@ def stall_limit_s(window: JobWindow) -> float:
     return max(STALL_MIN_S, STALL_STEP_FACTOR * p50) if p50 is not None else STALL_MIN_S
 
 
+def _life(job: _Job, state: str, now: float) -> dict:
+    """The run's life in its snapshot: its first step's length (the warm-up), how it ended,
+    and, before its first step, what the kernel says of it."""
+    first = job.hot.first_step_ns if job.hot is not None else 0
+    life: dict = {"first_step_s": first / _NS if first else None, "ending": job.how_ended}
+    if not job.stepped and state in ("starting", "stalled"):
+        life["proc"] = job.warmup.proc
+    return life
+
+
+def _launchers(jobs: list[_Job]) -> set[_Job]:
+    """Processes that never stepped and are the parent of another rank: mp.spawn's parent,
+    a script that starts its ranks itself.  Not runs of their own: not listed."""
+    parents = {job.ppid for job in jobs if job.ppid is not None}
+    return {job for job in jobs if not job.stepped and job.header.pid in parents}
+
+
+FAILED_ENDINGS = frozenset({"raised", "gone"})
+
+
 def _mark_restarts(jobs: list[_Job]) -> None:
-    """A dead instance is "restarted" once a newer process took its name and rank."""
+    """A dead instance is "restarted" once a newer process took its name and rank, when it
+    failed (raised, or gone without a word): a run that finished or was stopped keeps that."""
     newest: dict[tuple[str, str, int], int] = {}
     for job in jobs:
         key = (job.header.hostname, job.header.name, job.header.rank)
@@ -424,7 +473,8 @@ def _mark_restarts(jobs: list[_Job]) -> None:
     for job in jobs:
         key = (job.header.hostname, job.header.name, job.header.rank)
         newer = newest[key] > job.header.created_monotonic_ns
-        job.restarted = newer and job.liveness != "live"
+        failed = job.how_ended is None or job.how_ended.kind in FAILED_ENDINGS
+        job.restarted = newer and job.liveness != "live" and failed
 
 
 class ProcessTable(Protocol):

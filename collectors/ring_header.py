@@ -62,6 +62,10 @@ class SegmentHeader:
         last = max(getattr(hot, "heartbeat_ns", 0), self.created_monotonic_ns)
         return (time.monotonic_ns() - last) / 1e9
 
+    def visible(self) -> bool:
+        """Whether the writer's ``/proc`` entry is ours to read: same boot, same pid namespace."""
+        return self.pidns_inode != 0 and self.pidns_inode == _our_pidns() and self.same_host_clock()
+
     def writer_gone(self) -> bool:
         """True when, in our pid namespace, the writer pid is dead or now another process."""
         if self.pidns_inode == 0 or self.pidns_inode != _our_pidns():

@@ -29,13 +29,14 @@ HEADER = struct.Struct("<8sHHIIIQQIIQqQQIIqqiiiIII16s")
 HEADER_CRC_OFFSET = 252
 PHASES_OFFSET, PHASE_NAME_SIZE = 256, 32
 IDENTITY_OFFSET = 104  # i32 rank, local_rank, world_size
+N_PHASES_OFFSET = 116  # u32 n_phases, data_phase_index
 RUN_ID_OFFSET, HOSTNAME_OFFSET, NAME_OFFSET, TEXT_SIZE = 512, 576, 640, 64
 CRC_AREA_END = 1024
 
 # Hot block: u64 words at 1024.., each only ever written with one aligned 8-byte store.
 HEAD_WORD, HEARTBEAT_WORD, DROPPED_WORD, STATE_WORD, LIVE_WORD, LIVE_STEP_WORD = range(128, 134)
-# Bumped after each rewrite of the identity fields (rank, local rank, world size, run id), so a
-# reader that parsed the header knows to parse it again.
+# Bumped after each rewrite of the identity fields (rank, local rank, world size, run id), or of
+# the name and phases before the first record, so a reader that parsed the header parses it again.
 HEADER_GEN_WORD = 134
 # 1.2: how many collectives the ledger holds (below), and what a monitor needs to ask this
 # process for its training thread's stack (traintop/stack_helper.py): the helper thread's native
@@ -46,6 +47,9 @@ LEDGER_HEAD_WORD, HELPER_TID_WORD, TRAIN_THREAD_WORD, STACK_SIGNAL_WORD = range(
 # lives: when a rank ended that no monitor watched end (a SIGKILL leaves nothing else).
 ALIVE_WORD = 139
 ALIVE_EVERY_S = 2.0
+# 1.2: how long the first step took (ns; 0: no step yet), stored once with the first record: the
+# warm-up's cost, kept after the ring has wrapped past record 0 (traintop/ring.py).
+FIRST_STEP_WORD = 140
 STATE_INIT, STATE_RUNNING, STATE_CLOSED = 0, 1, 2
 # Live word: phase start in ns with its low 4 bits replaced by the phase index (16 ns resolution:
 # no division or shift on the hot path, and index + time change in one store).
@@ -229,6 +233,22 @@ def rewrite_identity(mm: mmap.mmap, rank: int, local_rank: int, world_size: int,
     struct.pack_into("<iii", page, IDENTITY_OFFSET, rank, local_rank, world_size)
     page[RUN_ID_OFFSET : RUN_ID_OFFSET + TEXT_SIZE] = bytes(TEXT_SIZE)
     _put_text(page, RUN_ID_OFFSET, TEXT_SIZE, run_id)
+    struct.pack_into("<I", page, HEADER_CRC_OFFSET, header_crc(page))
+    mm[8:CRC_AREA_END] = page[8:]
+
+
+def rewrite_layout(mm: mmap.mmap, name: str, phases: tuple[str, ...]) -> None:
+    """Replace the job name and the phase names of a published header that holds no record
+    yet (a segment made at start-up learns them from the script), crc included."""
+    fields = header_fields(name, phases, 0, 0, 1, MIN_CAPACITY, MEM_NONE)
+    page = bytearray(mm[:CRC_AREA_END])
+    struct.pack_into("<II", page, N_PHASES_OFFSET, len(fields["phases"]),
+                     fields["data_phase_index"])  # fmt: skip
+    page[PHASES_OFFSET:RUN_ID_OFFSET] = bytes(RUN_ID_OFFSET - PHASES_OFFSET)
+    for i, phase in enumerate(fields["phases"]):
+        _put_text(page, PHASES_OFFSET + i * PHASE_NAME_SIZE, PHASE_NAME_SIZE, phase)
+    page[NAME_OFFSET : NAME_OFFSET + TEXT_SIZE] = bytes(TEXT_SIZE)
+    _put_text(page, NAME_OFFSET, TEXT_SIZE, fields["name"])
     struct.pack_into("<I", page, HEADER_CRC_OFFSET, header_crc(page))
     mm[8:CRC_AREA_END] = page[8:]
 

@@ -24,9 +24,12 @@ from pathlib import Path
 ENV_DIR = "TRAINTOP_RING_DIR"
 SEGMENT_NAME_RE = re.compile(r"^(\d+)-r(\d+)-([0-9a-f]{8})\.ring$")
 # A segment's side files (traintop/stack_helper.py): the FIFO its helper thread reads requests
-# from, the file its faulthandler dumps into, and the replies (one per request id).
-SIDE_NAME_RE = re.compile(r"^(\d+-r\d+-[0-9a-f]{8})\.(ask|fault|\d+\.stack)$")
+# from, the file its faulthandler dumps into, and the replies (one per request id); how the run
+# ended (traintop/run_end.py): its end, and the dumps of the signals that stopped it.
+SIDE_NAME_RE = re.compile(r"^(\d+-r\d+-[0-9a-f]{8})\.(ask|fault|end|sig|\d+\.stack)$")
 ASK_SUFFIX, FAULT_SUFFIX = ".ask", ".fault"
+END_SUFFIX, SIG_SUFFIX = ".end", ".sig"
+ENDING_KINDS = frozenset({"end", "sig"})  # kept when the helper cleans up: the run's last word
 TMP_PREFIX = ".tmp-"
 MIN_FREE_BYTES = 32 * 1024 * 1024
 MIN_FREE_FRACTION = 0.10
@@ -114,14 +117,17 @@ def reply_path(segment: Path, request: int) -> Path:
     return side_path(segment, f".{request}.stack")
 
 
-def remove_side_files(segment: Path, older_than_s: float = 0.0) -> list[Path]:
-    """Unlink ``segment``'s side files (the replies only when older than ``older_than_s``)."""
+def remove_side_files(
+    segment: Path, older_than_s: float = 0.0, keep: frozenset[str] = frozenset()
+) -> list[Path]:
+    """Unlink ``segment``'s side files (the replies only when older than ``older_than_s``),
+    but for the kinds in ``keep`` (``ENDING_KINDS``: the helper leaves the run's end)."""
     stem = segment.name.removesuffix(".ring")
     removed = []
     with contextlib.suppress(OSError), os.scandir(segment.parent) as entries:
         for entry in entries:
             found = SIDE_NAME_RE.match(entry.name)
-            if found is None or found.group(1) != stem:
+            if found is None or found.group(1) != stem or found.group(2) in keep:
                 continue
             with contextlib.suppress(OSError):
                 st = entry.stat(follow_symlinks=False)
