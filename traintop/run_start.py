@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,18 +67,16 @@ def _multiprocessing_child(argv: Iterable[str]) -> bool:
     return any(w.startswith("from multiprocessing") or w == "--multiprocessing-fork" for w in argv)
 
 
-def begin() -> None:
-    """At interpreter start-up (the shim): make this run's probe and segment now, or mark a
-    launcher's children as runs.  Failures cost one line on stderr, never the script."""
+def begin(attach: Callable[[], Any]) -> None:
+    """At interpreter start-up (the shim, which passes ``traintop.attach``): make this run's
+    probe and segment now, or mark a launcher's children as runs."""
     kind = role(os.environ, os.getpid(), os.getppid(), getattr(sys, "orig_argv", sys.argv))
     if kind == "launcher":
         os.environ[ENV_STARTUP] = str(os.getpid())
     if kind != "run":
         return
     os.environ[ENV_STARTUP] = NOT_A_RUN
-    import traintop
-
-    probe = traintop.attach()
+    probe = attach()
     if probe.enabled and probe._writer is None:
         probe._create_writer()
 

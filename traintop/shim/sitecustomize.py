@@ -80,9 +80,9 @@ def _start_run() -> None:
         return
     try:
         _import_traintop()
-        from traintop import run_start
+        from traintop import attach, run_start
 
-        run_start.begin()
+        run_start.begin(attach)
     except Exception as exc:
         _warn(exc)
 
