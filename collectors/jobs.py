@@ -72,7 +72,7 @@ class _Job:
         # tell a process that only started the ranks (mp.spawn's) from a rank.
         header = segment.header
         self.warmup = warmup.Warmup(header.pid, header.visible(), header.created_monotonic_ns / _NS)
-        self.ppid = warmup.parent_of(header.pid) if header.visible() else None
+        self.ppid = header.ppid or None
 
     def gone(self) -> bool:
         """Unlinked and no longer written: the cleaner (or the writer) removed it."""
@@ -465,16 +465,23 @@ FAILED_ENDINGS = frozenset({"raised", "gone"})
 
 def _mark_restarts(jobs: list[_Job]) -> None:
     """A dead instance is "restarted" once a newer process took its name and rank, when it
-    failed (raised, or gone without a word): a run that finished or was stopped keeps that."""
-    newest: dict[tuple[str, str, int], int] = {}
+    failed (raised, or gone without a word): a run that finished or was stopped keeps that.
+    Where both parents are known they must be one (torchrun's agent restarting its workers, a
+    shell running the script again): another launcher's run on the same rendezvous is another
+    run, not a restart."""
+    newer: dict[tuple[str, str, int], list[_Job]] = {}
     for job in jobs:
-        key = (job.header.hostname, job.header.name, job.header.rank)
-        newest[key] = max(newest.get(key, 0), job.header.created_monotonic_ns)
+        newer.setdefault((job.header.hostname, job.header.name, job.header.rank), []).append(job)
     for job in jobs:
-        key = (job.header.hostname, job.header.name, job.header.rank)
-        newer = newest[key] > job.header.created_monotonic_ns
+        same = newer[(job.header.hostname, job.header.name, job.header.rank)]
         failed = job.how_ended is None or job.how_ended.kind in FAILED_ENDINGS
-        job.restarted = newer and job.liveness != "live" and failed
+        job.restarted = job.liveness != "live" and failed and any(_replaces(o, job) for o in same)
+
+
+def _replaces(new: _Job, old: _Job) -> bool:
+    """Whether ``new`` started after ``old`` from the same parent (or a parent unknown)."""
+    later = new.header.created_monotonic_ns > old.header.created_monotonic_ns
+    return later and (new.ppid is None or old.ppid is None or new.ppid == old.ppid)
 
 
 class ProcessTable(Protocol):

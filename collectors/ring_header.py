@@ -50,6 +50,7 @@ class SegmentHeader:
     hostname: str
     totals: bool = False  # the writer keeps running totals (format 1.1, collectors/ring_totals.py)
     ledger: bool = False  # the collective ledger and helper words are kept (format 1.2)
+    ppid: int = 0  # the writer's parent pid (0: unknown: an older writer)
 
     def same_host_clock(self) -> bool:
         """CLOCK_MONOTONIC values are comparable only within one boot."""
@@ -170,4 +171,5 @@ def _build(path: Path, page: bytes, f: tuple) -> SegmentHeader:
         hostname=_text(path, page, ring.HOSTNAME_OFFSET, ring.TEXT_SIZE),
         totals=bool(f[8] & ring.FLAG_TOTALS) and not f[8] & ring.FLAG_CRC,
         ledger=bool(f[8] & ring.FLAG_LEDGER),
+        ppid=struct.unpack_from("<q", page, ring.PARENT_PID_OFFSET)[0],
     )

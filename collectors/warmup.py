@@ -74,12 +74,3 @@ def read_stat(pid: int) -> tuple[str, float] | None:
         return fields[0].decode(), (int(fields[11]) + int(fields[12])) * _TICK_S
     except (OSError, IndexError, ValueError):
         return None
-
-
-def parent_of(pid: int) -> int | None:
-    """The parent pid of ``pid`` (None when it cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None

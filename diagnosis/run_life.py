@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from traintop.collectors.snapshot import Ending, Frame, JobSnapshot
 from traintop.collectors.warmup import on_cpu
 from traintop.diagnosis.model import Evidence, Finding
-from traintop.diagnosis.text import duration
+from traintop.diagnosis.text import duration, rank_list
 
 # Ends that explain a job's, first: the failure, then a death without a word, then a stop.
 CAUSE_ORDER = ("raised", "gone", "signal", "finished")
@@ -104,20 +104,23 @@ def how(ending: Ending | None) -> str:
 
 
 def ending_text(ranks: Sequence[JobSnapshot]) -> str:
-    """One line on how the job ended: the rank that explains it, what it said, and where."""
+    """One line on how the job ended: the rank that explains it, what it said, where; then the
+    others in short ("ranks 1-2 too", "ranks 1-3: stopped by SIGTERM")."""
     rank = cause(ranks)
     if rank is None or rank.ending is None or rank.ending.kind == "finished":
         return ""  # a run that finished has nothing more to say
     ending = rank.ending
-    who = f"rank {rank.rank} " if len(ranks) > 1 else ""
-    text = f"{who}{_said(ending)}"
+    text = f"rank {rank.rank} {_said(ending)}" if len(ranks) > 1 else _said(ending)
     if ending.frame is not None:
         frame = ending.frame
         text += f" in {frame.function} ({os.path.basename(frame.file)}:{frame.line})"
-    others = [r for r in ranks if r is not rank and r.ending is not None]
-    if others:
-        kinds = sorted({_said(r.ending) for r in others})  # type: ignore[arg-type]
-        text += f"; the others: {', '.join(kinds)}"
+    by_word: dict[str, list[int]] = {}
+    for other in ranks:
+        if other is not rank and other.ending is not None:
+            by_word.setdefault(_short(other.ending), []).append(other.rank)
+    for word, numbers in by_word.items():
+        who = f"rank{'s' if len(numbers) > 1 else ''} {rank_list(numbers)}"
+        text += f"; {who} too" if word == _short(ending) else f"; {who}: {word}"
     return text
 
 
@@ -131,6 +134,15 @@ def _said(ending: Ending) -> str:
             return f"gone: {ending.detail}"
         return "gone without a word (killed: SIGKILL, the OOM killer; or died in native code)"
     return "finished"
+
+
+def _short(ending: Ending) -> str:
+    """ "raised ValueError", "stopped by SIGTERM", "gone", "finished"."""
+    if ending.kind == "raised":
+        return f"raised {ending.detail.split(':', 1)[0]}" if ending.detail else "raised"
+    if ending.kind == "signal":
+        return f"stopped by {ending.detail}" if ending.detail else "stopped"
+    return ending.kind
 
 
 def ending_evidence(ranks: Sequence[JobSnapshot]) -> tuple[Evidence, ...]:

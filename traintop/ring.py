@@ -295,15 +295,17 @@ def _close_all() -> None:
 
 
 def _register_exit_hooks() -> None:
-    """atexit for normal exits; multiprocessing workers leave via os._exit, so Finalize too."""
+    """atexit for normal exits; multiprocessing workers leave via os._exit, so Finalize too
+    (in a process multiprocessing started: one made otherwise does not pay for its import)."""
     global _HOOKS_PID
     if os.getpid() == _HOOKS_PID:
         return
     _HOOKS_PID = os.getpid()
     atexit.register(_close_all)
-    import multiprocessing.util
+    if "multiprocessing" in sys.modules:
+        import multiprocessing.util
 
-    multiprocessing.util.Finalize(None, _close_all, exitpriority=0)
+        multiprocessing.util.Finalize(None, _close_all, exitpriority=0)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import platform
-import socket
 import struct
 import time
 import zlib
@@ -30,6 +28,9 @@ HEADER_CRC_OFFSET = 252
 PHASES_OFFSET, PHASE_NAME_SIZE = 256, 32
 IDENTITY_OFFSET = 104  # i32 rank, local_rank, world_size
 N_PHASES_OFFSET = 116  # u32 n_phases, data_phase_index
+# 1.2: the writer's parent pid (i64, 0: unknown, an older writer): the launcher whose workers
+# the ranks are, so a reader tells a launcher's restart from another run, even after both died.
+PARENT_PID_OFFSET = 144
 RUN_ID_OFFSET, HOSTNAME_OFFSET, NAME_OFFSET, TEXT_SIZE = 512, 576, 640, 64
 CRC_AREA_END = 1024
 
@@ -126,7 +127,7 @@ _X86 = {"x86_64", "amd64", "i386", "i686", "x86"}
 
 def default_crc() -> bool:
     """Records need a crc where pure-Python stores are not ordered (everything but x86)."""
-    return platform.machine().lower() not in _X86
+    return os.uname().machine.lower() not in _X86  # platform.machine(), without its import
 
 
 def segment_size(capacity: int) -> int:
@@ -202,10 +203,11 @@ def write_header(mm: mmap.mmap, h: dict) -> None:
         time.time_ns(), h["rank"], h["local_rank"], h["world_size"], len(h["phases"]),
         h["data_phase_index"], h["mem_kind"], boot_id(),
     )  # fmt: skip
+    struct.pack_into("<q", page, PARENT_PID_OFFSET, os.getppid())
     for i, phase in enumerate(h["phases"]):
         _put_text(page, PHASES_OFFSET + i * PHASE_NAME_SIZE, PHASE_NAME_SIZE, phase)
     _put_text(page, RUN_ID_OFFSET, TEXT_SIZE, h["run_id"])
-    _put_text(page, HOSTNAME_OFFSET, TEXT_SIZE, socket.gethostname())
+    _put_text(page, HOSTNAME_OFFSET, TEXT_SIZE, os.uname().nodename)  # socket.gethostname()
     _put_text(page, NAME_OFFSET, TEXT_SIZE, h["name"])
     struct.pack_into("<I", page, HEADER_CRC_OFFSET, header_crc(page))
     mm[8:CRC_AREA_END] = page[8:]

@@ -15,9 +15,7 @@ import fcntl
 import mmap
 import os
 import re
-import secrets
 import stat
-import tempfile
 import time
 from pathlib import Path
 
@@ -54,6 +52,8 @@ def candidate_dirs(directory: str | os.PathLike[str] | None = None) -> list[Path
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime:
         dirs.append(Path(runtime) / "traintop")
+    import tempfile  # here: a segment made at start-up should not pay for its import
+
     dirs.append(Path(tempfile.gettempdir()) / f"traintop-{uid}")
     return dirs
 
@@ -104,7 +104,7 @@ def has_room(path: Path, size: int) -> bool:
 
 def segment_name(pid: int, rank: int) -> str:
     """A fresh name; the random part separates equal pids from containers sharing /dev/shm."""
-    return f"{pid}-r{rank}-{secrets.token_hex(4)}.ring"
+    return f"{pid}-r{rank}-{os.urandom(4).hex()}.ring"
 
 
 def side_path(segment: Path, suffix: str) -> Path:
