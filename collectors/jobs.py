@@ -52,6 +52,7 @@ class _Job:
     def __init__(self, segment: Segment, window_s: float) -> None:
         self.segment = segment
         self.header = segment.header
+        self.window_s = window_s
         self.window = JobWindow(segment.header, window_s)
         self.liveness = "live"
         self.restarted = False
@@ -71,7 +72,7 @@ class _Job:
         # Before its first step: whether it works (collectors/warmup.py), and its parent, to
         # tell a process that only started the ranks (mp.spawn's) from a rank.
         header = segment.header
-        self.warmup = warmup.Warmup(header.pid, header.visible(), header.created_monotonic_ns / _NS)
+        self.warmup = warmup.Warmup(header.pid, header.visible())
         self.ppid = header.ppid or None
 
     def gone(self) -> bool:
@@ -151,15 +152,29 @@ class _Job:
         return live and _state(self, now) == self.shown.state
 
     def _read(self, newest: int | None) -> PollResult:
+        if not self.stepped:  # its layout may change until its first record: read it first
+            self._follow(self.segment.hot())
         result = self.segment.poll(newest)
         self.window.add(result)
         self.fresh = result if self.fresh is None else _joined(self.fresh, result)
         self.window.steps_total = self.segment.next_index
         self.hot = self.segment.last_hot
-        if self.segment.follow_header(self.hot):  # the writer learnt its rank identity late
-            self.header = self.segment.header
-            self.window.follow_header(self.header)
+        self._follow(self.hot)
         return result
+
+    def _follow(self, hot: HotBlock) -> None:
+        """The writer rewrote its header: its rank identity, learnt late, or (before its first
+        record, a segment made at start-up) its phases, which the window is then made for (a
+        first step read in the same instant as the rewrite is counted, not measured)."""
+        if not self.segment.follow_header(hot):
+            return
+        phases = len(self.header.phases)
+        self.header = self.segment.header
+        if len(self.header.phases) != phases:
+            self.window = JobWindow(self.header, self.window_s)
+            self.window.steps_total = self.segment.next_index
+        else:
+            self.window.follow_header(self.header)
 
     def read_ledger(self) -> None:
         """Re-read the ledger when it moved on, or while an entry may still get its exit.

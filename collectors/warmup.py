@@ -23,17 +23,20 @@ _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 class Warmup:
     """What a rank that has not stepped yet is doing, tick by tick."""
 
-    def __init__(self, pid: int, visible: bool, created_s: float) -> None:
+    def __init__(self, pid: int, visible: bool) -> None:
         self._pid = pid
         self._visible = visible  # its /proc is ours to read (same host and pid namespace)
         self._cpu: tuple[float, float] | None = None  # (monitor time, CPU seconds)
         self.proc: ProcState | None = None
-        self.working_at = created_s  # the last tick it was found working (monotonic seconds)
+        # The last tick it was found working (monotonic seconds); from the first look on, so
+        # that a rank is called blocked only after this monitor saw it idle that long.
+        self.working_at = float("inf")
         self.limit_s = float("inf")  # blocked this long, it is stalled (the collector's limit)
 
     def tick(self, now: float, children: Iterable[WorkerSnapshot] = ()) -> None:
         """Read the rank's main thread state and CPU time; it works while on the CPU or while
         a child of it does."""
+        self.working_at = min(self.working_at, now)
         if not self._visible:
             self.working_at = now  # nothing to tell it blocked by: never stalled on a guess
             return
@@ -55,8 +58,9 @@ class Warmup:
         return max(0.0, now - self.working_at)
 
     def blocked(self, now: float) -> bool:
-        """Blocked past the stall limit: stalled before its first step."""
-        return self.blocked_s(now) > self.limit_s
+        """Blocked past the stall limit: stalled before its first step (never a rank whose
+        ``/proc`` cannot be read)."""
+        return self._visible and self.blocked_s(now) > self.limit_s
 
 
 def on_cpu(proc: ProcState | None) -> bool:

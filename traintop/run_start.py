@@ -45,7 +45,9 @@ def role(environ: dict[str, str] | os._Environ[str], pid: int, ppid: int,
     """ "run", "launcher" or "" (neither) for a process that ``argv`` (``sys.orig_argv``)
     started, with ``pid`` and parent ``ppid``."""
     mark = environ.get(ENV_STARTUP, "")
-    if not mark.isdigit() or int(mark) not in (pid, ppid) or _multiprocessing_child(argv):
+    if not mark.isdigit() or int(mark) <= 0 or int(mark) not in (pid, ppid):
+        return ""  # "0": a run's child (and a ppid of 0, outside our pid namespace, is no mark)
+    if _multiprocessing_child(argv):
         return ""
     return "launcher" if is_launcher(argv) else "run"
 
