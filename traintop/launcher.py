@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from traintop.job_names import script_name
-from traintop.run_start import ENV_STARTUP
+from traintop.run_start import ENV_STARTUP, LAUNCHER_MODULES
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 EXIT_NOT_FOUND = 127  # what a shell returns for an unknown command
@@ -62,11 +62,12 @@ def instrumented_env(base: os._Environ[str] | dict[str, str], name: str, *,
 
 def job_name(argv: Sequence[str]) -> str:
     """``python train.py`` -> "train" (``main.py`` -> "folder/main"), ``python -m pkg.train`` ->
-    "pkg.train", else the program."""
+    "pkg.train" (``python -m torch.distributed.run ... train.py`` -> "train": a launcher's
+    module is not the job), else the program."""
     for i, arg in enumerate(argv[1:], start=1):
         if arg.endswith(".py"):
             return script_name(arg)
-        if arg == "-m" and i + 1 < len(argv):
+        if arg == "-m" and i + 1 < len(argv) and argv[i + 1] not in LAUNCHER_MODULES:
             return argv[i + 1]
     return Path(argv[0]).name
 
