@@ -114,11 +114,16 @@ def _torchrun(name: str, nproc: int, port: int, args: list[str], env: dict,
     return _start(argv, env, log)
 
 
-def _cli(env: dict, *args: str) -> str:
-    done = subprocess.run([*TRAINTOP, *args], env=env, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
-    assert done.returncode in (0, 1, 3), done.stderr[-2000:]  # 3: no live job (all ended)
-    return done.stdout
+def _clis(env: dict, *commands: list[str]) -> list[str]:
+    """Run traintop ``commands`` side by side (they see the same moment); their outputs."""
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    running = [subprocess.Popen([*TRAINTOP, *args], env=env, **pipes) for args in commands]
+    outputs = []
+    for proc in running:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode in (0, 1, 3), err[-2000:]  # 3: no live job (all ended)
+        outputs.append(out)
+    return outputs
 
 
 def _descendants(pids: set[int]) -> set[int]:
@@ -175,7 +180,8 @@ class _Stage:
         frames = ranks[0].stack.frames if ranks[0].stack is not None else ()
         if not any(f.function == "build_index" for f in frames):  # still importing torch
             return
-        self.starting = (json.loads(_cli(self.env, "jobs", "--json")), _cli(self.env, "jobs"))
+        listed, table = _clis(self.env, ["jobs", "--json"], ["jobs"])
+        self.starting = (json.loads(listed), table)
 
     def _checkpoint(self, ranks: list[JobSnapshot]) -> None:
         """Stalled 15 s behind rank 0's checkpoint: stopped, as a scheduler stops a job."""
@@ -216,8 +222,9 @@ def lives(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lives]:
                 break
         else:
             pytest.fail(f"the jobs never all ended; logs in {tmp}")
-        table, jobs_json = _cli(env, "jobs"), json.loads(_cli(env, "jobs", "--json"))
-        diagnose = json.loads(_cli(env, "diagnose", "--for", "2", "--json"))
+        table, listed, diagnosed = _clis(env, ["jobs"], ["jobs", "--json"],
+                                         ["diagnose", "--for", "2", "--json"])  # fmt: skip
+        jobs_json, diagnose = json.loads(listed), json.loads(diagnosed)
     finally:
         collector.close()
         recorder.send_signal(signal.SIGTERM)
@@ -373,8 +380,8 @@ def port_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PortRuns]:
         procs.append(_torchrun("port-job", 3, port, ["--steps", "0"], env, tmp / "3.log"))
         third = _until(lambda: len(p := _rank_pids(collector, "port-job", seen)) == 3 and p,
                        "the third run to step")  # fmt: skip
-        jobs = json.loads(_cli(env, "jobs", "--json"))
-        table = _cli(env, "jobs", "--ranks")
+        listed, table = _clis(env, ["jobs", "--json"], ["jobs", "--ranks"])
+        jobs = json.loads(listed)
     finally:
         collector.close()
         _kill_all(procs, seen)
