@@ -71,20 +71,32 @@ def judge(box: Box, group: JobGroup, rules: Rules, now: float | None = None) -> 
     hang = _stopped(group)
     if hang is not None:  # a stopped job: nothing it measured before matters as much
         findings, lost = (hang_finding(hang), *findings), 1.0
+    return _verdict(
+        group,
+        findings,
+        lost,
+        hang,
+        straggler=straggler,
+        budget=tuple(t for r in results if (t := rank_time(r)) is not None),
+        sample=_sample_wish(results, straggler, findings[0]) if group.live and not hang else None,
+    )
+
+
+def _verdict(group: JobGroup, findings: Sequence[Finding], lost: float, hang: Hang | None,
+             **more: object) -> JobVerdict:  # fmt: skip
+    """The job's verdict from its findings, worst first; ``more``: further JobVerdict fields."""
     return JobVerdict(
         job_id=group.job_id,
         name=group.name,
         state=group.state,
         ranks=tuple(summary_of(r) for r in group.ranks),
         primary=findings[0],
-        also=findings[1:],
+        also=tuple(findings[1:]),
         lost_share=lost,
         ended_at=group.ended_at,
-        straggler=straggler,
         hang=hang,
-        budget=tuple(t for r in results if (t := rank_time(r)) is not None),
-        sample=_sample_wish(results, straggler, findings[0]) if group.live and not hang else None,
         ending=job_ending(group.ranks),
+        **more,  # type: ignore[arg-type]
     )
 
 
@@ -105,18 +117,7 @@ def _before_first_step(group: JobGroup, now: float | None) -> JobVerdict:
     else:
         primary = Finding("unknown", 0.0, "info", f"{NEVER_STEPPED}{_after(group)}")
     findings = (hang_finding(hang), primary) if hang is not None else (primary,)
-    return JobVerdict(
-        job_id=group.job_id,
-        name=group.name,
-        state=group.state,
-        ranks=tuple(summary_of(r) for r in group.ranks),
-        primary=findings[0],
-        also=findings[1:],
-        lost_share=1.0 if hang is not None else 0.0,
-        ended_at=group.ended_at,
-        hang=hang,
-        ending=job_ending(group.ranks),
-    )
+    return _verdict(group, findings, 1.0 if hang is not None else 0.0, hang)
 
 
 def _after(group: JobGroup) -> str:

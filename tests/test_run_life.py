@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from tests.isolation import no_gpu_env
+from tests.process_trees import kill_trees
 from tests.scenarios.harness import free_port
 from tests.snapshot_fixtures import machine
 from traintop.collectors.jobs import JobCollector
@@ -126,30 +127,8 @@ def _clis(env: dict, *commands: list[str]) -> list[str]:
     return outputs
 
 
-def _descendants(pids: set[int]) -> set[int]:
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    parents[int(entry)] = int(f.read().rsplit(b")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    found, grew = set(pids), True
-    while grew:
-        more = {pid for pid, ppid in parents.items() if ppid in found} - found
-        found |= more
-        grew = bool(more)
-    return found
-
-
 def _kill_all(procs: list[subprocess.Popen], ranks: set[int]) -> None:
-    for pid in _descendants({p.pid for p in procs} | ranks):
-        for sig in (signal.SIGKILL, signal.SIGCONT):
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                continue
+    kill_trees({p.pid for p in procs} | ranks)
     for proc in procs:
         proc.wait(timeout=60)
 
