@@ -6,8 +6,9 @@ Every job is tests/workloads/lifecycle.py, unchanged, under `traintop run` (CPU,
 ``lives``: one recorder (`traintop record`) watches, at once, a job that computes for its whole
 life, a job whose first step spends 20 s of busy CPU in ``build_index`` (a compile warm-up),
 and jobs that end every way a run ends: it finishes, it raises, Ctrl+C (SIGINT), SIGTERM from
-`timeout`, SIGKILL, and a 2-rank torchrun job stopped with SIGTERM (as a scheduler stops it)
-while rank 0 writes a checkpoint behind a barrier.  The tests read what the recorder kept (the
+`timeout`, SIGKILL; then (one storm of torch imports at a time on a small box) a 2-rank
+torchrun job stopped with SIGTERM (as a scheduler stops it) while rank 0 writes a checkpoint
+behind a barrier.  The tests read what the recorder kept (the
 monitor's snapshots and verdicts, tick by tick), `traintop jobs [--json]` and `traintop
 diagnose --json`, the last two once everything ended and once during the warm-up.
 
@@ -121,7 +122,7 @@ def _clis(env: dict, *commands: list[str]) -> list[str]:
     running = [subprocess.Popen([*TRAINTOP, *args], env=env, **pipes) for args in commands]
     outputs = []
     for proc in running:
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=300)
         assert proc.returncode in (0, 1, 3), err[-2000:]  # 3: no live job (all ended)
         outputs.append(out)
     return outputs
@@ -172,7 +173,10 @@ class _Stage:
 
 
 def _all_ended(jobs: tuple[JobSnapshot, ...]) -> bool:
-    names = {*ENDINGS, "life-compute", "life-warm"}
+    return _ended(jobs, {*ENDINGS, "life-compute", "life-warm"})
+
+
+def _ended(jobs: tuple[JobSnapshot, ...], names: set[str]) -> bool:
     groups = {g.name: g for g in job_groups(machine(gpus=0, jobs=jobs))}
     return all(n in groups and not groups[n].running for n in names)
 
@@ -196,6 +200,9 @@ def lives(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lives]:
             ranks |= {j.pid for j in jobs}
             if len(procs) == 2 and any(j.name == "life-compute" and j.steps_total for j in jobs):
                 _start_endings(procs, env, tmp)  # the compute job steps alone first
+            if "life-ckpt" not in procs and _ended(jobs, set(ENDINGS) - {"life-ckpt"}):
+                log = tmp / "life-ckpt.log"  # then, the single jobs over, the 2-rank job
+                procs["life-ckpt"] = _torchrun("life-ckpt", 2, free_port(), CKPT, env, log)
             stage.tick(jobs)
             if len(procs) > 2 and _all_ended(jobs) and stage.starting is not None:
                 break
@@ -219,9 +226,8 @@ def lives(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lives]:
 def _start_endings(procs: dict[str, subprocess.Popen], env: dict, tmp: Path) -> None:
     for name, (args, *_expected) in ENDINGS.items():
         if name == "life-ckpt":
-            log = tmp / f"{name}.log"
-            procs[name] = _torchrun(name, 2, free_port(), CKPT, env, log)
-        elif name == "life-sigterm":
+            continue
+        if name == "life-sigterm":
             procs[name] = _run(name, args, env, tmp, prefix=("timeout", "-s", "TERM", TIMEOUT_S))
         else:
             procs[name] = _run(name, args, env, tmp)
