@@ -95,13 +95,13 @@ def state_cell(state: str) -> Cell:
 
 def group_state_cell(group: JobGroup) -> Cell:
     """The job's state; a job that stopped stepping says for how long ("HUNG 1m12s",
-    "STALLED 14s"); a running job with crashed ranks says how many ("● live ✗1"): the
-    others are about to hang in their next collective."""
+    "STALLED 14s"); a running job with crashed (or gone) ranks says how many ("● live ✗1"):
+    the others are about to hang in their next collective."""
     if group.running and group.hang is not None:
         hung = group.hang.level == "hung"
         return state_text(group.hang), "bold $error" if hung else "bold $warning"
     text, style = state_cell(group.state)
-    crashed = sum(rank.state == "crashed" for rank in group.ranks)
+    crashed = sum(rank.state in ("crashed", "gone") for rank in group.ranks)
     if group.running and crashed:
         return f"{text} ✗{crashed}", "bold $error"
     return text, style
