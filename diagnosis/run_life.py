@@ -63,16 +63,17 @@ def _where(frame: Frame) -> str:
 
 
 def starting_finding(ranks: Sequence[JobSnapshot], now: float | None) -> Finding:
-    """The verdict on a job none of whose ranks has stepped: no bottleneck yet, where it is."""
+    """The verdict on a job none of whose ranks has stepped: no bottleneck yet, where it is
+    (each rank's own line as evidence, the longest-starting one in the summary)."""
     first = min(ranks, key=lambda r: (r.started_at is None, r.started_at or 0.0, r.rank))
     who = f"rank {first.rank}: " if len(ranks) > 1 else ""
     facts = tuple(
-        Evidence(f"rank {r.rank}: {starting_text(r, now)}", "starting_s",
-                 now - r.started_at if now and r.started_at else None, "training")
+        Evidence(f"{f'rank {r.rank}: ' if len(ranks) > 1 else ''}{starting_text(r, now)}",
+                 "starting_s", now - r.started_at if now and r.started_at else None, "training")
         for r in ranks
-        if len(ranks) > 1
     )  # fmt: skip
-    return Finding("unknown", 0.0, "info", f"starting: {who}{starting_text(first, now)}", facts)
+    summary = f"starting: {who}{starting_text(first, now)}"
+    return Finding("unknown", 0.0, "info", summary, facts)
 
 
 def cause(ranks: Sequence[JobSnapshot]) -> JobSnapshot | None:

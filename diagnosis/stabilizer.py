@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from traintop.collectors.snapshot import Snapshot
-from traintop.diagnosis.engine import diagnose
+from traintop.diagnosis.engine import NO_LIVE_JOB, diagnose, no_live_job
 from traintop.diagnosis.life_tally import Life, LifeTally
 from traintop.diagnosis.memo import Memo
 from traintop.diagnosis.model import Evidence, Finding, JobVerdict, Verdict
@@ -171,11 +171,19 @@ class VerdictStabilizer:
         if fresh.primary.bottleneck == "unknown":
             self._jobs.clear()  # data ran out (window emptied, clock reset): start over
             self._top.offer("unknown", now, at_once=True)
-            self._top.finding = fresh.primary
-            return replace(fresh, per_job=per_job, since_s=0.0)
+            self._top.finding = primary = _restated(fresh.primary, per_job)
+            return replace(fresh, primary=primary, per_job=per_job, since_s=0.0)
         primary, also = _hold_findings(self._top, fresh.primary, fresh.also, now)
         since = now - self._top.shown_since
         return replace(fresh, primary=primary, also=also, since_s=since, per_job=per_job)
+
+
+def _restated(primary: Finding, per_job: tuple[JobVerdict, ...]) -> Finding:
+    """ "no live training job; <the newest ended run's final word>", with that word as this
+    stabilizer says it (what the run was for most of its life), not the engine's reading."""
+    if not primary.summary.startswith(NO_LIVE_JOB):
+        return primary
+    return replace(primary, summary=no_live_job(per_job))
 
 
 def _held(life: Life) -> Evidence:
