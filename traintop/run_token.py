@@ -9,20 +9,23 @@ rendezvous is a fresh one, and every rank of a run talks to the same one.  So ra
 random token into it (``traintop/run``) as its process group is made, every other rank reads it
 there, and each appends it to its run id: ``tcp://host:29500#1a2b3c4d``.
 
-Rank 0 only sets a key (one round trip, on the training thread, right after the group exists).
-The others read it from a helper thread, never the training thread: ``check()`` every 50 ms,
-which holds the store client's lock for one round trip at a time, then one ``get()``, giving up
-after ``WAIT_S`` (a rank 0 without traintop).  Until then, and wherever the store cannot be had,
-the run id is the bare endpoint, as before.  Stdlib only: torch is only ever passed in.
+Rank 0 sets the key (one round trip) on the training thread, right after its process group
+exists; every other rank waits for it there.  Rank 0 leaves ``init_process_group`` once every
+rank has reached its store, so the wait ends as soon as the slowest rank arrived, which the
+first collective would have waited for anyway; it is cut at ``WAIT_S`` (a rank 0 that does not
+run traintop: the job then starts that much later, once, and its ranks carry no token).  The
+training thread, never a helper thread: the store's client is one socket, and a second thread's
+request could interleave with the ones the process group sends through it (gloo's pairs,
+NCCL's ids).  Wherever the store cannot be had, the run id is the bare endpoint, as before.
+Stdlib only: torch is only ever passed in.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import secrets
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,8 +33,7 @@ from traintop import dist_identity
 from traintop.ring_format import TEXT_SIZE
 
 KEY = "traintop/run"
-WAIT_S = 60.0
-POLL_S = 0.05
+WAIT_S = 30.0
 TOKEN_HEX = 8
 
 
@@ -44,34 +46,20 @@ def tagged(run_id: str, token: str) -> str:
 def share(dist: Any, identity: dist_identity.Identity,
           adopt: Callable[[dist_identity.Identity], None]) -> None:  # fmt: skip
     """Agree on this run's token through the default group's store and ``adopt`` the identity
-    that carries it: at once on rank 0, from a helper thread elsewhere.  Never raises."""
+    that carries it.  Never raises."""
     if identity.world_size < 2 or not identity.run_id:
         return
     store = _default_store(dist)
     if store is None:
         return
-    if identity.rank == 0:
-        token = secrets.token_hex(TOKEN_HEX // 2)
-        with contextlib.suppress(Exception):
-            store.set(KEY, token)
-            adopt(dataclasses.replace(identity, run_id=tagged(identity.run_id, token)))
-        return
-    thread = threading.Thread(target=_fetch, args=(store, identity, adopt), daemon=True,
-                              name="traintop-run-token")  # fmt: skip
-    thread.start()
-
-
-def _fetch(store: Any, identity: dist_identity.Identity,
-           adopt: Callable[[dist_identity.Identity], None]) -> None:  # fmt: skip
     with contextlib.suppress(Exception):
-        deadline = time.monotonic() + WAIT_S
-        while not store.check([KEY]):
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(POLL_S)
-        token = store.get(KEY).decode(errors="replace")[:TOKEN_HEX]
-        if dist_identity.current().run_id == identity.run_id:  # no newer group meanwhile
-            adopt(dataclasses.replace(identity, run_id=tagged(identity.run_id, token)))
+        if identity.rank == 0:
+            token = secrets.token_hex(TOKEN_HEX // 2)
+            store.set(KEY, token)
+        else:
+            store.wait([KEY], datetime.timedelta(seconds=WAIT_S))
+            token = store.get(KEY).decode(errors="replace")[:TOKEN_HEX]
+        adopt(dataclasses.replace(identity, run_id=tagged(identity.run_id, token)))
 
 
 def _default_store(dist: Any) -> Any:
