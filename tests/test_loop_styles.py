@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.isolation import private_dir
+from tests.ring_helpers import without_token
 from traintop.collectors.jobs import JobCollector
 from traintop.ring_shrink import KEEP_RECORDS
 
@@ -100,15 +101,6 @@ def run_loop(tmp_path: Path, script: str, *args: str, world: int = 1, port: int 
     snapshot = _traintop_json(env, "snapshot", "--json")
     jobs = _traintop_json(env, "jobs", "--json")
     return LoopRun(reports, jobs, snapshot["jobs"], live, listed_at)
-
-
-def run_id(job_id: str) -> str:
-    """A job id without the run's own token (``#1a2b3c4d``, traintop/run_token.py), which its
-    ranks agreed on through their store: the same for every rank, another for the next run."""
-    head, _, rest = job_id.partition("#")
-    token, _, world = rest.partition("/")
-    assert len(token) == 8 and int(token, 16) >= 0, job_id
-    return f"{head}/{world}"
 
 
 def tail_rate(report: dict) -> float:
@@ -207,7 +199,7 @@ def test_mp_spawn_ranks_come_from_the_process_group(tmp_path: Path) -> None:
     assert_matches(run, "spawn_ddp", {
         **DDP_PHASES, ("backward", "comm", "other"): ("backward", "sync"),
     })  # fmt: skip
-    assert run_id(run.jobs[0]["job_id"]) == "run:tcp://127.0.0.1:29531/2"
+    assert without_token(run.jobs[0]["job_id"]) == "run:tcp://127.0.0.1:29531/2"
 
 
 def test_lightning_ddp_launcher_two_ranks(tmp_path: Path) -> None:
@@ -243,5 +235,5 @@ def test_accelerate_launch_two_cpu_ranks(tmp_path: Path) -> None:
     assert_matches(run, "accelerate_ddp", {
         **DDP_PHASES, ("backward", "comm", "other"): ("backward", "sync"),
     })  # fmt: skip
-    assert run_id(run.jobs[0]["job_id"]) == f"run:tcp://127.0.0.1:{port}/2"
+    assert without_token(run.jobs[0]["job_id"]) == f"run:tcp://127.0.0.1:{port}/2"
     assert_no_rank_is_a_worker(run)
