@@ -16,12 +16,13 @@ import pytest
 
 from tests.diagnosis_factories import Scene
 from tests.isolation import private_dir
+from tests.polling import eventually
 from traintop import run_end, run_start
 from traintop.collectors import run_end as read_end
 from traintop.collectors.jobs import JobCollector
 from traintop.collectors.ring_reader import open_segment
 from traintop.collectors.snapshot import Ending, Frame, JobSnapshot, ProcState, RankStack
-from traintop.collectors.warmup import Warmup
+from traintop.collectors.warmup import Warmup, on_cpu, read_stat
 from traintop.diagnosis.job_groups import split_live
 from traintop.diagnosis.life_tally import LifeTally
 from traintop.diagnosis.model import Finding
@@ -202,6 +203,23 @@ def test_a_starting_rank_is_stalled_only_once_seen_blocked_past_the_limit() -> N
     unseen.limit_s = 10.0
     unseen.tick(100.0)
     assert not unseen.blocked(500.0)  # another namespace: never stalled on a guess
+
+
+def test_a_starting_rank_blocked_off_cpu_past_the_limit_is_stalled() -> None:
+    """A process asleep (say in a rendezvous that never completes), seen twice 15 s apart on
+    the monitor's clock with no CPU spent: blocked past the 10 s limit."""
+    asleep = subprocess.Popen(["sleep", "60"])
+    try:
+        assert eventually(lambda: (read_stat(asleep.pid) or ("R",))[0] == "S")
+        rank = Warmup(asleep.pid, visible=True)
+        rank.limit_s = 10.0
+        rank.tick(100.0)
+        rank.tick(115.0)
+        assert rank.proc.state == "S" and not on_cpu(rank.proc)
+        assert rank.blocked(115.0) and rank.blocked_s(115.0) == 15.0
+    finally:
+        asleep.kill()
+        asleep.wait()
 
 
 def test_the_ending_line_names_the_rank_that_explains_it() -> None:
