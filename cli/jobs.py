@@ -15,16 +15,16 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from traintop.collectors.snapshot import JobSnapshot
-from traintop.diagnosis.export import hang_to_dict
+from traintop.diagnosis.export import ending_to_dict, hang_to_dict
 from traintop.diagnosis.stack_text import fold_line
 from traintop.views.format import fmt_age, fmt_number, fmt_share
 from traintop.views.hang_text import case_text, rank_text, state_text
-from traintop.views.job_groups import JobGroup, groups_of
+from traintop.views.job_groups import JobGroup, fmt_first_step, groups_of
 
 LISTED = 4  # jobs named in an error message before "… and N more"
 HEADER = (
     f"{'PID':>8}  {'NAME':<24} {'RANKS':>5}  {'STATE':<11} {'STEPS/S':>8} {'SAMPLES/S':>10} "
-    f"{'DATA WAIT':>9}  {'SLOWEST':<9} {'AGE':>7}"
+    f"{'DATA WAIT':>9}  {'SLOWEST':<9} {'AGE':>7} {'1ST STEP':>8}"
 )
 NONE_FOUND = "no training jobs found (start one with `traintop run -- python train.py`)"
 
@@ -48,6 +48,9 @@ def rank_object(job: JobSnapshot, group: JobGroup) -> dict:
         "data_wait_share": job.data_wait_share,
         "place": _place(job, group),
         "hang": None if group.hang is None else hang_to_dict(group.hang),
+        "first_step_s": job.first_step_s,
+        "ending": ending_to_dict(job.ending),
+        "life": group.life or None,
     }
 
 
@@ -76,7 +79,21 @@ def job_line(group: JobGroup, now: float) -> str:
     age = "-" if group.started_at is None else fmt_age(max(0.0, now - group.started_at))
     state = state_text(group.hang).lower() if group.running and group.hang else group.state
     head = _row(group.ranks[0].pid, group.name, group.rank_count, state, group)
-    return f"{head}  {slowest:<9} {age:>7}"
+    return f"{head}  {slowest:<9} {age:>7} {first_step(group, now):>8}"
+
+
+def first_step(group: JobGroup, now: float) -> str:
+    """How long its first step took (the warm-up), "1m25s…" while it still runs, else "-"."""
+    if group.first_step_s is not None:
+        return fmt_first_step(group.first_step_s)
+    if group.state == "starting" and group.started_at is not None:
+        return f"{fmt_age(max(0.0, now - group.started_at))}…"
+    return "-"
+
+
+def life_lines(group: JobGroup) -> list[str]:
+    """Under a job: where it is while it starts, how it ended (unless it simply finished)."""
+    return [f"          {group.life}"] if group.life else []
 
 
 def hang_lines(group: JobGroup) -> list[str]:
@@ -110,6 +127,7 @@ def print_jobs(found: Sequence[JobSnapshot], as_json: bool, ranks: bool, out: Te
     for group in groups:
         lines.append(job_line(group, now))
         lines += hang_lines(group)
+        lines += life_lines(group)
         if ranks and len(group.ranks) > 1:
             lines += [rank_line(job, group) for job in group.ranks]
     out.write("\n".join(lines) + "\n")

@@ -3,11 +3,12 @@
 A multi-rank job has no single process to name it, but all its ranks share a rendezvous: the
 launcher's run id (torchrun's ``--rdzv-id``, in ``TORCHELASTIC_RUN_ID``) or, where that is the
 default ``none``, the store address every rank connects to (``MASTER_ADDR:MASTER_PORT``, or the
-``init_method`` the probe sees at ``init_process_group``).  The probe writes that into the ring
-header's ``run_id``; two jobs on one host cannot share a live store port, so the key is unique
-among live jobs.  The world size is part of the key because a restarted job may rendezvous on
-the same address with another size.  A single process, or one whose rendezvous is unknown, is a
-job of its own, keyed by host and pid.
+``init_method`` the probe sees at ``init_process_group``), with the token its ranks agreed on
+through their store once the process group exists (traintop/run_token.py): two runs in a row on
+one address, even with an earlier run's rank still alive, have two keys.  The probe writes that
+into the ring header's ``run_id``.  The world size is part of the key because a restarted job
+may rendezvous on the same address with another size.  A single process, or one whose
+rendezvous is unknown, is a job of its own, keyed by host and pid.
 """
 
 from __future__ import annotations

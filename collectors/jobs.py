@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from traintop.collectors import stall
+from traintop.collectors import run_end, stall, warmup
 from traintop.collectors.cgroup import CgroupReader
 from traintop.collectors.job_facts import FactsReader
 from traintop.collectors.job_window import NEWEST, JobWindow
@@ -38,14 +38,15 @@ from traintop.collectors.ring_reader import (
     remove_stale,
     segment_paths,
 )
-from traintop.collectors.snapshot import JobSnapshot, WorkerSnapshot
+from traintop.collectors.snapshot import Ending, JobSnapshot, WorkerSnapshot
 from traintop.collectors.stacks import REPLY_WAIT_S, phase_samples, rank_stack
-from traintop.collectors.stall_watch import StallWatch, moved_ns
+from traintop.collectors.stall_watch import STACK_REFRESH_S, StallWatch, moved_ns
 from traintop.collectors.turns import in_turn
 
 STALL_MIN_S = 5.0
 STALL_STEP_FACTOR = 5.0
 LIVE_RESOLUTION_NS = 16  # the live word keeps its start time rounded down to 16 ns
+STARTING_REFRESH_S = 5.0  # where a rank before its first step is, asked again after this long
 _NS = 1e9
 
 
@@ -56,6 +57,7 @@ class _Job:
                  reply_wait_s: float) -> None:  # fmt: skip
         self.segment = segment
         self.header = segment.header
+        self.window_s = window_s
         self.window = JobWindow(segment.header, window_s)
         self.liveness = "live"
         self.restarted = False
@@ -72,6 +74,12 @@ class _Job:
         self.facts = FactsReader(segment.path, window_s, segment.header.same_host_clock())
         self.seen_live_s: float | None = None  # the last tick that found its writer alive
         self.end_s: float | None = None  # when an ended rank ended, on the monitor's clock
+        self.how_ended: Ending | None = None  # how it ended (collectors/run_end.py)
+        # Before its first step: whether it works (collectors/warmup.py), and its parent, to
+        # tell a process that only started the ranks (mp.spawn's) from a rank.
+        header = segment.header
+        self.warmup = warmup.Warmup(header.pid, header.visible())
+        self.ppid = header.ppid or None
 
     def gone(self) -> bool:
         """Unlinked and no longer written: the cleaner (or the writer) removed it."""
@@ -99,6 +107,12 @@ class _Job:
             self.segment.close()
             self.liveness = "crashed"
         self.end_s = self._end(now)
+        self.how_ended = run_end.ending_of(self.segment.path, self.hot, self.liveness)
+
+    @property
+    def stepped(self) -> bool:
+        """Whether any step of it was published (else it is starting)."""
+        return self.window.steps_total > 0
 
     def _end(self, now: float) -> float:
         """When the rank ended: a finished writer's own close time (the heartbeat it writes
@@ -144,15 +158,29 @@ class _Job:
         return live and _state(self, now) == self.shown.state
 
     def _read(self, newest: int | None) -> PollResult:
+        if not self.stepped:  # its layout may change until its first record: read it first
+            self._follow(self.segment.hot())
         result = self.segment.poll(newest)
         self.window.add(result)
         self.fresh = result if self.fresh is None else _joined(self.fresh, result)
         self.window.steps_total = self.segment.next_index
         self.hot = self.segment.last_hot
-        if self.segment.follow_header(self.hot):  # the writer learnt its rank identity late
-            self.header = self.segment.header
-            self.window.follow_header(self.header)
+        self._follow(self.hot)
         return result
+
+    def _follow(self, hot: HotBlock) -> None:
+        """The writer rewrote its header: its rank identity, learnt late, or (before its first
+        record, a segment made at start-up) its phases, which the window is then made for (a
+        first step read in the same instant as the rewrite is counted, not measured)."""
+        if not self.segment.follow_header(hot):
+            return
+        phases = len(self.header.phases)
+        self.header = self.segment.header
+        if len(self.header.phases) != phases:
+            self.window = JobWindow(self.header, self.window_s)
+            self.window.steps_total = self.segment.next_index
+        else:
+            self.window.follow_header(self.header)
 
     def read_ledger(self) -> None:
         """Re-read the ledger when it moved on, or while an entry may still get its exit.
@@ -223,7 +251,16 @@ class JobCollector:
         for job in jobs:
             self._tend_stacks(job, now, asks.get(job.header.pid))
         workers = self._workers([job for job in jobs if job.liveness == "live" and job.due])
-        return tuple(self._snapshot(job, now, workers) for job in jobs)
+        self._tend_warmups(jobs, now, workers)
+        launchers = _launchers(jobs)
+        return tuple(self._snapshot(job, now, workers) for job in jobs if job not in launchers)
+
+    def _tend_warmups(self, jobs: list[_Job], now: float, workers: dict) -> None:
+        """Read what each rank that has not stepped yet is doing (collectors/warmup.py)."""
+        for job in jobs:
+            if job.due and job.liveness == "live" and not job.stepped:
+                job.warmup.limit_s = self.stall.after_s(None)
+                job.warmup.tick(now, workers.get(job.header.pid, ()))
 
     def _plan_turns(self, jobs: list[_Job], now: float) -> None:
         """Mark the live ranks whose turn it is (``_Job.due``); see ``traintop.collectors.turns``.
@@ -267,7 +304,8 @@ class JobCollector:
             job.read_ledger()
             last = moved_ns(job.window.last_end_ns, job.hot, [e.enter_ns for e in job.entries])
             phase = live_phase(job, "stalled", now)[0]
-            job.watch.tend(now, job.hot, last, phase, self._worker_pids)
+            refresh = STACK_REFRESH_S if job.stepped else STARTING_REFRESH_S
+            job.watch.tend(now, job.hot, last, phase, self._worker_pids, refresh)
 
     def _worker_pids(self, pid: int) -> list[int]:
         """A rank's children, oldest first: from the tick's process scan, else from /proc."""
@@ -331,7 +369,8 @@ class JobCollector:
         if job.segment.closed and kept is not None and kept.state == state:
             return _aged(kept, job.window.last_step_age_s(now))
         live = live_phase(job, state, now)  # (None, None) for an ended job: none to keep
-        extras = self._extras(job, now)
+        # before its first step, the warm-up's reading of the process is its ``proc``
+        extras = self._extras(job, now) | _life(job, state, now)
         ended_at, stopped = job.ending()
         stopped = stopped or state == "stalled"  # no step for the stall limit: its rate is 0
         snapshot = job.window.snapshot(
@@ -343,6 +382,8 @@ class JobCollector:
             stopped=stopped,
             **extras,
         )
+        if state == "stalled" and not job.stepped:  # blocked before its first step: how long
+            snapshot = dataclasses.replace(snapshot, last_step_age_s=job.warmup.blocked_s(now))
         job.shown, job.shown_at = snapshot, now
         return snapshot
 
@@ -405,7 +446,7 @@ def live_phase(job: _Job, state: str, now_s: float) -> tuple[str | None, float |
     closed with it, so the trainer has been between phases ("other") since that step's end.
     """
     hot, header = job.hot, job.header
-    if state not in ("live", "stalled") or hot is None or not hot.live_start_ns:
+    if state not in ("live", "stalled", "starting") or hot is None or not hot.live_start_ns:
         return None, None
     if not header.same_host_clock():  # CLOCK_MONOTONIC of another boot: no age to give
         return None, None
@@ -422,7 +463,9 @@ def _state(job: _Job, now: float) -> str:
     if job.restarted:
         return "restarted"
     if job.liveness != "live":
-        return job.liveness
+        return run_end.state_of(job.how_ended) if job.how_ended else job.liveness
+    if not job.stepped:  # before its first step: stalled only when blocked past the limit
+        return "stalled" if job.warmup.blocked(now) else "starting"
     age = job.window.last_step_age_s(now)
     if age is None or age <= STALL_MIN_S:  # below any limit: no percentile to sort for it
         return "live"
@@ -436,16 +479,45 @@ def stall_limit_s(window: JobWindow) -> float:
     return max(STALL_MIN_S, STALL_STEP_FACTOR * p50) if p50 is not None else STALL_MIN_S
 
 
+def _life(job: _Job, state: str, now: float) -> dict:
+    """The run's life in its snapshot: its first step's length (the warm-up), how it ended,
+    and, before its first step, what the kernel says of it."""
+    first = job.hot.first_step_ns if job.hot is not None else 0
+    life: dict = {"first_step_s": first / _NS if first else None, "ending": job.how_ended}
+    if not job.stepped and state in ("starting", "stalled"):
+        life["proc"] = job.warmup.proc
+    return life
+
+
+def _launchers(jobs: list[_Job]) -> set[_Job]:
+    """Processes that never stepped and are the parent of another rank: mp.spawn's parent,
+    a script that starts its ranks itself.  Not runs of their own: not listed."""
+    parents = {job.ppid for job in jobs if job.ppid is not None}
+    return {job for job in jobs if not job.stepped and job.header.pid in parents}
+
+
+FAILED_ENDINGS = frozenset({"raised", "gone"})
+
+
 def _mark_restarts(jobs: list[_Job]) -> None:
-    """A dead instance is "restarted" once a newer process took its name and rank."""
-    newest: dict[tuple[str, str, int], int] = {}
+    """A dead instance is "restarted" once a newer process took its name and rank, when it
+    failed (raised, or gone without a word): a run that finished or was stopped keeps that.
+    Where both parents are known they must be one (torchrun's agent restarting its workers, a
+    shell running the script again): another launcher's run on the same rendezvous is another
+    run, not a restart."""
+    newer: dict[tuple[str, str, int], list[_Job]] = {}
     for job in jobs:
-        key = (job.header.hostname, job.header.name, job.header.rank)
-        newest[key] = max(newest.get(key, 0), job.header.created_monotonic_ns)
+        newer.setdefault((job.header.hostname, job.header.name, job.header.rank), []).append(job)
     for job in jobs:
-        key = (job.header.hostname, job.header.name, job.header.rank)
-        newer = newest[key] > job.header.created_monotonic_ns
-        job.restarted = newer and job.liveness != "live"
+        same = newer[(job.header.hostname, job.header.name, job.header.rank)]
+        failed = job.how_ended is None or job.how_ended.kind in FAILED_ENDINGS
+        job.restarted = job.liveness != "live" and failed and any(_replaces(o, job) for o in same)
+
+
+def _replaces(new: _Job, old: _Job) -> bool:
+    """Whether ``new`` started after ``old`` from the same parent (or a parent unknown)."""
+    later = new.header.created_monotonic_ns > old.header.created_monotonic_ns
+    return later and (new.ppid is None or old.ppid is None or new.ppid == old.ppid)
 
 
 class ProcessTable(Protocol):

@@ -50,6 +50,7 @@ class SegmentHeader:
     hostname: str
     totals: bool = False  # the writer keeps running totals (format 1.1, collectors/ring_totals.py)
     ledger: bool = False  # the collective ledger and helper words are kept (format 1.2)
+    ppid: int = 0  # the writer's parent pid (0: unknown: an older writer)
 
     def same_host_clock(self) -> bool:
         """CLOCK_MONOTONIC values are comparable only within one boot."""
@@ -61,6 +62,10 @@ class SegmentHeader:
             return float("inf")
         last = max(getattr(hot, "heartbeat_ns", 0), self.created_monotonic_ns)
         return (time.monotonic_ns() - last) / 1e9
+
+    def visible(self) -> bool:
+        """Whether the writer's ``/proc`` entry is ours to read: same boot, same pid namespace."""
+        return self.pidns_inode != 0 and self.pidns_inode == _our_pidns() and self.same_host_clock()
 
     def writer_gone(self) -> bool:
         """True when, in our pid namespace, the writer pid is dead or now another process."""
@@ -166,4 +171,5 @@ def _build(path: Path, page: bytes, f: tuple) -> SegmentHeader:
         hostname=_text(path, page, ring.HOSTNAME_OFFSET, ring.TEXT_SIZE),
         totals=bool(f[8] & ring.FLAG_TOTALS) and not f[8] & ring.FLAG_CRC,
         ledger=bool(f[8] & ring.FLAG_LEDGER),
+        ppid=struct.unpack_from("<q", page, ring.PARENT_PID_OFFSET)[0],
     )

@@ -50,7 +50,7 @@ __all__ = [
 
 # head .. live step, header generation, then (1.2) ledger head, helper thread id, training
 # thread ident, stack signal (docs/ring-format.md); zeros in an older segment.
-_HOT = struct.Struct("<13Q")
+_HOT = struct.Struct("<14Q")
 _HOT_OFFSET = ring.HEAD_WORD * 8
 _MAX_HEAD_JUMP = 1 << 40  # a head this far ahead of our cursor is garbage, not progress
 
@@ -88,6 +88,7 @@ class HotBlock(NamedTuple):
     stack_signal: int = 0  # the signal its faulthandler dumps on (0: none)
     alive_ns: int = 0  # the helper thread's last wake, every ALIVE_EVERY_S while it lives
     train_tid: int = 0  # the training thread's native id (0: unknown)
+    first_step_ns: int = 0  # how long the first step took (0: none yet, or an older writer)
 
 
 class Segment:

@@ -426,7 +426,8 @@ class JobSnapshot:
     """A training process attached through its ring buffer, summarised over a recent window.
 
     ``state`` is one of "starting" (its ring exists, no step has ended yet), "live", "stalled",
-    "finished", "crashed", "restarted" (``ending`` says how an ended run ended).
+    "finished", "crashed" (it raised), "stopped" (by a signal), "gone" (without a word:
+    SIGKILL, a native crash), "restarted" (``ending`` says how an ended run ended).
     ``gpu_busy_share`` is the card's own truth over the recent window, read from
     ``gpu_busy_source``: "profile" (a sampled step's kernel time), "process" (NVML's
     per-process SM utilization) or "device" (NVML's GPU utilization); ``gpu_queued_share`` is

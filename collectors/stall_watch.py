@@ -51,13 +51,15 @@ class StallWatch:
         self.proc, self.workers, self._key = None, {}, None
 
     def tend(self, now: float, hot: HotBlock | None, moved_ns: int, phase: str | None,
-             worker_pids: Callable[[int], Sequence[int]]) -> None:  # fmt: skip
-        """One tick of a stalled rank; ``moved_ns``: when it last moved (its last step, phase
-        or collective), ``phase`` the phase it is in."""
+             worker_pids: Callable[[int], Sequence[int]],
+             refresh_s: float = STACK_REFRESH_S) -> None:  # fmt: skip
+        """One tick of a stalled rank (or one still in its first step); ``moved_ns``: when it
+        last moved (its last step, phase or collective), ``phase`` the phase it is in; its
+        stack is asked for again after ``refresh_s``, or as soon as it moved."""
         self.proc = self._reader.read(self._pid, hot.train_tid if hot is not None else 0)
         key = (hot.ledger_head, hot.live_phase, hot.live_start_ns) if hot else None
         taken = self.stacks.taken
-        stale = taken is None or now - taken.taken_s >= STACK_REFRESH_S
+        stale = taken is None or now - taken.taken_s >= refresh_s
         if (stale or key != self._key) and self._have_stack(now, hot, moved_ns):
             self._key = key
         self.stacks.poll(now, hot)

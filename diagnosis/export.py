@@ -3,15 +3,16 @@
 Keys are only ever added: ``per_job`` (one verdict per job, live ones worst first, then ended
 ones in the past tense), ``job_id`` (the job the top-level verdict is about) and ``live_jobs``
 came with multi-rank jobs; ``share`` (the share of time a finding claims) and each job's
-``budget`` (every rank's phases and its long steps' excess by phase) with the time budget;
-everything before them means what it meant.
+``budget`` (every rank's phases and its long steps' excess by phase) with the time budget; each
+job's ``ending`` (how an ended job ended: ``kind``, ``detail``, ``frame``, ``exit_code``) with a
+run's life; everything before them means what it meant.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from traintop.collectors.snapshot import Collective, ProcState, WorkerSnapshot
+from traintop.collectors.snapshot import Collective, Ending, ProcState, WorkerSnapshot
 from traintop.diagnosis.model import (
     Finding,
     Hang,
@@ -92,7 +93,18 @@ def job_to_dict(v: JobVerdict) -> dict[str, Any]:
         else {"rank": s.rank, "pid": s.pid, "gap": round(s.gap, 3), "text": s.text},
         "hang": None if v.hang is None else hang_to_dict(v.hang),
         "budget": [_budget(t) for t in v.budget],
+        "ending": ending_to_dict(v.ending),
     }
+
+
+def ending_to_dict(e: Ending | None) -> dict[str, Any] | None:
+    """How a run ended: ``kind`` (finished, raised, signal, gone), ``detail`` (the exception,
+    the signal's name), ``frame`` (``[file, line, function]`` where it was) and ``exit_code``
+    (a signal's as ``-N``; None where unknown); None while it runs."""
+    if e is None:
+        return None
+    frame = None if e.frame is None else [e.frame.file, e.frame.line, e.frame.function]
+    return {"kind": e.kind, "detail": e.detail, "frame": frame, "exit_code": e.exit_code}
 
 
 def hang_to_dict(h: Hang) -> dict[str, Any]:

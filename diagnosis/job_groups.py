@@ -1,12 +1,15 @@
 """Which rank segments make one job, and whether that job is still running.
 
 The collector reports one ``JobSnapshot`` per rank segment; ranks of one job share its
-``job_id`` (collectors/job_key.py).  A job is live while any of its ranks steps or is stalled
-(a hung collective leaves the others stalled, not ended); it ended when every rank finished,
-crashed or was restarted.  An ended run and a live one can share a ``job_id`` (the same
-rendezvous address reused by the next experiment), so an ended rank joins a live run only when
-their lifetimes overlap, and ended segments that repeat a rank belong to different earlier
-runs.
+``job_id`` (collectors/job_key.py).  A job is live while any of its ranks starts, steps or is
+stalled (a hung collective leaves the others stalled, not ended); it ended when every rank
+finished, crashed, was stopped, was gone or was restarted.  The probe makes a run's id its own
+(the token its ranks agree on through their store, traintop/run_token.py), but a rank that
+never reached its process group, or an older writer, has only the rendezvous address, which the
+next experiment reuses.  So an ended rank joins a live run only when their lifetimes overlap,
+ended segments that repeat a rank belong to different earlier runs, and live ranks that repeat
+a rank (an earlier run's rank stopped with SIGSTOP, still alive) are split into runs by when
+they started: a rank joins the newest run that lacks its rank and started near it.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from operator import attrgetter
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
 from traintop.diagnosis.model import LIVE_STATES
 
-# Ended states, worst first: a job with one crashed rank crashed.
-ENDED_ORDER = ("crashed", "restarted", "finished")
+# Ended states, worst first: a job with one crashed rank crashed; one rank gone without a word
+# is why the others were stopped (torchrun stops the rest when one dies).
+ENDED_ORDER = ("crashed", "gone", "stopped", "restarted", "finished")
+RUN_GAP_S = 30.0  # ranks of one run start within this of each other (split_live)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +45,12 @@ class JobGroup:
 
     @property
     def state(self) -> str:
-        """live, stalled (every running rank stalled), else the worst ended state."""
+        """live, starting (no rank stepped yet, some still working), stalled (every running
+        rank stalled), else the worst ended state."""
         states = {r.state for r in self.ranks}
-        if "live" in states:
-            return "live"
-        if "stalled" in states:
-            return "stalled"
+        for state in ("live", "starting", "stalled"):
+            if state in states:
+                return state
         return next((s for s in ENDED_ORDER if s in states), "finished")
 
     @property
@@ -98,10 +103,16 @@ def group_jobs(latest: Snapshot) -> tuple[JobGroup, ...]:
     ended: dict[str, list[JobSnapshot]] = {}
     for job in latest.jobs:
         (live if job.state in LIVE_STATES else ended).setdefault(_key(job), []).append(job)
-    for key, ranks in live.items():
-        ranks += _same_run(latest, ranks, ended.get(key, []))
-        ended[key] = [r for r in ended.get(key, []) if r not in ranks]
-    groups = [JobGroup(k, _by_rank(v), None) for k, v in live.items()]
+    runs = {key: split_live(ranks) for key, ranks in live.items()}
+    for key, split in runs.items():
+        newest = split[0]
+        newest += _same_run(latest, newest, ended.get(key, []))
+        ended[key] = [r for r in ended.get(key, []) if r not in newest]
+    groups = [
+        JobGroup(key if i == 0 else f"{key}@{run[0].pid}", _by_rank(run), None)
+        for key, split in runs.items()
+        for i, run in enumerate(split)
+    ]
     past = [
         JobGroup(key, _by_rank(run), _ended_at(latest, run))
         for key, runs in ended.items()
@@ -109,6 +120,25 @@ def group_jobs(latest: Snapshot) -> tuple[JobGroup, ...]:
     ]
     past.sort(key=lambda g: g.ended_at or 0.0, reverse=True)
     return (*groups, *past)
+
+
+def split_live(ranks: Sequence[JobSnapshot]) -> list[list[JobSnapshot]]:
+    """Live ranks of one key as runs, newest first: each rank, newest first, joins the newest
+    run that lacks its rank and whose ranks started within ``RUN_GAP_S`` of it."""
+    runs: list[list[JobSnapshot]] = []
+    for rank in sorted(ranks, key=lambda r: -(r.started_at or 0.0)):
+        home = next((run for run in runs if _fits(run, rank)), None)
+        if home is None:
+            runs.append(home := [])
+        home.append(rank)
+    return runs
+
+
+def _fits(run: list[JobSnapshot], rank: JobSnapshot) -> bool:
+    if any(r.rank == rank.rank for r in run):
+        return False
+    start = rank.started_at or 0.0
+    return all(abs((r.started_at or 0.0) - start) <= RUN_GAP_S for r in run)
 
 
 def _same_run(

@@ -26,13 +26,21 @@ from traintop.diagnosis.model import (
     Candidate,
     Evidence,
     Finding,
+    Hang,
     JobSummary,
     JobVerdict,
     RankTime,
     Straggler,
 )
-from traintop.diagnosis.tense import clock, past
-from traintop.diagnosis.text import pct
+from traintop.diagnosis.run_life import (
+    ending_evidence,
+    how,
+    job_ending,
+    post_mortem_due,
+    starting_finding,
+)
+from traintop.diagnosis.tense import NEVER_STEPPED, clock, past
+from traintop.diagnosis.text import duration, pct
 from traintop.diagnosis.where import sample_wish
 
 Rules = Callable[[Context], tuple[Candidate, ...]]
@@ -52,29 +60,73 @@ def summary_of(job: JobSnapshot) -> JobSummary:
     )
 
 
-def judge(box: Box, group: JobGroup, rules: Rules) -> JobVerdict:
-    """The verdict on one job from ``box``: its ranks' findings folded, ``unknown`` explained."""
+def judge(box: Box, group: JobGroup, rules: Rules, now: float | None = None) -> JobVerdict:
+    """The verdict on one job from ``box``: its ranks' findings folded, ``unknown`` explained;
+    a job that has not stepped yet (``now``: the snapshot's wall clock) says where it is."""
+    if group.state == "starting" or not any(r.steps_total for r in group.ranks):
+        return _before_first_step(group, now)
     results = [RankResult(r, ctx := context_for(box, r), rules(ctx)) for r in group.ranks]
     found, straggler = fold(results)
     findings = tuple(c.finding for c in _split_stated(found)) or (_explained(results, straggler),)
     lost = found[0].lost_share if found else 0.0
-    hang = hang_of(group.ranks) if group.live else crash_of(group.ranks)
+    hang = _stopped(group)
     if hang is not None:  # a stopped job: nothing it measured before matters as much
         findings, lost = (hang_finding(hang), *beside(findings)), 1.0
+    return _verdict(
+        group,
+        findings,
+        lost,
+        hang,
+        straggler=straggler,
+        budget=tuple(t for r in results if (t := rank_time(r)) is not None),
+        sample=_sample_wish(results, straggler, findings[0]) if group.live and not hang else None,
+    )
+
+
+def _verdict(group: JobGroup, findings: Sequence[Finding], lost: float, hang: Hang | None,
+             **more: object) -> JobVerdict:  # fmt: skip
+    """The job's verdict from its findings, worst first; ``more``: further JobVerdict fields."""
     return JobVerdict(
         job_id=group.job_id,
         name=group.name,
         state=group.state,
         ranks=tuple(summary_of(r) for r in group.ranks),
         primary=findings[0],
-        also=findings[1:],
+        also=tuple(findings[1:]),
         lost_share=lost,
         ended_at=group.ended_at,
-        straggler=straggler,
         hang=hang,
-        budget=tuple(t for r in results if (t := rank_time(r)) is not None),
-        sample=_sample_wish(results, straggler, findings[0]) if group.live and not hang else None,
+        ending=job_ending(group.ranks),
+        **more,  # type: ignore[arg-type]
     )
+
+
+def _stopped(group: JobGroup) -> Hang | None:
+    """A running job's hang; an ended one's post-mortem when a rank failed (a job stopped by a
+    signal in a barrier did not end because of its collectives: ``post_mortem_due``)."""
+    if group.live:
+        return hang_of(group.ranks)
+    return crash_of(group.ranks) if post_mortem_due(group.state) else None
+
+
+def _before_first_step(group: JobGroup, now: float | None) -> JobVerdict:
+    """A job none of whose ranks has stepped: starting (where it is), or ended before its
+    first step (its ranks' hang, where one is blocked past the limit, comes first)."""
+    hang = hang_of(group.ranks) if group.live else None
+    if group.live:
+        primary = starting_finding(group.ranks, now)
+    else:
+        primary = Finding("unknown", 0.0, "info", f"{NEVER_STEPPED}{_after(group)}")
+    findings = (hang_finding(hang), primary) if hang is not None else (primary,)
+    return _verdict(group, findings, 1.0 if hang is not None else 0.0, hang)
+
+
+def _after(group: JobGroup) -> str:
+    """ ", 1m25s after it started" for an ended run that never stepped."""
+    starts = [r.started_at for r in group.ranks if r.started_at is not None]
+    if group.ended_at is None or not starts:
+        return ""
+    return f", {duration(group.ended_at - min(starts))} after it started"
 
 
 def _sample_wish(
@@ -133,7 +185,8 @@ def judge_live(window: Window, groups: Sequence[JobGroup], rules: Rules):
     """Verdicts on the live jobs, worst first, and the box they were judged on."""
     pids = frozenset(pid for g in groups for pid in g.pids)
     box = box_of(window, tuple(j for j in window.latest.snap.jobs if j.pid in pids))
-    verdicts = [judge(box, g, rules) for g in groups]
+    now = window.latest.snap.timestamp
+    verdicts = [judge(box, g, rules, now) for g in groups]
     return tuple(sorted(verdicts, key=_worst, reverse=True)), box
 
 
@@ -203,10 +256,12 @@ def _ended_as_of(verdict: JobVerdict, group: JobGroup) -> JobVerdict:
 
 def _in_past(verdict: JobVerdict, group: JobGroup, now: float) -> JobVerdict:
     when = (group.state, group.ended_at, now)
+    said = how(verdict.ending)
+    facts = ending_evidence(group.ranks)
     return replace(
         verdict,
-        primary=past(verdict.primary, *when, ring_only=True),
-        also=tuple(past(f, *when, ring_only=True) for f in verdict.also),
+        primary=past(verdict.primary, *when, ring_only=True, how=said, facts=facts),
+        also=tuple(past(f, *when, ring_only=True, how=said) for f in verdict.also),
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traintop.collectors.snapshot import Collective, Frame, ProcState, WorkerSnapshot
+from traintop.collectors.snapshot import Collective, Ending, Frame, ProcState, WorkerSnapshot
 
 BOTTLENECKS: tuple[str, ...] = (
     "data_cpu",
@@ -197,13 +197,15 @@ class JobVerdict:
     # ``unknown``), while traintop has no fresh samples of its stack in that phase: for whoever
     # drives the collector to ask for them (JobCollector.sample_phase, diagnosis/where.py)
     sample: tuple[int, str] | None = None
+    # How an ended job ended: the ending of the rank that explains it (diagnosis/run_life.py).
+    ending: Ending | None = None
 
     @property
     def live(self) -> bool:
         return self.state in LIVE_STATES
 
 
-LIVE_STATES = frozenset({"live", "stalled"})
+LIVE_STATES = frozenset({"live", "stalled", "starting"})
 
 
 @dataclass(frozen=True, slots=True)

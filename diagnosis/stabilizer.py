@@ -4,10 +4,11 @@ Per-window verdicts can flip between two close findings on noisy samples (data_c
 tick, data_io on the next).  A banner that flickers is worse than one a few seconds late, so
 a challenger must win every window for ``switch_after_s`` before it is shown.  This holds for
 each job's own verdict and for the choice of which job the banner is about (two jobs losing
-about the same share must not take turns).  A job that ends keeps the last verdict shown while
-it ran, restated in the past tense: that is its final word, better informed (host, GPU and
-process evidence) than its ring numbers alone.  Time comes from the snapshots' monotonic
-stamps, so tests and replays are exact.
+about the same share must not take turns).  A job that ends keeps, in the past tense, the
+verdict that was shown longest while it ran (``diagnosis/life_tally.py``): that is its final
+word, better informed (host, GPU and process evidence) than its ring numbers alone, and not a
+reading of its last seconds.  Time comes from the snapshots' monotonic stamps, so tests and
+replays are exact.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from traintop.collectors.snapshot import Snapshot
-from traintop.diagnosis.engine import diagnose
+from traintop.diagnosis.engine import NO_LIVE_JOB, diagnose, no_live_job
+from traintop.diagnosis.life_tally import Life, LifeTally
 from traintop.diagnosis.memo import Memo
-from traintop.diagnosis.model import Finding, JobVerdict, Verdict
+from traintop.diagnosis.model import Evidence, Finding, JobVerdict, Verdict
+from traintop.diagnosis.run_life import how
 from traintop.diagnosis.tense import past
+from traintop.diagnosis.text import duration
 
 HANG = "hang"
 MAX_ENDED = 64  # final verdicts remembered (ring segments are collected after 10 min anyway)
@@ -79,6 +83,7 @@ class VerdictStabilizer:
         self._focus = _Hold(switch_after_s)
         self._jobs: dict[str, _Hold] = {}
         self._shown_jobs: dict[frozenset[int], JobVerdict] = {}
+        self._tally = LifeTally()  # what each run's shown verdict was, for how long
         self._memo = Memo()  # the work one window shares with the next (traintop.diagnosis.memo)
 
     def update(self, window: Sequence[Snapshot], *, job_pid: int | None = None) -> Verdict:
@@ -102,6 +107,7 @@ class VerdictStabilizer:
         primary, also = _hold_findings(hold, verdict.primary, verdict.also, now)
         shown = replace(verdict, primary=primary, also=also, since_s=now - hold.shown_since)
         self._remember(key, shown)
+        self._tally.add(key, primary, now)
         return shown
 
     def _remember(self, key: frozenset[int], shown: JobVerdict) -> None:
@@ -113,15 +119,23 @@ class VerdictStabilizer:
     def _final(
         self, verdict: JobVerdict, key: frozenset[int], window: Sequence[Snapshot]
     ) -> JobVerdict:
-        """The verdict shown while the job ran, in the past tense (host evidence included);
-        the engine's ring-only verdict when it was never shown running, or when its ranks'
-        collectives say how it ended (a hang's post-mortem: that is why it ended)."""
-        last = self._shown_jobs.get(key)
-        if last is None or last.primary.bottleneck == "unknown" or verdict.hang is not None:
+        """What explained most of the job's time while it ran, in the past tense (host evidence
+        included), with how it ended first; the engine's ring-only verdict when it was never
+        judged running, or when a rank failed in its collectives (a hang's post-mortem: that
+        is why it ended; what it was before comes after)."""
+        life = self._tally.life(key)
+        if life is None:
             return verdict
         now = max((s.timestamp for s in window), default=0.0)
-        ended = past(last.primary, verdict.state, verdict.ended_at, now)
-        return replace(verdict, primary=ended, also=(), straggler=last.straggler)
+        said = tuple(e for e in verdict.primary.evidence if e.metric == "ending")
+        facts = (*said, _held(life))
+        ended = past(life.finding, verdict.state, verdict.ended_at, now,
+                     how=how(verdict.ending), facts=facts)  # fmt: skip
+        last = self._shown_jobs.get(key)
+        straggler = last.straggler if last is not None else None
+        if verdict.hang is not None:
+            return replace(verdict, also=(ended,), straggler=straggler)
+        return replace(verdict, primary=ended, also=(), straggler=straggler)
 
     def _about_job(
         self, fresh: Verdict, per_job: tuple[JobVerdict, ...], now: float, job_pid: int | None
@@ -158,11 +172,28 @@ class VerdictStabilizer:
         if fresh.primary.bottleneck == "unknown":
             self._jobs.clear()  # data ran out (window emptied, clock reset): start over
             self._top.offer("unknown", now, at_once=True)
-            self._top.finding = fresh.primary
-            return replace(fresh, per_job=per_job, since_s=0.0)
+            self._top.finding = primary = _restated(fresh.primary, per_job)
+            return replace(fresh, primary=primary, per_job=per_job, since_s=0.0)
         primary, also = _hold_findings(self._top, fresh.primary, fresh.also, now)
         since = now - self._top.shown_since
         return replace(fresh, primary=primary, also=also, since_s=since, per_job=per_job)
+
+
+def _restated(primary: Finding, per_job: tuple[JobVerdict, ...]) -> Finding:
+    """ "no live training job; <the newest ended run's final word>", with that word as this
+    stabilizer says it (what the run was for most of its life), not the engine's reading."""
+    if not primary.summary.startswith(NO_LIVE_JOB):
+        return primary
+    return replace(primary, summary=no_live_job(per_job))
+
+
+def _held(life: Life) -> Evidence:
+    """ "compute for 4m10s of the 4m30s it was watched running"."""
+    text = (
+        f"{life.finding.bottleneck} for {duration(life.seconds)} of the "
+        f"{duration(life.total_s)} it was watched running"
+    )
+    return Evidence(text, "verdict_held_s", life.seconds, "training")
 
 
 def _ranks_key(verdict: JobVerdict) -> frozenset[int]:

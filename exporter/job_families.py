@@ -35,7 +35,9 @@ from traintop.exporter.published import ServedRanks
 from traintop.exporter.stuck_families import stuck_family
 
 RANK_LABELS = ("job", "job_name", "rank", "local_rank", "hostname")
-STATES = ("live", "stalled", "finished", "crashed", "restarted")
+# Extended, never renamed: starting (no step yet), stopped (by a signal), gone (no word: killed,
+# or died in native code) came with a run's life; crashed is a run that raised.
+STATES = ("live", "stalled", "finished", "crashed", "restarted", "starting", "stopped", "gone")
 QUANTILES = (("0.5", "step_time_p50_s"), ("0.95", "step_time_p95_s"))
 
 Reader = Callable[[JobSnapshot], float | None]
@@ -91,6 +93,10 @@ STARTED = (
 ENDED = (
     "traintop_job_ended_timestamp_seconds",
     "Wall-clock time an ended rank ended, seconds since the epoch (served for --keep-ended).",
+)
+FIRST_STEP = (
+    "traintop_job_first_step_seconds",
+    "How long the rank's first step took (the warm-up: compile, graph capture), once it ended.",
 )
 
 
@@ -186,5 +192,6 @@ def job_families(ranks: ServedRanks, hostname: str) -> Iterator[Metric]:
     yield stuck_family(live, RANK_LABELS)
     yield _gauge(*STARTED, [(labels, job.started_at) for job, labels in live + ended])
     yield _gauge(*ENDED, [(labels, job.ended_at) for job, labels in ended])
+    yield _gauge(*FIRST_STEP, [(labels, job.first_step_s) for job, labels in live + ended])
     for build in (_states, _steps, _info):
         yield build(live + ended)

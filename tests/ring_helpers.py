@@ -115,3 +115,14 @@ def totals_reader_proc(path: str, seconds: float, queue) -> None:
             got = (span.totals.phase_ns, span.totals.samples, span.totals.batches)
             wrong += got != expected_sums(start, start + span.steps)
     queue.put((spans, wrong))
+
+
+def without_token(job_id: str) -> str:
+    """A job id without its run's own token (``#1a2b3c4d``, traintop/run_token.py), which its
+    ranks agree on through their store: the same for every rank, another for the next run."""
+    head, _, rest = job_id.partition("#")
+    if not rest:
+        return job_id
+    token, _, world = rest.partition("/")
+    assert len(token) == 8 and int(token, 16) >= 0, job_id
+    return f"{head}/{world}"

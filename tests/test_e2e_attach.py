@@ -165,10 +165,12 @@ def test_attach_to_another_users_process_is_refused(ring_env: dict[str, str]) ->
     assert "belongs to user" in done.stderr
 
 
-def test_killed_job_stays_listed_as_crashed(ring_env: dict[str, str], training_job: dict) -> None:
+def test_killed_job_stays_listed_as_gone(ring_env: dict[str, str], training_job: dict) -> None:
+    """SIGKILL leaves no word: the job is listed as gone, with its last numbers."""
     os.kill(training_job["pid"], signal.SIGKILL)
     pid = training_job["pid"]
-    crashed = wait_for_job(ring_env, lambda j: j["pid"] == pid and j["state"] == "crashed", 30)
+    crashed = wait_for_job(ring_env, lambda j: j["pid"] == pid and j["state"] == "gone", 30)
+    assert crashed["ending"]["kind"] == "gone"
     assert crashed["name"] == "train_loop"
     assert crashed["steps_total"] >= training_job["steps_total"]
     assert crashed["started_at"] < crashed["ended_at"] <= time.time()  # its last sign of life

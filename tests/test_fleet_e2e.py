@@ -232,7 +232,7 @@ def _short_runs(node: Node, tmp: Path) -> list:
     return [*procs, stalled]
 
 
-ENDED_STATES = 'traintop_job_state{traintop_job_state=~"finished|crashed"} == 1'
+ENDED_STATES = 'traintop_job_state{traintop_job_state=~"finished|crashed|stopped|gone"} == 1'
 RATES = ("steps_per_second", "samples_per_second", "step_time_seconds", "phase_seconds",
          "data_wait_share", "communication_share", "traintop_bottleneck")  # fmt: skip
 
@@ -311,7 +311,7 @@ def test_ended_runs_step_aside_then_go(cluster, tmp_path: Path):
         _sums_are_the_live_ranks(live, ended, ask)
         ends = pool.submit(_ends, node, ended).result()
         _fleet_lists_ended_jobs_after_the_live_one(node)
-        assert ends["sweep"][0] == "finished" and ends["loader-stall"][0] == "crashed"
+        assert ends["sweep"][0] == "finished" and ends["loader-stall"][0] == "gone"  # SIGKILL
         assert ends["loader-stall"][1] >= STALL_S - 1.0  # ended when killed, not at its last step
 
         def gone() -> bool:

@@ -101,7 +101,12 @@ def test_stalled_finished_crashed_and_restarted(setup, tmp_path):
     again = make_segment(tmp_path / "ring")
     _steps(again, 0, end + 10**9, 10)
     states = sorted(j.state for j in col.collect())
-    assert states == ["live", "restarted"]
+    assert states == ["finished", "live"]  # a run that finished is no failed one restarted
+    again._release(unlock=True)  # this one dies without a word: gone, and a third replaces it
+    third = make_segment(tmp_path / "ring")
+    _steps(third, 0, end + 2 * 10**9, 10)
+    states = sorted(j.state for j in col.collect())
+    assert states == ["finished", "live", "restarted"]
 
 
 def _wall(w, monotonic_s: float) -> float:
@@ -121,7 +126,8 @@ def test_a_crashed_ranks_final_rate_says_whether_it_had_stopped(setup, quiet_s, 
     w._release(unlock=True)  # the process dies: the lock goes, the state still says running
     clock.t += 1.0
     (job,) = col.collect()
-    assert job.state == "crashed" and job.steps_per_s == final_rate
+    assert job.state == "gone" and job.steps_per_s == final_rate  # no word: no .end, no dump
+    assert job.ending is not None and job.ending.kind == "gone"
     assert job.samples_per_s == 32 * final_rate
     assert job.step_time_p50_s == pytest.approx(0.010)  # what its steps took is still so
     assert job.ended_at == pytest.approx(_wall(w, end / 1e9 + quiet_s))  # last seen alive
@@ -135,7 +141,7 @@ def test_a_crash_before_the_monitor_looked_ends_at_its_last_sign_of_life(setup):
     w._release(unlock=True)
     clock.t = end / 1e9 + 60.0
     (job,) = col.collect()
-    assert job.state == "crashed" and job.steps_per_s == 0.0
+    assert job.state == "gone" and job.steps_per_s == 0.0
     assert job.ended_at == pytest.approx(_wall(w, end / 1e9 + 9.0), abs=1e-6)
 
 

@@ -180,7 +180,7 @@ def _all_stepping(snaps) -> bool:
     return sum(s.state == "live" and s.steps_total > 0 for s in snaps) == 24
 
 
-def test_a_real_rank_killed_between_turns_reads_crashed_on_the_next_tick(three_real_jobs):
+def test_a_real_rank_killed_between_turns_reads_gone_on_the_next_tick(three_real_jobs):
     col = three_real_jobs
     snaps = _collect_until(
         col, lambda s: sum(j.state == "live" and j.steps_total > 0 for j in s) == 24
@@ -196,7 +196,7 @@ def test_a_real_rank_killed_between_turns_reads_crashed_on_the_next_tick(three_r
     os.kill(victim, signal.SIGKILL)
     assert eventually(lambda: _dead(victim), every_s=0.01)
     final = {(s.name, s.rank): s for s in col.collect()}
-    assert final[(turned, 3)].state == "crashed"
+    assert final[(turned, 3)].state == "gone"  # a SIGKILL leaves no word
     assert final[(turned, 4)] is after[(turned, 4)]  # the rest of its job: still carried
 
 

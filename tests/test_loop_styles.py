@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.isolation import private_dir
+from tests.ring_helpers import without_token
 from traintop.collectors.jobs import JobCollector
 from traintop.ring_shrink import KEEP_RECORDS
 
@@ -198,7 +199,7 @@ def test_mp_spawn_ranks_come_from_the_process_group(tmp_path: Path) -> None:
     assert_matches(run, "spawn_ddp", {
         **DDP_PHASES, ("backward", "comm", "other"): ("backward", "sync"),
     })  # fmt: skip
-    assert run.jobs[0]["job_id"] == "run:tcp://127.0.0.1:29531/2"
+    assert without_token(run.jobs[0]["job_id"]) == "run:tcp://127.0.0.1:29531/2"
 
 
 def test_lightning_ddp_launcher_two_ranks(tmp_path: Path) -> None:
@@ -234,5 +235,5 @@ def test_accelerate_launch_two_cpu_ranks(tmp_path: Path) -> None:
     assert_matches(run, "accelerate_ddp", {
         **DDP_PHASES, ("backward", "comm", "other"): ("backward", "sync"),
     })  # fmt: skip
-    assert run.jobs[0]["job_id"] == f"run:tcp://127.0.0.1:{port}/2"
+    assert without_token(run.jobs[0]["job_id"]) == f"run:tcp://127.0.0.1:{port}/2"
     assert_no_rank_is_a_worker(run)

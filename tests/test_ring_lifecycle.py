@@ -1,10 +1,12 @@
 """How a writer's end reads to the monitor, with real processes killed by real signals.
 
 Decisions under test (docs/ring-format.md, "Liveness and lifetime"):
-* Ctrl-C (SIGINT -> KeyboardInterrupt) unwinds the script, atexit closes the segment: "finished".
-* SIGTERM with its default action, like SIGKILL, runs no Python cleanup: the lock is released but
-  the state word still says RUNNING, so the job reads "crashed".  traintop installs no signal
-  handler in the training process; a script that handles SIGTERM and exits normally is "finished".
+* Ctrl-C (SIGINT -> KeyboardInterrupt) unwinds the script, atexit closes the segment: the
+  segment is "finished", and its ``.end`` says SIGINT: the job reads "stopped".
+* SIGTERM with its default action runs no Python cleanup: the lock is released but the state
+  word still says RUNNING.  faulthandler, registered on it (C, chained to the default action),
+  wrote the dump first: the job reads "stopped" by SIGTERM.  A SIGKILL leaves nothing: "gone".
+  A script that handles SIGTERM itself and exits normally is "finished".
 * Whatever the moment of death, no torn record is ever returned and earlier records are intact.
 """
 
@@ -23,6 +25,7 @@ from tests.ring_helpers import consistent, make_segment, write
 from traintop import ring_format as fmt
 from traintop.collectors.jobs import JobCollector
 from traintop.collectors.ring_reader import open_segment
+from traintop.collectors.snapshot import Ending
 
 REPO = Path(__file__).resolve().parents[1]
 WRITER = Path(__file__).parent / "workloads" / "ring_writer.py"
@@ -59,13 +62,17 @@ def assert_consecutive(records: list, head: int) -> None:
 
 @pytest.mark.parametrize(("signum", "state"), [(signal.SIGINT, "finished"),
                                                (signal.SIGTERM, "crashed")])  # fmt: skip
-def test_signal_ends_the_job_as_finished_or_crashed(tmp_path, signum, state):
+def test_a_signal_stops_the_job_and_says_which(tmp_path, signum, state):
     proc, path = start_writer(tmp_path / "ring", "probe", "sig-job")
     time.sleep(0.3)
     assert open_segment(path).liveness() == "live"
     assert stop(proc, signum) == -signum  # KeyboardInterrupt re-raises SIGINT on exit
     segment = open_segment(path)
-    assert segment.liveness() == state
+    assert segment.liveness() == state  # the segment alone: closed at exit, or not
+    (job,) = JobCollector(str(tmp_path / "ring")).collect()
+    assert job.state == "stopped" and job.ending.kind == "signal"
+    assert job.ending.detail == signal.Signals(signum).name and job.ending.exit_code == -signum
+    assert job.ending.frame.file.endswith("ring_writer.py")  # where the training thread was
     records = list(segment.last(4096))
     steps = [r.step for r in records]  # a finished segment keeps only its newest records
     assert len(records) > 10 and steps == list(range(steps[0], steps[0] + len(steps)))
@@ -129,8 +136,8 @@ def test_restarted_trainer_old_segment_restarted_new_one_live(tmp_path):
     try:
         time.sleep(0.2)
         collector = JobCollector(str(ring))
-        jobs = {job.pid: job.state for job in collector.collect()}
-        assert jobs == {first.pid: "restarted", second.pid: "live"}
+        jobs = {job.pid: (job.state, job.ending) for job in collector.collect()}
+        assert jobs == {first.pid: ("restarted", Ending("gone")), second.pid: ("live", None)}
     finally:
         stop(second, signal.SIGKILL)
 

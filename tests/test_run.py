@@ -5,6 +5,7 @@ Records are read back with the monitor's own reader (traintop.collectors.ring_re
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -87,10 +88,25 @@ def test_explicit_api_records_custom_phases(ring_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_explicit_api_under_the_shim_is_not_counted_twice(ring_dir: Path) -> None:
+    """The segment made at start-up still takes the script's name and its custom phase: the
+    header is rewritten until the first step."""
     result = run([*LAUNCH, "--", sys.executable, str(WORKLOADS / "train_explicit.py")], ring_dir)
     assert result.returncode == 0, result.stderr
-    _header, recs = records(ring_dir)
+    header, recs = records(ring_dir)
     assert len(recs) == 8 and all(r.samples == 12 for r in recs)
+    assert header.name == "explicit-job" and header.phases[5] == "logging"
+    assert all(r.phase_ns[5] > 0 for r in recs)
+
+
+def test_the_segment_exists_from_start_up_and_a_run_without_steps_leaves_none(
+    ring_dir: Path,
+) -> None:
+    code = "import os; print(sorted(os.listdir(os.environ['TRAINTOP_RING_DIR'])))"
+    result = run([*LAUNCH, "--", sys.executable, "-c", code], ring_dir)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    listed = ast.literal_eval(result.stdout)  # the segment and its helper's files, no torch
+    assert [name for name in listed if name.endswith(".ring")], listed
+    assert discover(ring_dir) == [] and os.listdir(ring_dir) == []
 
 
 def test_exit_code_pid_and_output_pass_through(ring_dir: Path) -> None:
@@ -140,4 +156,5 @@ def test_env_puts_shim_first_once_and_names_the_job() -> None:
     assert job_name(["python", "/src/word_language_model/main.py"]) == "word_language_model/main"
     assert job_name(["torchrun", "--nproc-per-node=2", "gpt/train.py"]) == "gpt/train"
     assert job_name(["python", "-m", "pkg.train"]) == "pkg.train"
+    assert job_name(["python", "-m", "torch.distributed.run", "--nproc_per_node=2", "t.py"]) == "t"
     assert job_name(["/usr/bin/torchrun", "--nproc=2"]) == "torchrun"

@@ -25,6 +25,7 @@ from tests.scenarios.harness import (
     wait_for_segments,
     workload_processes,
 )
+from traintop.ring_format import HEAD_WORD
 
 SPAWNS_GRANDCHILD = (
     "import subprocess, sys, time; "
@@ -65,10 +66,12 @@ def test_workload_processes_finds_survivors(tmp_path: Path) -> None:
     assert not _listed(workload.pid)
 
 
-def test_segment_pids_reads_published_names_only(tmp_path: Path) -> None:
-    (tmp_path / "123-r0-0123abcd.ring").touch()
-    (tmp_path / "456-r1-89abcdef.ring").touch()
-    (tmp_path / ".tmp-789-r0-00000000.ring").touch()  # not yet renamed into place
+def test_segment_pids_reads_published_names_that_stepped_only(tmp_path: Path) -> None:
+    stepped = bytes(HEAD_WORD * 8) + (1).to_bytes(8, "little")  # head 1: one step published
+    (tmp_path / "123-r0-0123abcd.ring").write_bytes(stepped)
+    (tmp_path / "456-r1-89abcdef.ring").write_bytes(stepped)
+    (tmp_path / "457-r0-89abcdef.ring").write_bytes(bytes(4096))  # made at start-up: no step yet
+    (tmp_path / ".tmp-789-r0-00000000.ring").write_bytes(stepped)  # not yet renamed into place
     (tmp_path / "notes.txt").touch()
     assert segment_pids(tmp_path) == {123: 0, 456: 1}
     assert segment_pids(tmp_path / "missing") == {}

@@ -49,6 +49,10 @@ def attach(name: str | None = None, *, phases: Iterable[str] = ()) -> Probe:
         _probe = _new_probe(name or default_name(), tuple(phases))
         os.register_at_fork(after_in_child=_probe._forget_in_child)
         _ledger_hooks(_probe)
+    elif name or phases:  # the segment made at start-up takes them until the first step
+        from traintop.run_start import relabel
+
+        relabel(_probe, name, tuple(phases))
     return _probe
 
 
@@ -93,19 +97,22 @@ def _new_probe(name: str, phases: tuple[str, ...]) -> Probe:
 
 def _stack_helper(probe: Probe) -> Callable[[Writer], None]:
     """Start the helper thread that answers a monitor's stack requests once the segment
-    exists (``traintop.stack_helper``: zero-code and explicit probes alike)."""
+    exists (``traintop.stack_helper``: zero-code and explicit probes alike), then watch how
+    the run ends (``traintop.run_end``)."""
 
     def start(writer: Writer) -> None:
-        from traintop import stack_helper
+        from traintop import run_end, stack_helper
 
         stack_helper.start(probe, writer)
+        run_end.start(probe, writer)
 
     return start
 
 
 def _ring_factory(name: str) -> WriterFactory:
-    """Segments are made at the first step: by then a process group usually exists, and its
-    rank identity is the one written (``traintop.dist_identity``)."""
+    """Segments are made at the first step, or at start-up under ``traintop run``
+    (``traintop.run_start``): with the rank identity known by then (``traintop.dist_identity``),
+    rewritten when a process group comes later."""
 
     def create(phases: Sequence[str]) -> Writer:
         from traintop.dist_identity import current

@@ -4,8 +4,9 @@ There is no callback for "a process group was created", so the function is wrapp
 callers find it (``torch.distributed``, its ``distributed_c10d`` home, and ``device_mesh``, which
 imported it by name).  The wrapper calls the original first and untouched (its exceptions are
 the caller's), then records the identity; a segment that already exists gets its header
-rewritten (``RingWriter.rewrite_identity``).  A group made some other way is still found when
-the segment is created (``dist_identity.current``).
+rewritten (``RingWriter.rewrite_identity``), and again once the ranks agreed on the run's
+token (``traintop.run_token``: two runs on one rendezvous address are two jobs).  A group made
+some other way is still found when the segment is created (``dist_identity.current``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from traintop import dist_identity, flight_recorder
+from traintop import dist_identity, flight_recorder, run_token
 from traintop.probe import Probe
 
 _HOMES = ("distributed_c10d", "device_mesh")
@@ -52,6 +53,7 @@ def _hooked(probe: Probe, dist: ModuleType, original: Callable[..., Any]) -> Cal
             bound = signature.bind_partial(*args, **kwargs).arguments
             identity = dist_identity.from_group(dist, bound.get("init_method"), bound.get("store"))
             adopt(probe, identity)
+            run_token.share(dist, identity, functools.partial(adopt_run_id, probe))
         except Exception as exc:  # our failure only: the group exists, training goes on
             probe._fail(exc)
         return result
@@ -70,6 +72,15 @@ def adopt(probe: Probe, identity: dist_identity.Identity) -> None:
     ledger describes its groups afresh (a new default group is a new object)."""
     dist_identity.remember(identity)
     probe._ledger.groups.clear()
+    rewrite = getattr(probe._writer, "rewrite_identity", None)
+    if rewrite is not None:
+        rewrite(identity)
+
+
+def adopt_run_id(probe: Probe, identity: dist_identity.Identity) -> None:
+    """The same identity with the run's token in its run id (``traintop.run_token``), from
+    whichever thread learnt it: the segment's header says it from now on."""
+    dist_identity.remember(identity)
     rewrite = getattr(probe._writer, "rewrite_identity", None)
     if rewrite is not None:
         rewrite(identity)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from traintop.job_names import script_name
+from traintop.run_start import ENV_STARTUP, LAUNCHER_MODULES
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 EXIT_NOT_FOUND = 127  # what a shell returns for an unknown command
@@ -48,22 +49,25 @@ def instrumented_env(base: os._Environ[str] | dict[str, str], name: str, *,
     """A copy of ``base`` with the shim first on PYTHONPATH and the job name set.
 
     A name given with ``--name`` is final (TRAINTOP_RUN_NAME); one guessed from the command
-    (TRAINTOP_SCRIPT_NAME) yields to a run name the launcher gives its workers.
+    (TRAINTOP_SCRIPT_NAME) yields to a run name the launcher gives its workers.  This process's
+    pid marks the command as the run whose segment is made at start-up (``traintop.run_start``).
     """
     env = dict(base)
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(SHIM_DIR)]
     env["PYTHONPATH"] = os.pathsep.join([str(SHIM_DIR), *paths])
     env["TRAINTOP_RUN_NAME" if explicit else "TRAINTOP_SCRIPT_NAME"] = name
+    env[ENV_STARTUP] = str(os.getpid())  # exec keeps the pid: the command is the run
     return env
 
 
 def job_name(argv: Sequence[str]) -> str:
     """``python train.py`` -> "train" (``main.py`` -> "folder/main"), ``python -m pkg.train`` ->
-    "pkg.train", else the program."""
+    "pkg.train" (``python -m torch.distributed.run ... train.py`` -> "train": a launcher's
+    module is not the job), else the program."""
     for i, arg in enumerate(argv[1:], start=1):
         if arg.endswith(".py"):
             return script_name(arg)
-        if arg == "-m" and i + 1 < len(argv):
+        if arg == "-m" and i + 1 < len(argv) and argv[i + 1] not in LAUNCHER_MODULES:
             return argv[i + 1]
     return Path(argv[0]).name
 

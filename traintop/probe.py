@@ -7,13 +7,14 @@ Everything here runs inside the user's training loop, so two rules shape the cod
   inlined where it happens (a Python call costs as much as the work), durations accumulate in a
   plain list, time in no phase goes straight to "other" (so the slots partition the step with
   no gap to compute), the live phase is published by one store into the segment's live word,
-  and the ring segment is created lazily at the first step boundary.
+  and the ring segment is created at start-up (`traintop run`) or lazily at the first step.
 * Harmlessness.  No exception ever leaves the probe.  The first failure prints one line to
   stderr and turns the probe off; the training code keeps running and computes the same values.
 
-Phase slots are fixed when the segment is created (the ring header stores their names): the five
+Phase slots are fixed by the first record (the ring header stores their names): the five
 standard ones, then up to three custom names seen before the first ``step()`` or declared with
-``attach(phases=...)``.  Later unknown names are counted as "other".
+``attach(phases=...)`` (a segment made at start-up has its header rewritten for them).  Later
+unknown names are counted as "other".
 """
 
 from __future__ import annotations
@@ -204,17 +205,26 @@ class Probe:
     # from there on, time in no phase is accounted to OTHER as it happens.
 
     def _slot(self, name: str) -> int:
-        """Index of a phase name; new names get a slot only until the segment exists."""
+        """Index of a phase name; new names get a slot only until the first record."""
         index = self._slots.get(name)
         if index is not None:
             return index
-        if self._writer is not None or len(self._names) >= MAX_PHASES:
+        if len(self._names) >= MAX_PHASES or not self._layout_open((*self._names, name)):
             return OTHER
         self._names.append(name)
         self._acc.append(0)
         self._zeros.append(0)
         self._slots[name] = len(self._names) - 1
         return len(self._names) - 1
+
+    def _layout_open(self, names: tuple[str, ...]) -> bool:
+        """Whether phase ``names`` can still be the segment's: no segment yet, or one made at
+        start-up (``traintop.run_start``) that holds no record, whose header takes them now."""
+        writer = self._writer
+        if writer is None:
+            return True
+        relayout = getattr(writer, "rewrite_layout", None)
+        return not self._step and relayout is not None and relayout(self.name, names)
 
     def _mark_slot(self, name: str) -> int | None:
         """Slot of a name not yet seen by ``mark`` (None once the probe is off), then cached."""

@@ -9,6 +9,7 @@ and a crash or fork can never leave a reader with a torn or foreign record.  Std
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import mmap
 import os
@@ -20,12 +21,14 @@ from typing import NoReturn
 
 from traintop import ring_paths
 from traintop.ring_format import (
+    FIRST_STEP_WORD,
     FLAG_CKPT,
     FLAG_CLAMPED,
     FLAG_CRC,
     FLAG_EVAL,
     FLAG_GPU_VALID,
     FLAG_MEM_VALID,
+    HEAD_WORD,
     HEADER_GEN_WORD,
     HEARTBEAT_WORD,
     LIVE_WORD,
@@ -38,6 +41,7 @@ from traintop.ring_format import (
     default_crc,
     header_fields,
     rewrite_identity,
+    rewrite_layout,
     segment_size,
     stat_ino,
     write_header,
@@ -73,7 +77,7 @@ class RingWriter:
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
-        self.record = _noop
+        self.record = self._record = _noop
         self.set_live = _noop
         self._owner_pid = os.getpid()
         self._dropped: Callable[[], int] = lambda: 0
@@ -82,6 +86,7 @@ class RingWriter:
         self.live_word: memoryview | None = None  # [0] = the live word, for the probe's stores
         self._lock_fd = -1
         self._ino = 0
+        self._geometry: tuple[int, bool] = (0, False)  # capacity, crc: to re-make ``record``
         self._on_close: list[Callable[[], None]] = []  # run by close() in the creating process
 
     @classmethod
@@ -146,12 +151,43 @@ class RingWriter:
         self._mm, self._lock_fd, self._ino = new.mm, new.lock_fd, new.ino
         self._q = memoryview(new.mm).cast("Q")
         self.live_word = self._q[LIVE_WORD : LIVE_WORD + 1]
-        recorder = make_recorder(
-            new.mm, self._q, header["capacity"], len(header["phases"]), header["crc"]
-        )
-        self.record, self.set_live, self._dropped = recorder
+        self._geometry = (header["capacity"], header["crc"])
+        self._make_recorder(len(header["phases"]))
         _WRITERS.add(self)
         _register_exit_hooks()
+
+    def _make_recorder(self, n_phases: int) -> None:
+        """``record`` for ``n_phases`` phases; until the first record, one that also stores the
+        first step's length (``_first_record``), then the bare closure: nothing per step."""
+        capacity, crc = self._geometry
+        recorder = make_recorder(self._mm, self._q, capacity, n_phases, crc)  # type: ignore[arg-type]
+        self.set_live, self._dropped = recorder.set_live, recorder.dropped
+        self._record = recorder.record
+        self.record = self._first_record
+
+    def _first_record(self, step: int, t_start_ns: int, phase_ns: Sequence[int], *rest: int,
+                      **named: int) -> None:  # fmt: skip
+        """The first record, and its length into the first-step word (the warm-up's cost)."""
+        record = self.record = self._record
+        record(step, t_start_ns, phase_ns, *rest, **named)
+        with contextlib.suppress(Exception):  # released meanwhile (fork): nothing to keep
+            self._q[FIRST_STEP_WORD] = max(1, int(sum(phase_ns)))  # type: ignore[index]
+
+    def rewrite_layout(self, name: str, phases: Sequence[str]) -> bool:
+        """Put a job name and phase names learnt after creation into the header, while it holds
+        no record (a segment made at start-up, ``traintop.run_start``); False once it does."""
+        if self._mm is None or self._q is None or os.getpid() != self._owner_pid:
+            return False
+        if self._q[HEAD_WORD] or self.record != self._first_record:
+            return False
+        try:
+            rewrite_layout(self._mm, name, tuple(phases))
+        except Exception as exc:
+            _warn(f"phase names not written to the ring header: {exc}")
+            return False
+        self._make_recorder(len(phases))
+        self._q[HEADER_GEN_WORD] = self._q[HEADER_GEN_WORD] + 1
+        return True
 
     @property
     def enabled(self) -> bool:
@@ -215,7 +251,7 @@ class RingWriter:
 
     def _release(self, unlock: bool) -> None:
         """Drop the mapping and lock fd; a forked child must only close its copy (no LOCK_UN)."""
-        self.record = self.set_live = _noop
+        self.record = self._record = self.set_live = _noop
         if self.live_word is not None:  # a probe may still hold it: released, it refuses stores
             self.live_word.release()
             self.live_word = None
@@ -260,15 +296,17 @@ def _close_all() -> None:
 
 
 def _register_exit_hooks() -> None:
-    """atexit for normal exits; multiprocessing workers leave via os._exit, so Finalize too."""
+    """atexit for normal exits; multiprocessing workers leave via os._exit, so Finalize too
+    (in a process multiprocessing started: one made otherwise does not pay for its import)."""
     global _HOOKS_PID
     if os.getpid() == _HOOKS_PID:
         return
     _HOOKS_PID = os.getpid()
     atexit.register(_close_all)
-    import multiprocessing.util
+    if "multiprocessing" in sys.modules:
+        import multiprocessing.util
 
-    multiprocessing.util.Finalize(None, _close_all, exitpriority=0)
+        multiprocessing.util.Finalize(None, _close_all, exitpriority=0)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import platform
-import socket
 import struct
 import time
 import zlib
@@ -29,13 +27,17 @@ HEADER = struct.Struct("<8sHHIIIQQIIQqQQIIqqiiiIII16s")
 HEADER_CRC_OFFSET = 252
 PHASES_OFFSET, PHASE_NAME_SIZE = 256, 32
 IDENTITY_OFFSET = 104  # i32 rank, local_rank, world_size
+N_PHASES_OFFSET = 116  # u32 n_phases, data_phase_index
+# 1.2: the writer's parent pid (i64, 0: unknown, an older writer): the launcher whose workers
+# the ranks are, so a reader tells a launcher's restart from another run, even after both died.
+PARENT_PID_OFFSET = 144
 RUN_ID_OFFSET, HOSTNAME_OFFSET, NAME_OFFSET, TEXT_SIZE = 512, 576, 640, 64
 CRC_AREA_END = 1024
 
 # Hot block: u64 words at 1024.., each only ever written with one aligned 8-byte store.
 HEAD_WORD, HEARTBEAT_WORD, DROPPED_WORD, STATE_WORD, LIVE_WORD, LIVE_STEP_WORD = range(128, 134)
-# Bumped after each rewrite of the identity fields (rank, local rank, world size, run id), so a
-# reader that parsed the header knows to parse it again.
+# Bumped after each rewrite of the identity fields (rank, local rank, world size, run id), or of
+# the name and phases before the first record, so a reader that parsed the header parses it again.
 HEADER_GEN_WORD = 134
 # 1.2: how many collectives the ledger holds (below), and what a monitor needs to ask this
 # process for its training thread's stack (traintop/stack_helper.py): the helper thread's native
@@ -49,6 +51,9 @@ ALIVE_WORD = 139
 # monitor reads that thread's state before it asks for its stack (0: unknown, read the process).
 TRAIN_TID_WORD = 140
 ALIVE_EVERY_S = 2.0
+# 1.2: how long the first step took (ns; 0: no step yet), stored once with the first record: the
+# warm-up's cost, kept after the ring has wrapped past record 0 (traintop/ring.py).
+FIRST_STEP_WORD = 141
 STATE_INIT, STATE_RUNNING, STATE_CLOSED = 0, 1, 2
 # Live word: phase start in ns with its low 4 bits replaced by the phase index (16 ns resolution:
 # no division or shift on the hot path, and index + time change in one store).
@@ -125,7 +130,7 @@ _X86 = {"x86_64", "amd64", "i386", "i686", "x86"}
 
 def default_crc() -> bool:
     """Records need a crc where pure-Python stores are not ordered (everything but x86)."""
-    return platform.machine().lower() not in _X86
+    return os.uname().machine.lower() not in _X86  # platform.machine(), without its import
 
 
 def segment_size(capacity: int) -> int:
@@ -201,10 +206,11 @@ def write_header(mm: mmap.mmap, h: dict) -> None:
         time.time_ns(), h["rank"], h["local_rank"], h["world_size"], len(h["phases"]),
         h["data_phase_index"], h["mem_kind"], boot_id(),
     )  # fmt: skip
+    struct.pack_into("<q", page, PARENT_PID_OFFSET, os.getppid())
     for i, phase in enumerate(h["phases"]):
         _put_text(page, PHASES_OFFSET + i * PHASE_NAME_SIZE, PHASE_NAME_SIZE, phase)
     _put_text(page, RUN_ID_OFFSET, TEXT_SIZE, h["run_id"])
-    _put_text(page, HOSTNAME_OFFSET, TEXT_SIZE, socket.gethostname())
+    _put_text(page, HOSTNAME_OFFSET, TEXT_SIZE, os.uname().nodename)  # socket.gethostname()
     _put_text(page, NAME_OFFSET, TEXT_SIZE, h["name"])
     struct.pack_into("<I", page, HEADER_CRC_OFFSET, header_crc(page))
     mm[8:CRC_AREA_END] = page[8:]
@@ -232,6 +238,22 @@ def rewrite_identity(mm: mmap.mmap, rank: int, local_rank: int, world_size: int,
     struct.pack_into("<iii", page, IDENTITY_OFFSET, rank, local_rank, world_size)
     page[RUN_ID_OFFSET : RUN_ID_OFFSET + TEXT_SIZE] = bytes(TEXT_SIZE)
     _put_text(page, RUN_ID_OFFSET, TEXT_SIZE, run_id)
+    struct.pack_into("<I", page, HEADER_CRC_OFFSET, header_crc(page))
+    mm[8:CRC_AREA_END] = page[8:]
+
+
+def rewrite_layout(mm: mmap.mmap, name: str, phases: tuple[str, ...]) -> None:
+    """Replace the job name and the phase names of a published header that holds no record
+    yet (a segment made at start-up learns them from the script), crc included."""
+    fields = header_fields(name, phases, 0, 0, 1, MIN_CAPACITY, MEM_NONE)
+    page = bytearray(mm[:CRC_AREA_END])
+    struct.pack_into("<II", page, N_PHASES_OFFSET, len(fields["phases"]),
+                     fields["data_phase_index"])  # fmt: skip
+    page[PHASES_OFFSET:RUN_ID_OFFSET] = bytes(RUN_ID_OFFSET - PHASES_OFFSET)
+    for i, phase in enumerate(fields["phases"]):
+        _put_text(page, PHASES_OFFSET + i * PHASE_NAME_SIZE, PHASE_NAME_SIZE, phase)
+    page[NAME_OFFSET : NAME_OFFSET + TEXT_SIZE] = bytes(TEXT_SIZE)
+    _put_text(page, NAME_OFFSET, TEXT_SIZE, fields["name"])
     struct.pack_into("<I", page, HEADER_CRC_OFFSET, header_crc(page))
     mm[8:CRC_AREA_END] = page[8:]
 

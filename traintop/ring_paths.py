@@ -15,19 +15,20 @@ import fcntl
 import mmap
 import os
 import re
-import secrets
 import stat
-import tempfile
 import time
 from pathlib import Path
 
 ENV_DIR = "TRAINTOP_RING_DIR"
 SEGMENT_NAME_RE = re.compile(r"^(\d+)-r(\d+)-([0-9a-f]{8})\.ring$")
 # A segment's side files (traintop/stack_helper.py): the FIFO its helper thread reads requests
-# from, the file its faulthandler dumps into, the replies (one per request id), and the job's
-# facts (traintop/facts_file.py).
-SIDE_NAME_RE = re.compile(r"^(\d+-r\d+-[0-9a-f]{8})\.(ask|fault|facts|\d+\.stack)$")
+# from, the file its faulthandler dumps into, the replies (one per request id), the job's facts
+# (traintop/facts_file.py); how the run ended (traintop/run_end.py): its end, and the dumps of
+# the signals that stopped it.
+SIDE_NAME_RE = re.compile(r"^(\d+-r\d+-[0-9a-f]{8})\.(ask|fault|facts|end|sig|\d+\.stack)$")
 ASK_SUFFIX, FAULT_SUFFIX = ".ask", ".fault"
+END_SUFFIX, SIG_SUFFIX = ".end", ".sig"
+ENDING_KINDS = frozenset({"end", "sig"})  # kept when the helper cleans up: the run's last word
 TMP_PREFIX = ".tmp-"
 MIN_FREE_BYTES = 32 * 1024 * 1024
 MIN_FREE_FRACTION = 0.10
@@ -52,6 +53,8 @@ def candidate_dirs(directory: str | os.PathLike[str] | None = None) -> list[Path
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime:
         dirs.append(Path(runtime) / "traintop")
+    import tempfile  # here: a segment made at start-up should not pay for its import
+
     dirs.append(Path(tempfile.gettempdir()) / f"traintop-{uid}")
     return dirs
 
@@ -102,7 +105,7 @@ def has_room(path: Path, size: int) -> bool:
 
 def segment_name(pid: int, rank: int) -> str:
     """A fresh name; the random part separates equal pids from containers sharing /dev/shm."""
-    return f"{pid}-r{rank}-{secrets.token_hex(4)}.ring"
+    return f"{pid}-r{rank}-{os.urandom(4).hex()}.ring"
 
 
 def side_path(segment: Path, suffix: str) -> Path:
@@ -115,14 +118,17 @@ def reply_path(segment: Path, request: int) -> Path:
     return side_path(segment, f".{request}.stack")
 
 
-def remove_side_files(segment: Path, older_than_s: float = 0.0) -> list[Path]:
-    """Unlink ``segment``'s side files (the replies only when older than ``older_than_s``)."""
+def remove_side_files(
+    segment: Path, older_than_s: float = 0.0, keep: frozenset[str] = frozenset()
+) -> list[Path]:
+    """Unlink ``segment``'s side files (the replies only when older than ``older_than_s``),
+    but for the kinds in ``keep`` (``ENDING_KINDS``: the helper leaves the run's end)."""
     stem = segment.name.removesuffix(".ring")
     removed = []
     with contextlib.suppress(OSError), os.scandir(segment.parent) as entries:
         for entry in entries:
             found = SIDE_NAME_RE.match(entry.name)
-            if found is None or found.group(1) != stem:
+            if found is None or found.group(1) != stem or found.group(2) in keep:
                 continue
             with contextlib.suppress(OSError):
                 st = entry.stat(follow_symlinks=False)

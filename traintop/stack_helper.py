@@ -147,7 +147,7 @@ class StackHelper:
             self._fault.close()
         with contextlib.suppress(OSError):
             os.close(self._fd)
-        ring_paths.remove_side_files(self._segment)
+        ring_paths.remove_side_files(self._segment, keep=ring_paths.ENDING_KINDS)
 
     def _serve(self) -> None:
         """Block until asked; answer each request line.  Any failure ends the helper only.

@@ -42,7 +42,8 @@ RANK_COLUMNS = (
 GPU_COLUMNS = ("GPU", "UTIL", "TEMP", "SLOWDOWN", "POWER", "LIMIT", "SM MHz", "MAX MHz",
                "CLOCKS HELD DOWN BY")  # fmt: skip
 SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan", "ok": "green"}
-STATE_STYLES = {"stale": "bold red", "crashed": "bold red", "finished": "dim", "restarted": "dim"}
+STATE_STYLES = {"stale": "bold red", "crashed": "bold red", "gone": "bold red", "finished": "dim",
+                "stopped": "dim", "restarted": "dim"}  # fmt: skip
 ENDED_FIGURE = "—"
 
 
@@ -189,10 +190,11 @@ def ended_when(ended_at: float | None, state: str | None, now: float) -> str:
 
 
 def _ended_lines(snap: FleetSnapshot, v: FleetVerdict) -> tuple[str, str, tuple[str, ...]]:
-    """An ended job's banner: its end, then its last verdict; red only for a crash."""
+    """An ended job's banner: its end, then its last verdict; red only for a crash (or a rank
+    gone without a word)."""
     state, ended_at = (snap.job.state, snap.job.ended_at) if snap.job else (None, None)
     head = f"◇ ENDED {ended_when(ended_at, state, snap.timestamp)}"
-    tone = "error" if state == "crashed" else "unknown"
+    tone = "error" if state in ("crashed", "gone") else "unknown"
     if v.bottleneck == "unknown":
         return tone, f"{head} — {v.summary}", v.evidence
     last = f"last verdict {label(v.bottleneck)}: {v.summary} · conf {v.confidence * 100:.0f}%"

@@ -19,12 +19,13 @@ from traintop.diagnosis.hang import crash_of, hang_of
 from traintop.diagnosis.job_groups import JobGroup as RankGroup
 from traintop.diagnosis.job_groups import group_jobs, settled
 from traintop.diagnosis.model import Hang
-from traintop.views.format import fmt_age
+from traintop.diagnosis.run_life import ending_text, post_mortem_due, starting_finding
+from traintop.views.format import fmt_age, fmt_seconds
 
 LONG_PHASE_STEPS = 5.0  # a live job's current phase is shown once it outlasts 5 p50 steps
 ENDED_COLLAPSE_S = 30.0  # an ended job keeps its own row this long, then joins the summary row
-RUNNING_STATES = frozenset({"live", "stalled"})
-TERMINAL_STATES = frozenset({"crashed", "finished"})
+RUNNING_STATES = frozenset({"live", "stalled", "starting"})
+TERMINAL_STATES = frozenset({"crashed", "finished", "stopped", "gone"})
 _DIGITS = re.compile(r"(\d+)")
 
 
@@ -46,6 +47,9 @@ class JobGroup:
     ended_at: float | None  # wall clock of an ended job's end
     last_step_at: float | None  # wall clock of the newest step of any rank (None: none yet)
     hang: Hang | None = None  # stopped stepping (or crashed in its collectives): the verdict's case
+    first_step_s: float | None = None  # its slowest rank's first step: the warm-up's cost
+    # Its life in a line: where it is while it starts, how it ended once it did (else "").
+    life: str = ""
 
     @property
     def name(self) -> str:
@@ -112,8 +116,27 @@ def fold(group: RankGroup, now: float) -> JobGroup:
         started_at=_pick(min, (job.started_at for job in ranks)),
         ended_at=group.ended_at,
         last_step_at=_pick(max, (_stepped_at(job, now) for job in ranks)),
-        hang=hang_of(ranks) if group.live else crash_of(ranks),
+        hang=hang_of(ranks)
+        if group.live
+        else crash_of(ranks)
+        if post_mortem_due(group.state)
+        else None,
+        first_step_s=_pick(max, (job.first_step_s for job in ranks)),
+        life=life_line(group, now),
     )
+
+
+def fmt_first_step(seconds: float) -> str:
+    """A first step's length: "850 ms", "12.4 s", then "3 min" as ages read."""
+    return fmt_seconds(seconds) if seconds < 60 else fmt_age(seconds) or ""
+
+
+def life_line(group: RankGroup, now: float) -> str:
+    """ "starting: first step for 1m25s, on CPU in compile_fx (torch/_inductor)" (its
+    longest-starting rank), or how an ended job ended; "" while it steps."""
+    if group.state == "starting":
+        return starting_finding(group.ranks, now).summary
+    return ending_text(group.ranks) if not group.live else ""
 
 
 def _stepped_at(job: JobSnapshot, now: float) -> float | None:

@@ -61,6 +61,8 @@ def headline(verdict: Verdict) -> str:
         return "NO LIVE JOB"
     if job is None:
         return label("unknown")
+    if job.state == "starting":  # before its first step: nothing measured to judge yet
+        return "STARTING"
     return "JOB STALLED" if job.state == "stalled" else "NO BOTTLENECK FOUND"
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import psutil
 
+from traintop.ring_format import HEAD_WORD
 from traintop.ring_paths import ENV_DIR, SEGMENT_NAME_RE
 
 WORKLOADS = Path(__file__).parent / "workloads"
@@ -183,19 +184,31 @@ def _ring_dir_of(proc: psutil.Process) -> str | None:
 
 
 def segment_pids(ring_dir: Path) -> dict[int, int]:
-    """``{pid: rank}`` of every ring segment published in ``ring_dir``."""
+    """``{pid: rank}`` of every ring segment in ``ring_dir`` that holds a step: under
+    `traintop run` a segment exists from start-up, long before the job measures anything."""
     found: dict[int, int] = {}
     for name in os.listdir(ring_dir) if ring_dir.is_dir() else ():
         match = SEGMENT_NAME_RE.match(name)
-        if match:
+        if match and _stepped(ring_dir / name):
             found[int(match.group(1))] = int(match.group(2))
     return found
+
+
+def _stepped(path: Path) -> bool:
+    """Whether the segment's head word says a step was published."""
+    try:
+        with path.open("rb") as f:
+            f.seek(HEAD_WORD * 8)
+            return int.from_bytes(f.read(8), "little") > 0
+    except OSError:
+        return False
 
 
 def wait_for_segments(
     ring_dir: Path, count: int, workloads: Sequence[Workload], timeout_s: float = SEGMENT_TIMEOUT_S
 ) -> dict[int, int]:
-    """Wait until ``count`` segments exist; fail early with the log of a workload that died."""
+    """Wait until ``count`` segments hold a step; fail early with the log of a workload that
+    died."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         found = segment_pids(ring_dir)

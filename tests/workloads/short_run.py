@@ -3,7 +3,7 @@
 ``short_run.py NAME SECONDS``: steps for SECONDS (a 2 ms wait for each batch, 3 ms of work),
 then exits normally: its ring reads finished.
 ``short_run.py NAME SECONDS STALL``: steps for SECONDS, then waits STALL seconds for a batch
-that never comes (a data loader that stopped delivering) and is killed: its ring reads crashed.
+that never comes (a data loader that stopped delivering) and is killed: its ring reads gone.
 Rank and world size come from RANK / WORLD_SIZE and the job from MASTER_ADDR / MASTER_PORT, as
 under torchrun; no torch is imported, so a run costs a Python start and little else.
 """

@@ -1,10 +1,12 @@
 """Loaded by every Python process that ``traintop run`` starts (the shim dir is on PYTHONPATH).
 
 It must be invisible: the script runs, prints and computes exactly as without it.  So it does
-almost nothing at startup: it registers a one-shot import hook that waits for ``import torch``
-and then patches torch through ``traintop.torch_hooks``; then it runs the user's own
-sitecustomize, if any, which ours shadows on sys.path (the opentelemetry-instrument / ddtrace-run
-pattern).  Any failure of ours costs one warning line on stderr and leaves the process alone.
+little at startup: it registers a one-shot import hook that waits for ``import torch`` and then
+patches torch through ``traintop.torch_hooks``; in the process ``traintop run`` started (or a
+launcher's worker) it makes the run's segment now, so the run is seen from its first second
+(``traintop.run_start``); then it runs the user's own sitecustomize, if any, which ours shadows
+on sys.path (the opentelemetry-instrument / ddtrace-run pattern).  Any failure of ours costs one
+warning line on stderr and leaves the process alone.
 """
 
 from __future__ import annotations
@@ -71,6 +73,20 @@ def _import_traintop() -> None:
     spec.loader.exec_module(module)  # type: ignore[union-attr]
 
 
+def _start_run() -> None:
+    """This process's segment now, if it is a run (``traintop.run_start``); every other
+    process (a run's own children) pays one environment lookup."""
+    if os.environ.get("TRAINTOP_STARTUP_PID", "0") in ("", "0"):
+        return
+    try:
+        _import_traintop()
+        from traintop import attach, run_start
+
+        run_start.begin(attach)
+    except Exception as exc:
+        _warn(exc)
+
+
 def _chain_user_sitecustomize() -> None:
     """Run the next ``sitecustomize`` on sys.path: the one ours hides.  Its errors are its own."""
     path = [p for p in sys.path if os.path.realpath(p or os.curdir) != _SHIM_DIR]
@@ -86,4 +102,5 @@ try:
     sys.meta_path.insert(0, _TorchImportHook())
 except Exception as _exc:
     _warn(_exc)
+_start_run()
 _chain_user_sitecustomize()

@@ -22,6 +22,7 @@ from traintop.tui.line import Line
 from traintop.views.format import fmt_seconds, fmt_share, split_bar
 from traintop.views.hang_text import detail_lines as hang_detail
 from traintop.views.hang_text import level_style
+from traintop.views.job_groups import JobGroup, fmt_first_step
 
 MIN_SPARK_SPAN = 0.10  # the sparkline spans at least 10 % of the peak, so noise stays flat
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
@@ -80,6 +81,17 @@ def hang_lines(hang: Hang, width: int) -> list[Content]:
     lines = hang_detail(hang)
     head = Content.styled(lines[0], level_style(hang)).truncate(width, ellipsis=True)
     return [head, *(Content(line).truncate(width, ellipsis=True) for line in lines[1:])]
+
+
+def life_lines(group: JobGroup, width: int) -> list[Content]:
+    """Where a starting job is, or how an ended one ended, above its phase bar; the first
+    step's length (the warm-up) once it is known."""
+    text = group.life
+    if group.first_step_s is not None:
+        first = f"first step {fmt_first_step(group.first_step_s)}"
+        text = f"{text} · {first}" if text else first
+    style = "$accent" if group.state == "starting" else "$text-muted"
+    return [Content.styled(text, style).truncate(width, ellipsis=True)] if text else []
 
 
 def detail_lines(job: JobSnapshot, history: Sequence[float], width: int) -> list[Content]:

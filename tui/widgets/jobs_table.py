@@ -16,23 +16,29 @@ from traintop.tui.widgets.job_detail import relative_sparkline
 from traintop.tui.widgets.table import Cell, Column, fit_columns, marker_room, row_line
 from traintop.views.format import fmt_age, fmt_number, fmt_seconds, fmt_settled_age, fmt_share
 from traintop.views.hang_text import level_style, state_text
-from traintop.views.job_groups import ENDED_COLLAPSE_S, EndedSummary, JobGroup
+from traintop.views.job_groups import ENDED_COLLAPSE_S, EndedSummary, JobGroup, fmt_first_step
 
 UNKNOWN = "—"
 STRAGGLER_GAP = 0.10  # a slowest rank this much behind the fastest is coloured
 WAIT_WARNING_SHARE = 0.30  # a step waiting this much on data is data-bound
 WAIT_ERROR_SHARE = 0.60
 BADGES = {
+    "starting": "◌ starting",
     "live": "● live",
     "stalled": "◐ stalled",
     "finished": "✓ finished",
     "crashed": "✗ crashed",
+    "stopped": "■ stopped",
+    "gone": "† gone",
     "restarted": "↻ restarted",
 }
 STATE_STYLES = {
+    "starting": "$accent",
     "live": "$success",
     "stalled": "bold $warning",
     "crashed": "bold $error",
+    "gone": "bold $error",
+    "stopped": "$text-muted",
     "finished": "$text-muted",
     "restarted": "$text-muted",
 }
@@ -47,6 +53,7 @@ COLUMNS = (
     Column("DATA WAIT", 9),
     Column("LAST STEP", 9, drop=3),
     Column("AGE", 7, drop=4),
+    Column("1ST STEP", 8, drop=6),
     Column("STEP TIME", 16, left=True, drop=5),
 )
 
@@ -88,12 +95,12 @@ def state_cell(state: str) -> Cell:
 
 def group_state_cell(group: JobGroup) -> Cell:
     """The job's state; a job that stopped stepping says for how long ("HUNG 1m12s",
-    "STALLED 14s"); a running job with crashed ranks says how many ("● live ✗1"): the
-    others are about to hang in their next collective."""
+    "STALLED 14s"); a running job with crashed (or gone) ranks says how many ("● live ✗1"):
+    the others are about to hang in their next collective."""
     if group.running and group.hang is not None:
         return state_text(group.hang), level_style(group.hang)
     text, style = state_cell(group.state)
-    crashed = sum(rank.state == "crashed" for rank in group.ranks)
+    crashed = sum(rank.state in ("crashed", "gone") for rank in group.ranks)
     if group.running and crashed:
         return f"{text} ✗{crashed}", "bold $error"
     return text, style
@@ -132,6 +139,15 @@ def clock_cells(group: JobGroup, now: float) -> tuple[str, str]:
     return last, age or UNKNOWN
 
 
+def first_step_cell(group: JobGroup, now: float) -> Cell:
+    """How long the first step took (the warm-up); while it runs, how long so far ("1m25s…")."""
+    if group.first_step_s is not None:
+        return fmt_first_step(group.first_step_s), ""
+    if group.state == "starting" and group.started_at is not None:
+        return f"{fmt_age(max(0.0, now - group.started_at))}…", "$accent"
+    return "", ""
+
+
 def job_cells(group: JobGroup, now: float, focused: bool, history: Sequence[float]) -> list[Cell]:
     """The row's cells in COLUMNS order; the focused job is marked with ▶."""
     samples = group.samples_per_s
@@ -147,6 +163,7 @@ def job_cells(group: JobGroup, now: float, focused: bool, history: Sequence[floa
         "DATA WAIT": (fmt_share(group.data_wait_share), wait_style(group.data_wait_share)),
         "LAST STEP": (last_step, "$text-muted"),
         "AGE": (age, "$text-muted"),
+        "1ST STEP": first_step_cell(group, now),
         "STEP TIME": (relative_sparkline(history, 16) if history else "", "$accent"),
     }
     return list(cells.values())

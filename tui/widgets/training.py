@@ -22,7 +22,7 @@ from textual.message import Message
 
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
 from traintop.tui.widgets.fitted import FittedLines
-from traintop.tui.widgets.job_detail import detail_lines, hang_lines
+from traintop.tui.widgets.job_detail import detail_lines, hang_lines, life_lines
 from traintop.tui.widgets.jobs_table import (
     ALWAYS_SHOWN,
     clock_cells,
@@ -193,7 +193,8 @@ class TrainingPanel(FittedLines, can_focus=True):
         carried = shows_history(width, scrolls, self._longest())
         history = () if carried else self._history.get(group.key, ())
         lines = detail_lines(step, tuple(history), width)
-        return (hang_lines(group.hang, width) if group.hang else []) + lines
+        hang = hang_lines(group.hang, width) if group.hang else []
+        return hang + life_lines(group, width) + lines
 
     def _mean_step(self, group: JobGroup) -> JobSnapshot:
         """:func:`mean_step` of ``group``, once per change of the jobs."""
