@@ -122,7 +122,8 @@ def test_a_process_burning_its_cpu_is_busy_and_one_asleep_is_not() -> None:
         time.sleep(1.0)
         hot, cold = reader.read(spinning.pid), reader.read(asleep.pid)
     assert busy(hot) and hot.runnable_pct >= 50.0, hot
-    assert not busy(cold) and cold.cpu_pct == 0.0, cold
+    # asleep: no CPU to speak of (the kernel books it ~1 ms now and then, seen here)
+    assert not busy(cold) and cold.cpu_pct is not None and cold.cpu_pct < 1.0, cold
 
 
 def test_a_process_or_a_thread_that_is_gone_reads_gone() -> None:
