@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 
 SCENARIOS = Path(__file__).parent / "fakenvml" / "scenarios"
 THROTTLE = SCENARIOS / "h100x8_throttle.txt"
-GPU_ROW = re.compile(r"^\W*\d H100 80GB", re.MULTILINE)
+GPU_ROW = re.compile(r"^\W*\d H100( 80GB|…)", re.MULTILINE)
 FIRST_FRAME_S = 60.0  # a loaded 2-core machine can take a while to import Textual
 PANELS = ("1 GPU", "2 CPU", "3 Memory", "4 Disk", "5 Network", "6 Processes")
 
