@@ -1,7 +1,9 @@
 """What the probe's knowledge of the job costs: the sync hook, the forward sample, the sampled
 step profile, the facts file and the helper's wake.  Prints figures; asserts nothing.
 
-``python benchmarks/bench_facts.py [--device cpu|cuda] [--steps N] [--profiles K]``
+``python benchmarks/bench_facts.py [--device cpu|cuda] [--steps N] [--profiles K] [--json FILE]``
+
+``--json`` also writes the figures (what ``benchmarks/gpu_check.py`` folds into its report).
 
 Runs on CPU torch (here) and on a CUDA box (``--device cuda``, the default when CUDA exists):
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import statistics
 import sys
 import tempfile
@@ -62,8 +65,9 @@ def per_call_us(fn, n: int, repeat: int = 5) -> float:
     return best / n * 1e6
 
 
-def bench_sync_hook(device: str, n: int) -> None:
+def bench_sync_hook(device: str, n: int) -> dict:
     print("== sync hook")
+    figures: dict = {}
     if device == "cuda":
         x = torch.ones((), device="cuda")
         plain = per_call_us(x.item, n)
@@ -76,24 +80,29 @@ def bench_sync_hook(device: str, n: int) -> None:
         wrapped, bare = torch.cuda.synchronize, torch.cuda.synchronize.__wrapped__
         sync = (per_call_us(wrapped, n // 10), per_call_us(bare, n // 10))
         print(f"  torch.cuda.synchronize(): {sync[1]:.2f} µs bare, {sync[0]:.2f} µs wrapped")
+        figures = {"item_us": plain, "item_hooked_us": hooked, "per_sync_us": hooked - plain,
+                   "synchronize_us": sync[1], "synchronize_wrapped_us": sync[0]}  # fmt: skip
     else:
         fake = _fake_cuda_torch()
         hook = sync_hook.install(fake)
         warn = functools.partial(warnings.warn, SYNC_TEXT, UserWarning, 1)
+        per_sync = per_call_us(warn, n)
         print(
             f"  one sync's warning through Python's filter, our matcher and the ledger "
-            f"(torch's C++ formatting not included): {per_call_us(warn, n):.2f} µs"
+            f"(torch's C++ formatting not included): {per_sync:.2f} µs"
         )
         wrapped = fake.cuda.synchronize
-        print(
-            f"  the wrapper around synchronize() (a no-op here): "
-            f"{per_call_us(wrapped, n) - per_call_us(wrapped.__wrapped__, n):+.2f} µs a call"
-        )
-    print(f"  keep_first (the helper, every 2 s): {per_call_us(hook.keeper.keep_first, n):.3f} µs")
+        extra = per_call_us(wrapped, n) - per_call_us(wrapped.__wrapped__, n)
+        print(f"  the wrapper around synchronize() (a no-op here): {extra:+.2f} µs a call")
+        figures = {"per_sync_us": per_sync, "synchronize_wrapper_us": extra}
+    keep = per_call_us(hook.keeper.keep_first, n)
+    print(f"  keep_first (the helper, every 2 s): {keep:.3f} µs")
+    tick = _tick_ns(n * 50)
     print(
         f"  per step with no sync: 0 (no code on the step); the probe's tick comparison: "
-        f"{_tick_ns(n * 50):.1f} ns a step"
+        f"{tick:.1f} ns a step"
     )
+    return figures | {"keep_first_us": keep, "step_without_sync_ns": tick}
 
 
 def _tick_ns(n: int) -> float:
@@ -137,7 +146,7 @@ def model_on(device: str) -> torch.nn.Module:
     return torch.nn.Sequential(*layers, torch.nn.Linear(256, 1)).to(device)
 
 
-def bench_forward_sample(device: str, steps_per_s: float) -> None:
+def bench_forward_sample(device: str, steps_per_s: float) -> dict:
     """On a one-layer model: the sample's cost does not grow with the model."""
     print("== forward sample (autocast inside forward)")
     model, x = torch.nn.Linear(8, 8).to(device), torch.randn(4, 8, device=device)
@@ -155,6 +164,7 @@ def bench_forward_sample(device: str, steps_per_s: float) -> None:
         f"  one sample (arm + hooked forward): {extra:+.1f} µs; every 30 s at "
         f"{steps_per_s:.0f} steps/s: {per_step * 1000:.2f} ns a step"
     )
+    return {"sample_us": extra, "per_step_ns": per_step * 1000}
 
 
 def train_step(model, optimizer, x, device: str) -> None:
@@ -166,7 +176,7 @@ def train_step(model, optimizer, x, device: str) -> None:
         torch.cuda.synchronize()
 
 
-def bench_profile(device: str, steps: int, profiles: int) -> float:
+def bench_profile(device: str, steps: int, profiles: int) -> dict:
     print("== step profile")
     model = model_on(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -182,9 +192,9 @@ def bench_profile(device: str, steps: int, profiles: int) -> float:
     print(f"  ordinary step: {step_s * 1e3:.2f} ms (median of {steps})")
     config = ProfileConfig("cpu", every_s=300.0, first_s=60.0, share=0.001)
     profiler = StepProfiler(torch, config, cuda=device == "cuda")
-    costs = []
+    costs, seen = [], {}
     for k in range(profiles):
-        costs.append(_one_profile(profiler, model, optimizer, x, device, step_s, k))
+        costs.append(_one_profile(profiler, model, optimizer, x, device, step_s, k, seen))
     first, rest = costs[0], costs[1:] or costs
     cost = statistics.median(rest)
     print(f"  first cycle (profiler start-up): {first * 1e3:.1f} ms")
@@ -194,16 +204,22 @@ def bench_profile(device: str, steps: int, profiles: int) -> float:
         f"and the summary"
     )
     every = max(config.every_s, cost / config.share)
+    first_hour = (first + cost * (3600 / every - 1)) / 3600
     print(
         f"  averaged over training: one cycle every {every:.0f} s = "
         f"{cost / every * 100:.4f} % (first cycle included over the first hour: "
-        f"{(first + cost * (3600 / every - 1)) / 3600 * 100:.4f} %)"
+        f"{first_hour * 100:.4f} %)"
     )
-    return step_s
+    return seen | {"step_ms": step_s * 1e3, "first_cycle_ms": first * 1e3,
+                   "cycle_ms": cost * 1e3, "every_s": every, "share": cost / every,
+                   "first_hour_share": first_hour}  # fmt: skip
 
 
-def _one_profile(profiler, model, optimizer, x, device: str, step_s: float, k: int) -> float:
-    """One cycle over three boundaries; its extra time over two ordinary steps, summary in."""
+def _one_profile(
+    profiler, model, optimizer, x, device: str, step_s: float, k: int, seen: dict
+) -> float:
+    """One cycle over three boundaries; its extra time over two ordinary steps, summary in;
+    the second cycle's profiled step into ``seen``."""
     profiler.want(step_s)
     t = time.perf_counter()
     profiler.at_boundary(3 * k)
@@ -216,6 +232,9 @@ def _one_profile(profiler, model, optimizer, x, device: str, step_s: float, k: i
     entry, split = profiler.collect(now_s=1000.0 + k, start_s=0.0)
     summary = time.perf_counter() - t
     if k == 1:
+        seen.update(profiled_step_ms=entry["step_s"] * 1e3, kernels=entry["kernels"],
+                    joined=split.joined, kernel_share=entry["kernel_share"],
+                    host_wait_share=entry["host_wait_share"], summary_ms=summary * 1e3)  # fmt: skip
         print(
             f"  profiled step: {entry['step_s'] * 1e3:.2f} ms, kernels {entry['kernels']} "
             f"({split.joined} of them joined to their launch call), busy "
@@ -226,7 +245,7 @@ def _one_profile(profiler, model, optimizer, x, device: str, step_s: float, k: i
     return training - 2 * step_s + summary
 
 
-def bench_facts_file(device: str) -> None:
+def bench_facts_file(device: str) -> dict:
     print("== facts file and the helper's wake")
     site = {
         "file": "/home/me/train.py",
@@ -260,14 +279,15 @@ def bench_facts_file(device: str) -> None:
         f"{write / 2e6 * 100:.4f} % of a core, off the training thread"
     )
     with tempfile.TemporaryDirectory(dir="/dev/shm") as tmp:
-        print(
-            f"  the helper's wake that finds nothing new (facts gathered and compared): "
-            f"{_wake_us(tmp):.0f} µs"
-        )
+        wake = _wake_us(tmp)
+    print(f"  the helper's wake that finds nothing new (facts gathered, compared): {wake:.0f} µs")
+    figures = {"write_us": write, "wake_us": wake}
     if device == "cuda":
         count = torch.cuda.device_count()
         read = per_call_us(lambda: [torch.cuda.memory_stats(d) for d in range(count)], 50)
         print(f"  allocator retries ({count} devices): {read:.0f} µs every 2 s")
+        figures["alloc_retries_us"] = read
+    return figures
 
 
 def _wake_us(directory: str) -> float:
@@ -295,15 +315,23 @@ def main() -> None:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if cuda else "cpu")
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--profiles", type=int, default=6)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU (one thread)"
     if args.device == "cpu":
         torch.set_num_threads(1)
     print(f"torch {torch.__version__} on {name}, Python {sys.version.split()[0]}")
-    step_s = bench_profile(args.device, args.steps, args.profiles)
-    bench_forward_sample(args.device, 1 / step_s)
-    bench_sync_hook(args.device, 20_000)
-    bench_facts_file(args.device)
+    profile = bench_profile(args.device, args.steps, args.profiles)
+    figures = {
+        "device": name,
+        "torch": torch.__version__,
+        "profile": profile,
+        "forward_sample": bench_forward_sample(args.device, 1e3 / profile["step_ms"]),
+        "sync_hook": bench_sync_hook(args.device, 20_000),
+        "facts_file": bench_facts_file(args.device),
+    }
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1) + "\n")
 
 
 if __name__ == "__main__":

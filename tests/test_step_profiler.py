@@ -54,6 +54,7 @@ def test_one_profiled_step_is_summarised_with_its_cost(tmp_path, monkeypatch) ->
     assert math.isclose(sum(shares), 1.0) and entry["kernels"] == 0
     assert 0 < entry["step_s"] < 5 and entry["cost_share"] == profiler.spent_s / 100.0 > 0
     assert entry["every_s"] == pytest.approx(300.0) and split.attention is None
+    assert entry["joined"] is None  # the kernel/launch join the GPU check reads: no kernel here
     assert list(tmp_path.iterdir()) == []  # no trace file, ever
 
 

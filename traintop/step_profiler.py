@@ -219,8 +219,7 @@ class StepProfiler:
 
     def _entry(self, split: StepSplit, now_s: float, start_s: float) -> dict[str, Any]:
         fields = split._asdict()
-        fields.pop("pinned_copies")
-        fields.pop("joined")
+        fields.pop("pinned_copies")  # kept as the fact ``pinned_copies`` (facts_agent)
         step_ns = fields.pop("step_ns")
         return {
             "step": self._step,

@@ -59,10 +59,13 @@ class Context:
             check=False,
         )
 
-    def start(self, argv: list[str], **streams) -> subprocess.Popen:
-        """Start a command in the work folder, no stdin; ``streams`` as for Popen."""
-        return subprocess.Popen(argv, cwd=self.work, env=self.env, stdin=subprocess.DEVNULL,
-                                **streams)  # fmt: skip
+    def start(
+        self, argv: list[str], env: dict[str, str] | None = None, **streams
+    ) -> subprocess.Popen:
+        """Start a command in the work folder, no stdin; ``env`` added to the check's
+        environment (a job's own settings); ``streams`` as for Popen."""
+        return subprocess.Popen(argv, cwd=self.work, env={**self.env, **(env or {})},
+                                stdin=subprocess.DEVNULL, **streams)  # fmt: skip
 
 
 def make_context(out: Path, work: Path, fake: bool, nvidia_smi: list[str], budget_s: float):

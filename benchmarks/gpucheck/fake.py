@@ -49,3 +49,36 @@ def restart_on_fake(argv: list[str]) -> None:
 def stand_in() -> list[str]:
     """argv of the nvidia-smi stand-in."""
     return [sys.executable, str(STAND_IN)]
+
+
+# The fake card's per-process SM share of a job the check scripts onto it (the job itself runs
+# on the CPU): what traintop's busy share must read, from the "process" source.
+FAKE_JOB_SM_PCT, FAKE_JOB_MEM_PCT, FAKE_JOB_BYTES = 64, 22, 3 << 30
+
+
+def _directives(*lines: str) -> None:
+    """Script the fake as loaded in this process (its state is per process: the collectors the
+    check runs here see it; traintop started as another process does not)."""
+    import ctypes
+
+    import pynvml
+
+    pynvml.nvmlInit()  # the scenario is read at a process's first init: never after this
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")  # the one pynvml loaded: same state
+        lib.fakenvml_directive.argtypes = [ctypes.c_char_p]
+        for line in lines:
+            if not lib.fakenvml_directive(line.encode()):
+                raise RuntimeError(f"the fake NVML refused {line!r}")
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def put_job_on_card(pid: int) -> None:
+    """GPU 0 lists ``pid`` as a compute process with its own utilization samples."""
+    _directives(f"0 proc {pid} {FAKE_JOB_BYTES}",
+                f"0 procutil {pid} {FAKE_JOB_SM_PCT} {FAKE_JOB_MEM_PCT}")  # fmt: skip
+
+
+def take_jobs_off_card() -> None:
+    _directives("0 noprocs", "0 noprocutil")

@@ -50,8 +50,6 @@ _MEMORY = {
 }
 
 
-
-
 def from_gpu(gpu: dict[str, Any], driver: str | None = None, count: int | None = None):
     """A GPU reading (``GpuSnapshot`` as a dict, as ``snapshot --json`` prints it) under
     nvidia-smi's field names and units."""

@@ -25,6 +25,7 @@ from traintop.collectors.jobs import JobCollector
 from traintop.collectors.ring_reader import Record, open_segment
 from traintop.collectors.sampler import Sampler
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
+from traintop.facts_file import facts_path
 
 TRAIN_JOB = HERE / "workloads" / "train_job.py"
 STEADY_TIMEOUT_S = 150.0  # the first CUDA start on a fresh machine loads kernels for a while
@@ -37,7 +38,8 @@ class JobFailed(RuntimeError):
 class Job:
     """One ``train_job.py`` process; killed with its DataLoader workers on leaving ``with``."""
 
-    def __init__(self, ctx: Context, name: str, mode: str, *args: str, traintop: bool = True):
+    def __init__(self, ctx: Context, name: str, mode: str, *args: str, traintop: bool = True,
+                 env: dict[str, str] | None = None):  # fmt: skip
         self.ctx, self.name = ctx, name
         self.out = ctx.work / f"{name}.json"
         self.log = ctx.work / f"{name}.log"
@@ -51,7 +53,7 @@ class Job:
         self.started = time.monotonic()
         with open(self.log, "wb") as sink:  # its own session: killed with its workers
             self.proc = ctx.start(
-                argv, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+                argv, env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
             )
 
     @property
@@ -145,10 +147,24 @@ class Diagnose:
         return json.loads(out)
 
 
-def ring_records(ctx: Context, pid: int) -> list[Record]:
-    """Every record still in the job's ring segment (the segment outlives the job)."""
+def segment_path(ctx: Context, pid: int) -> Path:
+    """The job's newest ring segment (it outlives the job)."""
     paths = sorted(Path(ctx.ring_dir).glob(f"{pid}-r*.ring"))
     if not paths:
         raise RuntimeError(f"no ring segment of pid {pid} in {ctx.ring_dir}")
-    with open_segment(paths[-1]) as segment:
+    return paths[-1]
+
+
+def ring_records(ctx: Context, pid: int) -> list[Record]:
+    """Every record still in the job's ring segment."""
+    with open_segment(segment_path(ctx, pid)) as segment:
         return list(segment.last(segment.header.capacity - 1))
+
+
+def facts_document(ctx: Context, pid: int) -> dict[str, Any] | None:
+    """The probe's facts side file of the job as it stands (docs/ring-format.md), raw: what
+    the snapshot does not carry (the profile's share of kernels joined to their launch)."""
+    try:
+        return json.loads(facts_path(segment_path(ctx, pid)).read_text())
+    except (OSError, RuntimeError, ValueError):
+        return None

@@ -17,6 +17,7 @@ from typing import Any
 from gpucheck import nvsmi
 from gpucheck.context import Context
 from gpucheck.fields import FieldResult, compare_all, compare_field, from_gpu, tolerance_table
+from gpucheck.gpu_counters import activity_costs
 from gpucheck.jobs import Job
 from gpucheck.results import Result, judged
 from traintop.collectors.gpu import GpuCollector
@@ -225,8 +226,9 @@ def pcie_check(ctx: Context) -> Result:
 
 
 def _calls(nv, h) -> list[tuple[str, Callable[[], Any], int]]:
-    """Each NVML call the collector makes per tick, then calls it could make (thresholds are
-    read once; samples, process utilization and the 20 ms PCIe window are not used yet)."""
+    """Each NVML call the collector makes per tick (the samples and the older per-process call
+    included: the newer one and GPM are ``activity_costs``), then the ones it makes rarely
+    (thresholds are read once; the 20 ms PCIe window only while a link is busy)."""
     calls = [
         ("UtilizationRates", lambda: nv.nvmlDeviceGetUtilizationRates(h)),
         ("MemoryInfo v2", lambda: nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)),
@@ -302,6 +304,25 @@ def _tick_ms(ticks: int) -> tuple[float, list[float]]:
     return times[0], sorted(times[1:])
 
 
+ACTIVITY = (  # what the busy share asks each tick: words, how its calls add up, the calls
+    ("samples", "+", ("Samples GPU_UTILIZATION",)),
+    ("per-process (newer/older call)", "/", ("ProcessesUtilizationInfo", "ProcessUtilization")),
+    ("GPM sample+metrics", "+", ("GpmSampleGet", "GpmMetricsGet (4 metrics)")),
+)
+
+
+def _activity_words(calls: dict[str, dict[str, Any]]) -> str:
+    """``; the busy share's calls: samples 4 µs, per-process (newer/older call) 12/n.a. µs, GPM
+    sample+metrics 30+8 µs`` (medians; "n.a." for a call the card refused)."""
+
+    def median(name: str) -> str:
+        timing = calls.get(name, {})
+        return f"{timing['median_us']:g}" if timing.get("answer") == "ok" else "n.a."
+
+    parts = [f"{words} {sep.join(map(median, names))} µs" for words, sep, names in ACTIVITY]
+    return "; the busy share's calls: " + ", ".join(parts)
+
+
 def nvml_cost(_ctx: Context) -> Result:
     """How long each NVML call takes here, and one monitor tick's GPU collect (the panel's cost
     per refresh): passes when the median tick stays within the per-GPU budget."""
@@ -311,6 +332,7 @@ def nvml_cost(_ctx: Context) -> Result:
     try:
         h = nv.nvmlDeviceGetHandleByIndex(0)
         calls = {name: _timed(call, n) for name, call, n in _calls(nv, h)}
+        calls |= activity_costs(nv, h, _timed, CALL_REPEATS)
         samples, count = _samples(nv, h), nv.nvmlDeviceGetCount()
     finally:
         nv.nvmlShutdown()
@@ -320,8 +342,8 @@ def nvml_cost(_ctx: Context) -> Result:
     reason = f"one GPU collect {median:.2f} ms median ({count} GPU, budget {budget:g} ms)"
     return judged(
         median <= budget,
-        reason,
-        calls_gpu0=calls,
+        reason + _activity_words(calls),
+        calls_gpu0=[{"call": name, **timing} for name, timing in calls.items()],
         util_samples=samples,
         first_tick_ms=round(first, 2),
         tick_ms_median=round(median, 3),

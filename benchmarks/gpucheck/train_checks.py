@@ -2,88 +2,34 @@
 
 The compute job (the card is the limit) is the reference run: while it steps, the surfaces users
 read are checked under load (``during``); afterwards its step rate and count, GPU time per step,
-phase split, verdict and the GPU-process join are judged.  Then three jobs with a known
-bottleneck: a starved DataLoader, a ``.item()`` after every micro-step, a card held nearly full.
+phase split, its busy share, verdict and the GPU-process join are judged.  Then two jobs with a
+known bottleneck: a starved DataLoader, a card held nearly full (the jobs whose GPU idles inside
+the step, launch-bound or stalled by syncs, are ``gpucheck.idle_jobs``).
 """
 
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
 
+from gpucheck.busy_checks import profiler_busy
 from gpucheck.context import Context
-from gpucheck.jobs import Diagnose, Job, Watch, job_of, ring_records
+from gpucheck.jobs import Job
+from gpucheck.observed import Observed, observe
 from gpucheck.results import Check, Result, failed, judged, run, skipped
-from traintop.collectors.ring_reader import Record
-from traintop.collectors.snapshot import JobSnapshot, Snapshot
+from traintop.collectors.snapshot import JobSnapshot
 from traintop.ring import FLAG_GPU_VALID
 
-WINDOW_S = 12.0  # steady stepping that diagnose and the comparisons look at
-CPU_WINDOW_S = 3.0  # the toy CPU job of fake mode: the same path, briefly
 RATE_WINDOW_S = 10.0  # the window of traintop's job collector
 RATE_TOLERANCE = 0.05
 GPU_TIME_TOLERANCE = 0.05
-BUSY_TOLERANCE = 0.15
 PHASE_TOLERANCE = 0.05  # share points
 STEP_COUNT_SLACK = 2  # the first boundary is learnt from the loop
 LOW_UTIL_PCT = 50.0
 DATA_VERDICTS = frozenset({"data_cpu", "data_io", "data_starved"})
 PROFILE_STEPS = "10"
 NS = 1_000_000_000
-
-
-@dataclass
-class Observed:
-    """One job as it ran: its own record, traintop's snapshots of it, the verdict, its ring."""
-
-    pid: int
-    ready_s: float
-    result: dict[str, Any]
-    snapshots: list[Snapshot]
-    verdict: dict[str, Any] | None
-    records: list[Record]
-
-    @property
-    def job(self) -> JobSnapshot | None:
-        """The job as the monitor last showed it."""
-        return job_of(self.snapshots[-1], self.pid) if self.snapshots else None
-
-    @property
-    def steady_ns(self) -> int:
-        ends, index = self.result["end_ns"], self.result["steady_index"] or 1
-        return ends[index - 1]
-
-
-def observe(
-    ctx: Context,
-    name: str,
-    mode: str,
-    *args: str,
-    during: Callable[[Job], None] | None = None,
-) -> Observed:
-    """Run a job to steady state, watch it for the window (diagnose beside it when on a card,
-    ``during`` meanwhile: checks of their own), stop it, and gather what each side saw."""
-    window = CPU_WINDOW_S if ctx.no_cuda else WINDOW_S
-    with Job(ctx, name, mode, *args) as job:
-        ready = job.wait_steady()
-        watch = Watch(ctx, job.pid)
-        diagnose = None if ctx.no_cuda else Diagnose(ctx, job.pid, window)
-        try:
-            until = time.monotonic() + window
-            if during:
-                during(job)
-            time.sleep(max(0.0, until - time.monotonic()))
-            verdict = diagnose.verdict() if diagnose else None
-        finally:
-            snapshots = watch.stop()
-            if diagnose:
-                diagnose.proc.kill()  # a no-op once it answered
-        result = job.finish()
-    return Observed(job.pid, ready, result, snapshots, verdict, ring_records(ctx, job.pid))
 
 
 def _first_start(result: dict[str, Any]) -> int:
@@ -166,33 +112,6 @@ def gpu_time(obs: Observed) -> Result:
     )
 
 
-def busy_truth(obs: Observed) -> Result:
-    """Does "GPU busy" mean busy?  traintop's share (event spans / step time) against the time
-    kernels ran per step (the profiler, over 10 steps after the window) over the job's own
-    median step while it ran unprofiled: the profiler slows the launches and widens the gaps
-    (on an H100, 31 ms a step profiled against 25 ms), so its own span would undercount."""
-    job, profile = obs.job, obs.result.get("profile") or {}
-    steps, busy_ms = profile.get("steps"), profile.get("busy_ms")
-    if job is None or job.gpu_busy_share is None or not steps or busy_ms is None:
-        return failed("no busy share on one side", profile=profile, last_job=_as_dict(job))
-    step_ms = _median_step_ms(obs.result)
-    truth = busy_ms / steps / step_ms
-    ok = abs(job.gpu_busy_share - truth) <= BUSY_TOLERANCE
-    reason = (
-        f"traintop says busy {job.gpu_busy_share:.0%}, kernels ran {busy_ms / steps:.1f} ms "
-        f"of its {step_ms:.1f} ms step ({truth:.0%})"
-    )
-    return judged(
-        ok,
-        reason,
-        traintop=job.gpu_busy_share,
-        truth=truth,
-        step_ms=step_ms,
-        profiler=profile,
-        rule=f"within {BUSY_TOLERANCE:.0%} points",
-    )
-
-
 def own_shares(obs: Observed) -> dict[str, float]:
     """The job's own phase split over the collector's window."""
     lo, hi = collector_window(obs)
@@ -228,11 +147,12 @@ def verdict_is(obs: Observed, expected: frozenset[str]) -> Result:
     v = obs.verdict or {}
     got = v.get("bottleneck")
     reason = f"diagnose says {got} ({v.get('summary')}), expected {' or '.join(sorted(expected))}"
-    return judged(got in expected, reason, verdict=_verdict_data(v))
+    return judged(got in expected, reason, verdict=verdict_data(v))
 
 
-def _verdict_data(v: dict[str, Any]) -> dict[str, Any]:
-    keys = ("bottleneck", "confidence", "summary", "evidence", "also", "mode", "since_s")
+def verdict_data(v: dict[str, Any]) -> dict[str, Any]:
+    keys = ("bottleneck", "confidence", "summary", "evidence", "remedies", "also", "mode",
+            "since_s")  # fmt: skip
     return {key: v.get(key) for key in keys}
 
 
@@ -263,7 +183,7 @@ def _util_median(obs: Observed) -> float | None:
 COMPUTE_TITLE = "the compute-bound bf16 transformer under traintop run"
 NO_CUDA_CHECKS = (
     ("train_gpu_time", "GPU time per step: traintop's CUDA events against the job's"),
-    ("train_busy_truth", "GPU busy share against the profiler's kernel time"),
+    ("train_busy_truth", "the busy share traintop shows against the profiler's kernel time"),
     ("train_verdict", "verdict of the compute-bound job: compute"),
     ("gpu_process_join", "NVML lists the job's PID on the card"),
 )
@@ -274,7 +194,8 @@ def compute_checks(ctx: Context, during: Callable[[Job | None], list[Check]]) ->
     job fails, the surfaces are still checked (without it) and the failure is one check."""
     checks: list[Check] = []
     try:
-        obs = observe(ctx, "compute", "compute", "--profile-steps", PROFILE_STEPS,
+        profiled = () if ctx.no_cuda else ("--profile-steps", PROFILE_STEPS)
+        obs = observe(ctx, "compute", "compute", *profiled,
                       during=lambda job: checks.extend(during(job)))  # fmt: skip
     except Exception as exc:  # the job's own failure; the checks that need no job still run
         reason = f"{type(exc).__name__}: {exc}"
@@ -293,15 +214,10 @@ def compute_checks(ctx: Context, during: Callable[[Job | None], list[Check]]) ->
     return [
         *checks,
         run("train_gpu_time", NO_CUDA_CHECKS[0][1], gpu_time, obs),
-        run("train_busy_truth", NO_CUDA_CHECKS[1][1], busy_truth, obs),
+        run("train_busy_truth", NO_CUDA_CHECKS[1][1], profiler_busy, obs),
         run("train_verdict", NO_CUDA_CHECKS[2][1], verdict_is, obs, frozenset({"compute"})),
         run("gpu_process_join", NO_CUDA_CHECKS[3][1], gpu_process_join, obs),
     ]
-
-
-def _median_step_ms(result: dict[str, Any]) -> float:
-    ends = result["end_ns"][(result["steady_index"] or 1) - 1 :]
-    return statistics.median(b - a for a, b in pairwise(ends)) / 1e6
 
 
 def data_job(ctx: Context) -> Result:
@@ -312,20 +228,6 @@ def data_job(ctx: Context) -> Result:
     low = util is not None and util < LOW_UTIL_PCT
     reason = f"{verdict.reason}; GPU utilization median {util}% (below {LOW_UTIL_PCT:g}%: {low})"
     return judged(verdict.status == "pass" and low, reason, util_median_pct=util, **verdict.data)
-
-
-def sync_job(ctx: Context) -> Result:
-    """A ``.item()`` after every micro-step: sync_stall, and how busy the card really was."""
-    obs = observe(ctx, "sync", "sync", "--profile-steps", PROFILE_STEPS)
-    verdict, truth = verdict_is(obs, frozenset({"sync_stall"})), busy_truth(obs)
-    reason = f"{verdict.reason}; {truth.reason}"
-    return judged(
-        verdict.status == "pass",
-        reason,
-        busy=truth.data,
-        util_median_pct=_util_median(obs),
-        **verdict.data,
-    )
 
 
 def memory_job(ctx: Context) -> Result:
@@ -344,5 +246,5 @@ def memory_job(ctx: Context) -> Result:
         reason,
         nvml_used_share=used,
         job_memory=obs.result.get("memory"),
-        verdict=_verdict_data(v),
+        verdict=verdict_data(v),
     )

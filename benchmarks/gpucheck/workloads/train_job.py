@@ -6,7 +6,9 @@ reference traintop's figures are checked against.
 [--settle-s S] [--steady-s S] [--max-s S] [--profile-steps N] [--latency-ms MS]
 [--headroom-mib MIB] [--phase-s S]`` (``--help`` says what each does)
 
-MODE: ``compute`` (the card is the limit), ``data`` (every sample waits ``--latency-ms`` in the
+MODE: ``compute`` (the card is the limit), ``launch`` (the launch-bound GPT of issue 33,
+``gpt_model.py``: four micro-batches of 16 a step, bf16 autocast (on the CPU too), fused AdamW,
+SDPA, not compiled), ``data`` (every sample waits ``--latency-ms`` in the
 DataLoader: the card starves), ``sync`` (four micro-batches per optimizer step, a ``.item()``
 after each), ``memory`` (after warm-up a ballast tensor takes all but ``--headroom-mib`` of the
 card), ``copy`` (no training: pinned host-to-device copies for ``--phase-s``, then
@@ -19,7 +21,8 @@ traintop's hooks split it: data = the wait in ``next()``, forward = from the bat
 boundary records its own).  Once steady (``--warmup-steps``, then as many again and at least
 ``--settle-s``) it writes FILE.steady; it stops on SIGTERM, ``--steady-s`` after that, or
 at ``--max-s``, profiles ``--profile-steps`` more steps (the kernels' own busy time, which
-event spans cannot see), and writes FILE as JSON.
+event spans cannot see; on the CPU, the attention ops it ran), and writes FILE as JSON, with
+what the job does (``knobs``: autocast, optimizer, DataLoader) for traintop's facts to match.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import time
 from pathlib import Path
 
 import torch
+from gpt_model import GPT, SHAPES
 from torch.utils.data import DataLoader, Dataset
 
 FULL = {"vocab": 8192, "width": 1024, "layers": 8, "heads": 16, "seq": 512, "batch": 16}
@@ -40,6 +44,8 @@ TINY = {"vocab": 256, "width": 64, "layers": 2, "heads": 4, "seq": 32, "batch": 
 PHASES = ("data", "forward", "backward", "optimizer", "other")
 MIB = 1 << 20
 COPY_BYTES = 256 * MIB
+ATTENTION_MARKERS = ("attention", "flash", "fmha", "sdpa")  # kernel and op names worth keeping
+NAMES_KEPT, NAME_CHARS = 12, 240
 
 
 class Tokens(Dataset):
@@ -85,12 +91,15 @@ class Job:
     """The loop's parts and its own record of every step."""
 
     def __init__(self, opts: argparse.Namespace) -> None:
-        size = TINY if opts.tiny else FULL
         self.opts, self.device = opts, torch.device(opts.device)
         self.cuda = self.device.type == "cuda"
-        self.model = TinyLM(**size).to(self.device)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
-        self.micro = 4 if opts.mode == "sync" else 1
+        gpt = opts.mode == "launch"
+        size = SHAPES["toy" if opts.tiny else "launch"] if gpt else TINY if opts.tiny else FULL
+        self.model = (GPT if gpt else TinyLM)(**size).to(self.device)
+        # the launch-bound GPT as issue 33 ran it: fused AdamW, bf16 autocast wherever it runs
+        self.fused, self.autocast = gpt, self.cuda or gpt
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=self.fused)
+        self.micro = size["micro"] if gpt else 4 if opts.mode == "sync" else 1
         latency = opts.latency_ms / 1000 if opts.mode == "data" else 0.0
         self.loader = DataLoader(
             Tokens(size["vocab"], size["seq"], latency),
@@ -115,7 +124,7 @@ class Job:
             t1 = time.monotonic_ns()
             tokens = tokens.to(self.device, non_blocking=True)
             targets = targets.to(self.device, non_blocking=True)
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cuda):
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
                 loss = self.model(tokens, targets) / self.micro
             t2 = time.monotonic_ns()
             loss.backward()
@@ -129,6 +138,20 @@ class Job:
         self.opt.step()
         spent["optimizer"] = time.monotonic_ns() - t4
         return spent
+
+    def knobs(self) -> dict:
+        """What this job does, in the terms of traintop's ``JobFacts``."""
+        loader = self.loader
+        return {
+            "device": self.device.type,
+            "autocast": "bf16" if self.autocast else "off",
+            "compiled": False,
+            "optimizers": [{"name": "AdamW", "fused": self.fused}],
+            "loaders": [{"num_workers": loader.num_workers, "pin_memory": loader.pin_memory,
+                         "persistent_workers": loader.persistent_workers,
+                         "prefetch_factor": loader.prefetch_factor,
+                         "batch_size": loader.batch_size}],
+        }  # fmt: skip
 
     def record(self, spent: dict[str, int]) -> None:
         """Close the step where traintop's boundary closes it: as ``opt.step()`` returns."""
@@ -190,32 +213,47 @@ def train(job: Job, out: Path) -> int | None:
     return steady_at
 
 
-def kernel_busy(job: Job, steps: int) -> dict:
-    """Profile ``steps`` more steps: the share of their GPU span in which kernels (or copies)
-    ran, the truth a span measured by events cannot give."""
-    from torch.autograd import DeviceType
+def profiled_steps(job: Job, steps: int) -> dict:
+    """Profile ``steps`` more steps.  On a card: the time kernels (or copies) ran, the truth a
+    span measured by events cannot give, and how many kernels a step launched; on the CPU
+    (nothing runs on a device), the operators.  Either way the names that show the attention
+    kernel."""
     from torch.profiler import ProfilerActivity, profile
 
-    torch.cuda.synchronize()
-    # GPU activity only: tracing every CPU op would slow the launches and widen the gaps
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    # GPU activity only on a card: tracing every CPU op would slow the launches, widen the gaps
+    activity = ProfilerActivity.CUDA if job.cuda else ProfilerActivity.CPU
+    sync = torch.cuda.synchronize if job.cuda else lambda: None
+    sync()
+    with profile(activities=[activity]) as prof:
         for _ in range(steps):
             job.step()
             job.opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-    spans = sorted(
-        (e.time_range.start, e.time_range.end)
-        for e in prof.events()
-        if e.device_type == DeviceType.CUDA
-    )
+        sync()
+    events = list(prof.events())
+    names = sorted({e.name[:NAME_CHARS] for e in events if _attention_name(e.name)})
+    found = {"steps": steps, "attention_names": names[:NAMES_KEPT]}
+    return {**found, **(kernel_time(events, steps) if job.cuda else {})}
+
+
+def _attention_name(name: str) -> bool:
+    return any(marker in name.lower() for marker in ATTENTION_MARKERS)
+
+
+def kernel_time(events: list, steps: int) -> dict:
+    """The share of the profiled GPU span in which kernels (or copies) ran, and the kernels."""
+    from torch.autograd import DeviceType
+
+    gpu = [e for e in events if e.device_type == DeviceType.CUDA]
+    spans = sorted((e.time_range.start, e.time_range.end) for e in gpu)
     if not spans:
         return {"error": "the profiler saw no GPU activity"}
     busy, span = covered_us(spans), max(end for _, end in spans) - spans[0][0]
+    kernels = sum(not e.name.startswith(("Memcpy", "Memset")) for e in gpu)
     return {
-        "steps": steps,
         "busy_share": busy / span if span else None,
         "span_ms": span / 1000,
         "busy_ms": busy / 1000,
+        "kernels_per_step": kernels / steps,
     }
 
 
@@ -253,7 +291,7 @@ def run_training(opts: argparse.Namespace, out: Path) -> dict:
     signal.signal(signal.SIGTERM, lambda *_: setattr(job, "stop", True))
     steady = train(job, out)
     facts = {"memory": memory_facts()} if job.cuda else {}
-    profile = kernel_busy(job, opts.profile_steps) if job.cuda and opts.profile_steps else None
+    profile = profiled_steps(job, opts.profile_steps) if opts.profile_steps else None
     return {
         "mode": opts.mode,
         "device": str(job.device),
@@ -263,6 +301,7 @@ def run_training(opts: argparse.Namespace, out: Path) -> dict:
         "phase_ns": job.phase_ns,
         "gpu_ms": gpu_ms(job),
         "profile": profile,
+        "knobs": job.knobs(),
         **facts,
     }
 
@@ -286,7 +325,7 @@ def run_copies(opts: argparse.Namespace, out: Path) -> dict:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("mode", choices=("compute", "data", "sync", "memory", "copy"))
+    p.add_argument("mode", choices=("compute", "launch", "data", "sync", "memory", "copy"))
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--device", default="cuda")
     p.add_argument("--tiny", action="store_true", help="a toy model (CPU smoke runs)")
