@@ -12,7 +12,7 @@ import pytest
 
 from tests import ring_helpers
 
-SECONDS = 3.0
+SECONDS = 1.5
 
 
 def _run(tmp_path, capacity: int, crc: bool, readers) -> tuple[int, list]:

@@ -1,4 +1,5 @@
-"""Two tiers of the suite: ``pytest -m quick`` for the edit loop, everything in CI.
+"""Two tiers of the suite: ``pytest -m quick`` for the edit loop (on several workers), everything
+in CI.
 
 A test is ``slow`` when it starts a training process (a Python process that imports torch), a
 tmux session or a Prometheus server: mark it ``@pytest.mark.slow`` (``e2e`` implies slow; a
@@ -47,6 +48,20 @@ class _Guard:
     active = False
     folder = Path()
     saved: ClassVar[dict[str, str | None]] = {}  # the environment from before the guard
+
+
+QUICK_WORKERS_MAX = 8
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """``-m quick`` alone runs on one worker per CPU (pytest-xdist, 2 to 8): its tests hold no
+    wall-clock deadline, so they may share the CPUs.  The full suite stays in one process, where
+    the real training jobs' verdicts need the CPU time they measure.  ``-n`` chooses otherwise."""
+    if config.option.markexpr != "quick" or hasattr(config, "workerinput"):
+        return
+    if getattr(config.option, "numprocesses", 0) is None:  # xdist is there and -n was not given
+        config.option.numprocesses = max(2, min(QUICK_WORKERS_MAX, os.cpu_count() or 1))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -160,7 +160,18 @@ def kill_tree(proc: subprocess.Popen) -> None:
         with suppress(psutil.Error):
             child.kill()
     proc.wait()
-    psutil.wait_procs(descendants, timeout=5)
+    deadline = time.monotonic() + 5.0
+    while not all(map(_ended, descendants)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _ended(proc: psutil.Process) -> bool:
+    """Dead, or a zombie: an orphan is reaped by whoever adopted it, maybe never in a
+    container whose pid 1 does not reap, and a zombie holds no lock, file or CPU."""
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def workload_processes(ring_dir: Path | None = None) -> list[str]:
