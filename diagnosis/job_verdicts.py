@@ -147,8 +147,10 @@ def _split_stated(found: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
     if len(found) < 2 or not near(found[1], found[0]) or found[0].finding.bottleneck in LEADS:
         return found
     head, second = found[0], found[1]
+    # the preferred cause may lead with less: then the other claims more, too close to tell
+    much = "nearly as much" if second.lost_share <= head.lost_share else "as much or more"
     text = (
-        f"{second.finding.bottleneck} explains nearly as much: {pct(second.lost_share)} of "
+        f"{second.finding.bottleneck} explains {much}: {pct(second.lost_share)} of "
         f"time against {pct(head.lost_share)}"
     )
     fact = Evidence(text, "near_share", second.lost_share, "training")

@@ -14,6 +14,7 @@ from traintop.diagnosis.api import diagnose, verdict_to_dict
 from traintop.diagnosis.budget import split_by_phase
 from traintop.diagnosis.bursts import bursts_of
 from traintop.diagnosis.findings import confidence, ranked
+from traintop.diagnosis.job_verdicts import _split_stated
 from traintop.diagnosis.model import Candidate, Finding
 
 PHASES = ("data", "forward", "backward", "optimizer", "other")
@@ -158,3 +159,14 @@ def test_bursts_need_a_whole_number_of_alike_batches() -> None:
     ragged = [0.0, 1.0, 0.0, 0.5] * 5
     assert bursts_of(ragged, ragged, 2) is None
     assert bursts_of([0.0, 0.5] * 10, [0.01, 0.5] * 10, 2) is not None
+
+
+def test_a_preferred_cause_that_leads_with_less_says_the_other_claims_more() -> None:
+    def found(name: str, share: float) -> Candidate:
+        return Candidate(Finding(name, 0.9, "warning", name, share=share), share)
+
+    head, _second = _split_stated(ranked([found("data_starved", 0.5), found("data_io", 0.4)]))
+    assert head.finding.bottleneck == "data_io"
+    assert head.finding.evidence[-1].text == (
+        "data_starved explains as much or more: 50 % of time against 40 %"
+    )
