@@ -144,7 +144,7 @@ def _record(case: GpuCase, job: Workload, run: DiagnoseRun) -> float | None:
     """Print the measured figures and append them to $TRAINTOP_GPU_SCENARIO_RESULTS if set."""
     ttv = time_to_verdict(job.started, run)
     print(f"\n{case.name}: verdict {run.bottleneck}, time-to-verdict {ttv} s")
-    append_result(RESULTS_ENV, case.name, ttv, run.verdict)
+    append_result(RESULTS_ENV, case.name, ttv, run.verdict, wanted=case.bottleneck)
     return ttv
 
 

@@ -52,7 +52,7 @@ def row(result: dict, setup: str) -> str:
     cells = [
         f"`{scenario}`",
         setup,
-        f"`{scenario}`",
+        f"`{result.get('wanted', scenario)}`",
         f"`{verdict.get('bottleneck', 'none')}`",
         "-" if confidence is None else f"{confidence:.2f}",
         "-" if ttv is None else f"{ttv:.1f} s",
