@@ -13,7 +13,7 @@ frame cached per style (tui/widgets/framed_rows.py) instead of being built again
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import ClassVar
 
 from rich.cells import cell_len
@@ -28,6 +28,8 @@ from textual.style import Style
 from textual.widget import Widget
 
 from traintop.collectors.snapshot import Snapshot
+from traintop.tui import chops
+from traintop.tui.row_moves import plan_moves
 from traintop.tui.widgets.framed_rows import FramedRows
 
 # Distinct (style, x, y) runs seen before the cache starts over: a few hundred on a full screen.
@@ -151,13 +153,33 @@ def set_border_subtitle(widget: Widget, subtitle: str) -> None:
 _LABEL_PAD = 4
 
 
+def _differs(new: Content, old: Content) -> bool:
+    return new.plain != old.plain or new.spans != old.spans
+
+
+MOVE_BYTES = 12
+"""About what a line move sends (a cursor move and a delete or insert)."""
+_RUN_BYTES = 12
+"""About what a repainted run sends besides its cells (a cursor move, a colour)."""
+
+
+def _cost(regions: list[Region]) -> int:
+    """About the bytes that repainting ``regions`` sends."""
+    return sum(region.width + _RUN_BYTES for region in regions)
+
+
 class LineWidget(Widget):
     """A widget drawn from a list of one-line ``Content`` through the Line API."""
+
+    MOVING_FROM: ClassVar[int] = 0
+    """The first line that ``set_lines`` keys may move (those above stay put: a header)."""
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._styles_cache = FramedRows()
         self._lines: list[Content] = [Content("")]
+        self._painted: list[Content] | None = None  # the lines the terminal shows, if known
+        self._keys: Sequence[Hashable] | None = None
         self._strips: dict[int, Strip] = {}
         self._run_styles: dict[tuple[str | Style | None, int, int], RichStyle] = {}
         # The app's ANSI-to-truecolor filters and the background they blend dim text into.
@@ -172,25 +194,88 @@ class LineWidget(Widget):
         """All lines as one Content, for tests and screenshots; drawing uses ``render_line``."""
         return Content("\n").join(self._lines)
 
-    def set_lines(self, lines: list[Content]) -> None:
-        """Show ``lines``; repaint only those that changed, lay out only if the count changed."""
+    def set_lines(self, lines: list[Content], keys: Sequence[Hashable] | None = None) -> None:
+        """Show ``lines``; repaint only those that changed, lay out only if the count changed.
+
+        ``keys`` name what each line from ``MOVING_FROM`` on shows (a process's pid): where
+        such lines moved and moving them costs less, the terminal moves them
+        (tui/row_moves.py) and only what differs after the move is repainted."""
+        old_keys, self._keys = self._keys, keys
         if len(lines) != len(self._lines):
             self._lines, self._strips = lines, {}
             self.refresh(layout=True)
             return
-        width = self.content_size.width
-        dirty: list[Region] = []
-        for y, (new, old) in enumerate(zip(lines, self._lines, strict=True)):
-            if new.plain != old.plain or new.spans != old.spans:
-                self._strips.pop(y, None)
-                dirty += [
-                    Region(start, y, min(end, width) - start, 1)
-                    for start, end in changed_runs(old, new)
-                    if start < width  # a change past the right edge shows nothing new
-                ]
+        changed = [y for y, new in enumerate(lines) if _differs(new, self._lines[y])]
+        for y in changed:
+            self._strips.pop(y, None)
+        dirty = [region for y in changed for region in self._runs(self._lines[y], lines[y], y)]
+        moved = self._after_moves(old_keys, keys, lines, dirty)
+        if moved is not None:
+            dirty = moved
+            for y in changed:  # Textual's cache of the framed row, without a repaint
+                self._styles_cache.set_dirty(self._outer_row(y).translate(self.content_offset))
+        if not dirty and self._painted is self._lines:
+            self._painted = lines  # the terminal still shows them all
         self._lines = lines
         if dirty:
             self.refresh(*dirty)  # one call: each one looks the widget up on the screen
+
+    def _runs(self, old: Content, new: Content, y: int) -> list[Region]:
+        """The changed runs of line ``y`` that was ``old`` on the terminal, as regions."""
+        width = self.content_size.width
+        return [
+            Region(start, y, min(end, width) - start, 1)
+            for start, end in changed_runs(old, new)
+            if start < width  # a change past the right edge shows nothing new
+        ]
+
+    def _outer_row(self, y: int) -> Region:
+        """Line ``y`` with the border and padding beside it (a blank line is drawn whole)."""
+        return Region(-self.content_offset.x, y, self.outer_size.width, 1)
+
+    def _after_moves(
+        self, old_keys: Sequence[Hashable] | None, keys: Sequence[Hashable] | None,
+        lines: list[Content], in_place: list[Region],
+    ) -> list[Region] | None:  # fmt: skip
+        """What to repaint once the terminal moved the lines (asked of tui/chops.py here),
+        where that sends less than repainting ``in_place``; ``None`` to repaint in place."""
+        source = self._moves(old_keys, keys)
+        if source is None:
+            return None
+        ops, source = source
+        dirty = []
+        for y, new in enumerate(lines):
+            shown = source[y]
+            if shown is None:
+                dirty.append(self._outer_row(y))
+            elif _differs(new, self._lines[shown]):
+                dirty += self._runs(self._lines[shown], new, y)
+        if _cost(dirty) + MOVE_BYTES * len(ops) >= _cost(in_place):
+            return None
+        first = self.MOVING_FROM
+        area = Region(0, self.content_region.y + first, self.screen.size.width,
+                      len(lines) - first)  # fmt: skip
+        return dirty if chops.request_moves(self, area, ops) else None
+
+    def _moves(
+        self, old: Sequence[Hashable] | None, new: Sequence[Hashable] | None
+    ) -> tuple[tuple[tuple[int, int], ...], list[int | None]] | None:
+        """The moves from ``old`` to ``new`` keys and, for each line, the line the terminal
+        shows there after them; ``None`` without moves.  Only while the terminal shows every
+        line held (``lines_painted``): the moves act on what it shows."""
+        if new is not None:
+            chops.watch(self)
+        if old is None or new is None or self._painted is not self._lines:
+            return None
+        moves = plan_moves(old, new)
+        if moves is None:
+            return None
+        first = self.MOVING_FROM
+        return moves.ops, [*range(first), *(None if s is None else s + first for s in moves.source)]
+
+    def lines_painted(self) -> None:
+        """The terminal shows every line held (tui/chops.py, after a screen update)."""
+        self._painted = self._lines
 
     def render_line(self, y: int) -> Strip:
         strip = self._strips.get(y)

@@ -47,6 +47,7 @@ class ProcessTable(LineWidget, can_focus=True):
 
     KEY = "6"
     TITLE = "Processes"
+    MOVING_FROM = 1  # the column header stays
     # narrower than Textual's own (mutable) type for it: CONTRIBUTING.md, Types
     BINDINGS: ClassVar[list[Binding]] = [  # pyright: ignore[reportIncompatibleVariableOverride]
         Binding("s", "cycle_sort", "Sort"),
@@ -97,7 +98,7 @@ class ProcessTable(LineWidget, can_focus=True):
             self._selected_pid = pids[self._cursor]  # an exited process hands over its place
         self._top = self._cursor - offset
         self._clamp_top()
-        self.set_lines(self._build_lines())
+        self.set_lines(self._build_lines(), self._visible_pids())
         self._show_subtitle()
 
     def _visible(self) -> int:
@@ -114,7 +115,17 @@ class ProcessTable(LineWidget, can_focus=True):
             # The first paint after a layout comes before the Resize event (see Panel).
             self._clamp_top()
             self._lines, self._strips = self._build_lines(), {}
+            self._keys = self._visible_pids()
         return super().render_line(y)
+
+    def _visible_pids(self) -> list[int | None] | None:
+        """The pid of each row line on screen (``None``: empty), which moves them on the
+        terminal when they change places (tui/row_moves.py); ``None`` before a size."""
+        width, height = self.content_size
+        if height <= 0 or width <= 0:
+            return None
+        pids: list[int | None] = [row.proc.pid for row in self._rows[self._top :][: height - 1]]
+        return pids + [None] * (height - 1 - len(pids))
 
     def _build_lines(self) -> list[Content]:
         width, height = self.content_size
