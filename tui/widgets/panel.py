@@ -157,6 +157,15 @@ def _differs(new: Content, old: Content) -> bool:
     return new.plain != old.plain or new.spans != old.spans
 
 
+def _runs(old: Content, new: Content, y: int, width: int) -> list[Region]:
+    """The changed runs of line ``y`` that was ``old`` on the terminal, as regions."""
+    return [
+        Region(start, y, min(end, width) - start, 1)
+        for start, end in changed_runs(old, new)
+        if start < width  # a change past the right edge shows nothing new
+    ]
+
+
 MOVE_BYTES = 12
 """About what a line move sends (a cursor move and a delete or insert)."""
 _RUN_BYTES = 12
@@ -208,8 +217,9 @@ class LineWidget(Widget):
         changed = [y for y, new in enumerate(lines) if _differs(new, self._lines[y])]
         for y in changed:
             self._strips.pop(y, None)
-        dirty = [region for y in changed for region in self._runs(self._lines[y], lines[y], y)]
-        moved = self._after_moves(old_keys, keys, lines, dirty)
+        width = self.content_size.width
+        dirty = [r for y in changed for r in _runs(self._lines[y], lines[y], y, width)]
+        moved = self._after_moves(old_keys, keys, lines, dirty) if changed else None
         if moved is not None:
             dirty = moved
             for y in changed:  # Textual's cache of the framed row, without a repaint
@@ -219,15 +229,6 @@ class LineWidget(Widget):
         self._lines = lines
         if dirty:
             self.refresh(*dirty)  # one call: each one looks the widget up on the screen
-
-    def _runs(self, old: Content, new: Content, y: int) -> list[Region]:
-        """The changed runs of line ``y`` that was ``old`` on the terminal, as regions."""
-        width = self.content_size.width
-        return [
-            Region(start, y, min(end, width) - start, 1)
-            for start, end in changed_runs(old, new)
-            if start < width  # a change past the right edge shows nothing new
-        ]
 
     def _outer_row(self, y: int) -> Region:
         """Line ``y`` with the border and padding beside it (a blank line is drawn whole)."""
@@ -243,13 +244,13 @@ class LineWidget(Widget):
         if source is None:
             return None
         ops, source = source
-        dirty = []
+        dirty, width = [], self.content_size.width
         for y, new in enumerate(lines):
             shown = source[y]
             if shown is None:
                 dirty.append(self._outer_row(y))
             elif _differs(new, self._lines[shown]):
-                dirty += self._runs(self._lines[shown], new, y)
+                dirty += _runs(self._lines[shown], new, y, width)
         if _cost(dirty) + MOVE_BYTES * len(ops) >= _cost(in_place):
             return None
         first = self.MOVING_FROM
