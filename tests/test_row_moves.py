@@ -138,3 +138,29 @@ def test_moves_cut_what_a_climbing_row_sends(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(chops, "request_moves", lambda *args: False)
     redrawn = sum(map(len, asyncio.run(_moving_ticks(15))))
     assert moved < 0.8 * redrawn
+
+
+def test_a_row_handed_back_unchanged_is_not_drawn_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector hands back the same row object for a process that slept through the
+    tick; the table keeps that row's line instead of formatting it again."""
+    import traintop.tui.widgets.process_table as table
+
+    drawn: list[int] = []
+    original = table.row_content
+    monkeypatch.setattr(table, "row_content", lambda row, *a: drawn.append(row.proc.pid) or
+                        original(row, *a))  # fmt: skip
+    procs = _daemons(0, random.Random(1))
+    woke = replace(procs[5], cpu_pct=procs[5].cpu_pct + 1.0)
+
+    async def run() -> None:
+        source = ScriptedSource([])
+        app = build_app(source, clock=lambda: EPOCH, hostname="gpu-node-07")
+        async with app.run_test(size=(200, 50)) as pilot:
+            source.push(replace(machine(1), processes=procs))
+            await pilot.pause()
+            drawn.clear()
+            source.push(replace(machine(1), processes=(*procs[:5], woke, *procs[6:])))
+            await pilot.pause()
+
+    asyncio.run(run())
+    assert drawn == [woke.pid]
