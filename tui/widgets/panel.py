@@ -14,13 +14,14 @@ frame cached per style (tui/widgets/framed_rows.py) instead of being built again
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from itertools import pairwise
 from typing import ClassVar
 
 from rich.cells import cell_len
 from rich.color import Color as RichColor
 from rich.segment import Segment
 from rich.style import Style as RichStyle
-from textual.content import Content
+from textual.content import Content, Span
 from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import Region, Size
 from textual.strip import Strip
@@ -75,9 +76,7 @@ def changed_runs(old: Content, new: Content) -> list[tuple[int, int]]:
     again, which is what resending those few cells costs.  Lines hold narrow characters only
     (one cell each), and are padded to the width, so a shorter line clears its old tail.
     """
-    cells = _text_runs(old.plain, new.plain)
-    for span in set(old.spans).symmetric_difference(new.spans):
-        cells.append((span.start, span.end))
+    cells = _text_runs(old.plain, new.plain) + _span_runs(old.spans, new.spans)
     if not cells:
         start = len(old.plain) + len(new.plain)
         return [(start, start + 1)]
@@ -90,6 +89,33 @@ def changed_runs(old: Content, new: Content) -> list[tuple[int, int]]:
         else:
             runs.append((start, end))
     return [(start, max(end, start + 1)) for start, end in runs]
+
+
+def _span_runs(old: list[Span], new: list[Span]) -> list[tuple[int, int]]:
+    """The cells whose style may differ: those of every span in one line and not the other,
+    but of a span that only grew or shrank (a bar's fill, same start or end and style) only
+    the cells between its two ends.  Only where neither line's spans overlap: then each cell
+    has at most one span, so a cell inside both extents keeps its style."""
+    gone, came = set(old).difference(new), set(new).difference(old)
+    if not (_disjoint(old) and _disjoint(new)):
+        return [(span.start, span.end) for span in gone | came]
+    runs = []
+    starts = {(span.start, span.style): span for span in gone}
+    ends = {(span.end, span.style): span for span in gone}
+    for span in came:
+        was = starts.pop((span.start, span.style), None) or ends.pop((span.end, span.style), None)
+        if was is None or was not in gone:
+            runs.append((span.start, span.end))
+            continue
+        gone.discard(was)
+        low, high = sorted((was.start, span.start) if was.end == span.end else (was.end, span.end))
+        runs.append((low, high))
+    return runs + [(span.start, span.end) for span in gone]
+
+
+def _disjoint(spans: list[Span]) -> bool:
+    """Whether ``spans`` follow one another without overlapping (as ``_flat_runs`` wants)."""
+    return all(a.end <= b.start for a, b in pairwise(spans))
 
 
 # Unchanged cells worth resending rather than starting a new run: a cursor move ("\x1b[y;xH")
