@@ -252,3 +252,19 @@ def test_changes_far_apart_on_one_line_are_sent_as_separate_runs():
     near = Content("util  95%  mem 68.4/79.6 GiB  65°C  632/700 W  1980 MHz  ▁▂▃▄▅")
     assert changed_runs(old, near) == [(7, 8), (31, 32)]
     assert changed_runs(Content("a1b2c3"), Content("a9b9c9")) == [(1, 6)]
+
+
+def test_a_bar_whose_fill_moved_marks_only_the_cells_between_its_ends():
+    """A utilisation bar drawn as a filled span and an empty span: when the fill grows by two
+    cells, only those cells change style (where spans overlap, every cell of a changed span
+    is marked, as the order of overlapping spans decides a cell's style)."""
+    from textual.content import Content, Span
+
+    from traintop.tui.widgets.panel import changed_runs
+
+    text = "cpu [" + "|" * 40 + "]"
+    old = Content(text, [Span(5, 25, "green"), Span(25, 45, "dim")])
+    new = Content(text, [Span(5, 27, "green"), Span(27, 45, "dim")])
+    assert changed_runs(old, new) == [(25, 27)]
+    nested = Content(text, [Span(5, 45, "dim"), Span(5, 27, "green")])
+    assert changed_runs(old, nested) == [(5, 45)]
