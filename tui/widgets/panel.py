@@ -91,7 +91,7 @@ def changed_runs(old: Content, new: Content) -> list[tuple[int, int]]:
     return [(start, max(end, start + 1)) for start, end in runs]
 
 
-def _span_runs(old: list[Span], new: list[Span]) -> list[tuple[int, int]]:
+def _span_runs(old: Sequence[Span], new: Sequence[Span]) -> list[tuple[int, int]]:
     """The cells whose style may differ: those of every span in one line and not the other,
     but of a span that only grew or shrank (a bar's fill, same start or end and style) only
     the cells between its two ends.  Only where neither line's spans overlap: then each cell
@@ -113,7 +113,7 @@ def _span_runs(old: list[Span], new: list[Span]) -> list[tuple[int, int]]:
     return runs + [(span.start, span.end) for span in gone]
 
 
-def _disjoint(spans: list[Span]) -> bool:
+def _disjoint(spans: Sequence[Span]) -> bool:
     """Whether ``spans`` follow one another without overlapping (as ``_flat_runs`` wants)."""
     return all(a.end <= b.start for a, b in pairwise(spans))
 
