@@ -294,6 +294,8 @@ class LineWidget(Widget):
             chops.watch(self)
         if old is None or new is None or self._painted is not self._lines:
             return None
+        if self.text_selection is not None:  # the highlight stays where the mouse put it
+            return None
         moves = plan_moves(old, new)
         if moves is None:
             return None
