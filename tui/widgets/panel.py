@@ -248,8 +248,8 @@ class LineWidget(Widget):
         moved = self._after_moves(old_keys, keys, lines, dirty) if changed else None
         if moved is not None:
             dirty = moved
-            for y in changed:  # Textual's cache of the framed row, without a repaint
-                self._styles_cache.set_dirty(self._outer_row(y).translate(self.content_offset))
+            top = self.content_offset.y  # Textual's cache of the framed rows, not a repaint
+            self._styles_cache.set_dirty(*(Region(0, top + y, 1, 1) for y in changed))
         if not dirty and self._painted is self._lines:
             self._painted = lines  # the terminal still shows them all
         self._lines = lines
