@@ -22,7 +22,7 @@ from tests.test_tui_terminal import _full_repaint, _writes
 from traintop.collectors.snapshot import ProcessSnapshot
 from traintop.tui import chops
 from traintop.tui.app import TraintopApp, build_app
-from traintop.tui.row_moves import Moves, plan_moves
+from traintop.views.row_moves import Moves, plan_moves
 
 
 @pytest.fixture(autouse=True)

@@ -21,7 +21,7 @@ to a terminal, run Textual unchanged; tests/test_tui_terminal.py checks the scre
 against a full repaint.
 
 A list widget whose rows moved (a process that climbed the table) has the terminal move them
-itself (:func:`request_moves`, tui/row_moves.py): the update starts with line deletes and
+itself (:func:`request_moves`, views/row_moves.py): the update starts with line deletes and
 inserts inside a scroll region around the list, and carries only what differs after them.
 """
 
@@ -278,7 +278,7 @@ class MovingUpdate(ChopsUpdate):
 _moves: dict[Widget, tuple[Region, Region, tuple[tuple[int, int], ...]]] = {}
 """Line moves asked for since the last screen update: the widget, its content region then, the
 screen rows that move (the whole width), and its ``(row, count)`` deletes (< 0) and inserts
-(tui/row_moves.py)."""
+(views/row_moves.py)."""
 _watching: WeakSet[Widget] = WeakSet()
 
 

@@ -30,7 +30,7 @@ from textual.widget import Widget
 
 from traintop.collectors.snapshot import Snapshot
 from traintop.tui import chops
-from traintop.tui.row_moves import plan_moves
+from traintop.views.row_moves import plan_moves
 from traintop.tui.widgets.framed_rows import FramedRows
 
 # Distinct (style, x, y) runs seen before the cache starts over: a few hundred on a full screen.
@@ -234,7 +234,7 @@ class LineWidget(Widget):
 
         ``keys`` name what each line from ``MOVING_FROM`` on shows (a process's pid): where
         such lines moved and moving them costs less, the terminal moves them
-        (tui/row_moves.py) and only what differs after the move is repainted."""
+        (views/row_moves.py) and only what differs after the move is repainted."""
         old_keys, self._keys = self._keys, keys
         if len(lines) != len(self._lines):
             self._lines, self._strips = lines, {}

@@ -123,7 +123,7 @@ class ProcessTable(LineWidget, can_focus=True):
 
     def _visible_pids(self) -> list[int | None] | None:
         """The pid of each row line on screen (``None``: empty), which moves them on the
-        terminal when they change places (tui/row_moves.py); ``None`` before a size."""
+        terminal when they change places (views/row_moves.py); ``None`` before a size."""
         width, height = self.content_size
         if height <= 0 or width <= 0:
             return None
