@@ -30,8 +30,8 @@ from textual.widget import Widget
 
 from traintop.collectors.snapshot import Snapshot
 from traintop.tui import chops
-from traintop.views.row_moves import plan_moves
 from traintop.tui.widgets.framed_rows import FramedRows
+from traintop.views.row_moves import plan_moves
 
 # Distinct (style, x, y) runs seen before the cache starts over: a few hundred on a full screen.
 _STYLE_CACHE_MAX = 4096
