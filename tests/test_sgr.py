@@ -268,3 +268,15 @@ def test_a_bar_whose_fill_moved_marks_only_the_cells_between_its_ends():
     assert changed_runs(old, new) == [(25, 27)]
     nested = Content(text, [Span(5, 45, "dim"), Span(5, 27, "green")])
     assert changed_runs(old, nested) == [(5, 45)]
+
+
+def test_an_uptime_and_a_clock_that_tick_together_are_two_runs():
+    """The header's uptime seconds and clock seconds, 18 cells apart: the cells between are
+    worth a cursor move, not a resend (they fell in neighbouring compare blocks)."""
+    from textual.content import Content
+
+    from traintop.tui.widgets.panel import changed_runs
+
+    old = Content(" traintop  vm  up 04:10:25  every 2s  21:44:15")
+    new = Content(" traintop  vm  up 04:10:27  every 2s  21:44:17")
+    assert changed_runs(old, new) == [(25, 26), (45, 46)]

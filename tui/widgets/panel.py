@@ -121,6 +121,10 @@ def _disjoint(spans: Sequence[Span]) -> bool:
 # Unchanged cells worth resending rather than starting a new run: a cursor move ("\x1b[y;xH")
 # and the run's colours again cost 15-25 bytes, a cell 1-3 bytes plus any colour change in it.
 _GAP = 12
+_BLOCK = _GAP // 2
+"""Cells compared at once.  Half the gap: changes in two neighbouring blocks (a header's uptime
+and its clock, 18 cells apart) were one run; blocks this size keep them two wherever the
+unchanged cells between make a new run worth its cursor move."""
 
 
 def _text_runs(a: str, b: str) -> list[tuple[int, int]]:
@@ -128,12 +132,12 @@ def _text_runs(a: str, b: str) -> list[tuple[int, int]]:
     narrowed to the exact first and last differing character of each run."""
     length = max(len(a), len(b))
     runs: list[tuple[int, int]] = []
-    for pos in range(0, length, _GAP):
-        if a[pos : pos + _GAP] != b[pos : pos + _GAP]:
+    for pos in range(0, length, _BLOCK):
+        if a[pos : pos + _BLOCK] != b[pos : pos + _BLOCK]:
             if runs and runs[-1][1] == pos:
-                runs[-1] = (runs[-1][0], pos + _GAP)
+                runs[-1] = (runs[-1][0], pos + _BLOCK)
             else:
-                runs.append((pos, pos + _GAP))
+                runs.append((pos, pos + _BLOCK))
     return [_narrow(a, b, start, min(end, length)) for start, end in runs]
 
 
