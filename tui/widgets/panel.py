@@ -96,6 +96,8 @@ def _span_runs(old: Sequence[Span], new: Sequence[Span]) -> list[tuple[int, int]
     but of a span that only grew or shrank (a bar's fill, same start or end and style) only
     the cells between its two ends.  Only where neither line's spans overlap: then each cell
     has at most one span, so a cell inside both extents keeps its style."""
+    if old == new:  # most lines: compared in C
+        return []
     gone, came = set(old).difference(new), set(new).difference(old)
     if not (_disjoint(old) and _disjoint(new)):
         return [(span.start, span.end) for span in gone | came]
@@ -132,7 +134,8 @@ def _text_runs(a: str, b: str) -> list[tuple[int, int]]:
     narrowed to the exact first and last differing character of each run."""
     length = max(len(a), len(b))
     runs: list[tuple[int, int]] = []
-    for pos in range(0, length, _BLOCK):
+    first = _common_prefix(a, b)  # the blocks before the first change are not compared
+    for pos in range(first - first % _BLOCK, length, _BLOCK):
         if a[pos : pos + _BLOCK] != b[pos : pos + _BLOCK]:
             if runs and runs[-1][1] == pos:
                 runs[-1] = (runs[-1][0], pos + _BLOCK)
