@@ -289,6 +289,10 @@ def gpu_box(rounds: int, seconds: float, interval: float, nvitop: str,
                     runs[tool].append(run_in_tmux(argv, ready, seconds, env))
         finally:
             leave_state([launcher])
+    for tool, results in runs.items():  # peak RSS grows with the age of the job attached to
+        per_run = "; ".join(f"{r['cpu_pct']:.2f} % {r['peak_rss_mb']:.1f} MB {r['kib_per_s']:.2f}"
+                            for r in results)  # fmt: skip
+        print(f"{tool} per run (CPU, peak RSS, KiB/s): {per_run}")
     rows = {("one GPU job", tool): _median_run(results) for tool, results in runs.items()}
     print_table(rows)
     mine, peer = rows[("one GPU job", "traintop")], rows[("one GPU job", "nvitop")]
