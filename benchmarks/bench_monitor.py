@@ -14,6 +14,7 @@ absolute numbers on a noisy 2-core VM mean little.  Usage::
         [--states "no job,one 8-rank job,8 jobs x 8 ranks,24 finished"] [--glances PATH]
     python benchmarks/bench_monitor.py --first-frames 5 [--glances PATH]
     python benchmarks/bench_monitor.py --gpu-box PATH_TO_NVITOP [--seconds 30] [--repeat 3]
+        [--tree OLD_SOURCE_TREE]
 
 ``--repeat`` runs everything that many times, interleaved, and reports medians (and each run).
 htop and glances run in the one-8-rank-job state, the one the targets compare against; one
@@ -256,13 +257,17 @@ devices 1
 """
 
 
-def gpu_box(rounds: int, seconds: float, interval: float, nvitop: str) -> None:
+def gpu_box(rounds: int, seconds: float, interval: float, nvitop: str,
+            tree: str | None = None) -> None:  # fmt: skip
     """traintop beside nvitop on a one-GPU box with one job on the card, at the same interval:
     CPU, peak RSS, first frame and bytes to the terminal, interleaved ``rounds`` times; the
-    ratios to nvitop's and the targets (CPU <= 1.0x, bytes/s <= 2x, RSS <= 60 MB)."""
+    ratios to nvitop's and the targets (CPU <= 1.0x, bytes/s <= 2x, RSS <= 60 MB).  ``tree``:
+    traintop from another source tree (a before/after)."""
     import psutil
 
     traintop = f"{sys.executable} -m traintop.cli.main --interval {interval:g}"
+    if tree:
+        traintop = f"env -C {tree} PYTHONPATH={tree} {traintop}"
     tools = {"traintop": (traintop.split(), "H100"),
              # stderr away: nvitop logs each NVML call the fake lacks over its screen, once
              "nvitop": ([nvitop, "-m", "full", "--interval", f"{interval:g}", "2>/dev/null"],
@@ -284,6 +289,10 @@ def gpu_box(rounds: int, seconds: float, interval: float, nvitop: str) -> None:
                     runs[tool].append(run_in_tmux(argv, ready, seconds, env))
         finally:
             leave_state([launcher])
+    for tool, results in runs.items():  # peak RSS grows with the age of the job attached to
+        per_run = "; ".join(f"{r['cpu_pct']:.2f} % {r['peak_rss_mb']:.1f} MB {r['kib_per_s']:.2f}"
+                            for r in results)  # fmt: skip
+        print(f"{tool} per run (CPU, peak RSS, KiB/s): {per_run}")
     rows = {("one GPU job", tool): _median_run(results) for tool, results in runs.items()}
     print_table(rows)
     mine, peer = rows[("one GPU job", "traintop")], rows[("one GPU job", "nvitop")]
@@ -428,11 +437,13 @@ def main() -> int:
     compile_tree(Path(args.tree) if args.tree else ROOT)
     if args.gpu_box:
         print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-        gpu_box(args.repeat, args.seconds, args.interval, args.gpu_box)
+        gpu_box(args.repeat, args.seconds, args.interval, args.gpu_box, args.tree)
+        print("load average after:  {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         return 0
     if args.first_frames:
         print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         first_frames(args.first_frames, args, fake_nvml_env())
+        print("load average after:  {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         return 0
     states = [s.strip() for s in args.states.split(",") if s.strip()]
     unknown = [s for s in states if s not in STATES]

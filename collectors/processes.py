@@ -50,16 +50,9 @@ class _Static:
     name: str
     argv: tuple[str, ...]
     user: str | None
-
-    @property
-    def is_python(self) -> bool:
-        """A Python interpreter, possibly renamed by torch: the only kind of trainer we group."""
-        exe = os.path.basename(self.argv[0]) if self.argv else ""
-        return (
-            self.name.startswith("python")
-            or exe.startswith("python")
-            or (self.name in TORCH_PROCESS_NAMES)
-        )
+    is_python: bool
+    """A Python interpreter, possibly renamed by torch: the only kind of trainer we group.
+    Asked of every shown parent every tick, so decided once (``_is_python``)."""
 
     def is_worker_of(self, parent: _Static) -> bool:
         """DataLoader-style child: torch-named, a fork (same argv), or a multiprocessing spawn."""
@@ -444,11 +437,16 @@ def _children_of(pids: Collection[int], light: list[_Light]) -> dict[int | None,
 def _read_static(proc: Any, denied: type[Exception]) -> _Static:
     """Read name, argv and user; a field we may not read is left empty rather than failing."""
     user = _or_default(proc.username, denied, None)
-    return _Static(
-        name=printable(proc.name()),
-        argv=tuple(printable(arg) for arg in _or_default(proc.cmdline, denied, [])),
-        user=None if user is None else printable(user),
-    )
+    name = printable(proc.name())
+    argv = tuple(printable(arg) for arg in _or_default(proc.cmdline, denied, []))
+    user = None if user is None else printable(user)
+    return _Static(name=name, argv=argv, user=user, is_python=_is_python(name, argv))
+
+
+def _is_python(name: str, argv: tuple[str, ...]) -> bool:
+    """Whether the process is a Python interpreter (by name or program), or a torch-renamed one."""
+    exe = os.path.basename(argv[0]) if argv else ""
+    return name.startswith("python") or exe.startswith("python") or name in TORCH_PROCESS_NAMES
 
 
 def printable(text: str) -> str:

@@ -6,6 +6,7 @@ import random
 import re
 from itertools import pairwise
 
+import pytest
 from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
@@ -19,6 +20,7 @@ from traintop.views import sgr
 
 _TOKEN = re.compile(
     r"\x1b\[([0-9;]*)m|\x1b\[(\d+);(\d+)H|(\x1b\]8;[^\x1b]*\x1b\\)|(\n)|([^\x1b\n])"
+    r"|\x1b\[(\d+;\d+|)(r)|\x1b\[(\d+)([LMXC])"
 )
 _COLOURS = ["color(246)", "color(253)", "red", "bright_blue", "#ff8800", "default", None]
 _CONSOLE = Console(color_system="256", force_terminal=True, width=200)
@@ -29,8 +31,20 @@ def replay(stream: str, screen: Cells | None = None) -> Cells:
     """Each cell's character and the terminal style it was drawn in (a minimal terminal),
     drawn over ``screen`` when given (each write starts in the reset state)."""
     state, x, y, cells = sgr.parse("0"), 0, 0, dict(screen or {})
-    for params, row, col, _link, newline, char in _TOKEN.findall(stream):
-        if row:
+    margins = (0, 10**6)
+    tokens = _TOKEN.findall(stream)
+    for params, row, col, _link, newline, char, region, margin, count, move in tokens:
+        if move == "X":  # ECH: the pen erases only blanks that look like erased cells
+            cells.update({(y, x + i): (" ", state) for i in range(int(count))})
+        elif move == "C":
+            x += int(count)
+        elif move:
+            cells = _move_lines(cells, y, int(count) if move == "L" else -int(count), margins)
+        elif margin:  # DECSTBM: the scroll region's rows (none: the whole screen); cursor home
+            top, _, bottom = region.partition(";")
+            margins = (int(top) - 1, int(bottom) - 1) if region else (0, 10**6)
+            y, x = 0, 0
+        elif row:
             y, x = int(row) - 1, int(col) - 1
         elif newline:
             y, x = y + 1, 0
@@ -41,6 +55,21 @@ def replay(stream: str, screen: Cells | None = None) -> Cells:
             state = sgr.parse(params, state)
             assert state is not None, params
     return cells
+
+
+def _move_lines(cells: Cells, y: int, count: int, margins: tuple[int, int]) -> Cells:
+    """IL (``count`` > 0 blank lines at row ``y``) or DL (``-count`` lines) inside the scroll
+    region ``margins``, as a terminal does: the rest of the region moves, blanks enter."""
+    top, bottom = margins
+    if not top <= y <= bottom:
+        return cells
+    moved: Cells = {}
+    for (row, col), cell in cells.items():
+        if not y <= row <= bottom:
+            moved[row, col] = cell
+        elif (count < 0 and row >= y - count) or (count > 0 and row + count <= bottom):
+            moved[row + count, col] = cell
+    return moved
 
 
 def _final_style(stream: str) -> sgr.Sgr | None:
@@ -107,6 +136,34 @@ def test_partial_updates_draw_every_cell_in_the_same_style():
         ours = chops.render_segments(update, _CONSOLE)
         assert replay(ours) == replay(_textual_render(update))
         assert _final_style(ours) == sgr.parse("0")  # the terminal is left reset, as by Rich
+
+
+def _blank_tailed_update(rng: random.Random) -> ChopsUpdate:
+    """Rows of segments ending in blanks (a padded command column), random styles."""
+    rows = []
+    for _ in range(6):
+        segments = [Segment("x" * rng.randrange(1, 9) + " " * rng.randrange(0, 40),
+                            _random_style(rng)) for _ in range(3)]  # fmt: skip
+        rows.append({0: Strip(segments)})
+    spans = [(y, 0, rows[y][0].cell_length) for y in range(6)]
+    return ChopsUpdate(rows, spans, [[row[0].cell_length] for row in rows])
+
+
+def test_blank_tails_are_erased_where_an_erase_draws_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = random.Random(13)
+    for _ in range(100):
+        update = _blank_tailed_update(rng)
+        written = chops.render_segments(update, _CONSOLE)
+        monkeypatch.setattr(chops, "_erase_blanks", True)
+        erased = chops.render_segments(update, _CONSOLE)
+        monkeypatch.setattr(chops, "_erase_blanks", False)
+        assert replay(erased) == replay(written)
+        assert len(erased) <= len(written)
+    assert chops.erasable("1;38;5;253;48;5;233")
+    assert not chops.erasable("7;38;5;253") and not chops.erasable("4")
+    assert not chops.erasable("38;5;7;53")  # overline: not parsed, never erased
 
 
 def test_a_full_repaint_draws_every_cell_in_the_same_style():
@@ -195,3 +252,31 @@ def test_changes_far_apart_on_one_line_are_sent_as_separate_runs():
     near = Content("util  95%  mem 68.4/79.6 GiB  65°C  632/700 W  1980 MHz  ▁▂▃▄▅")
     assert changed_runs(old, near) == [(7, 8), (31, 32)]
     assert changed_runs(Content("a1b2c3"), Content("a9b9c9")) == [(1, 6)]
+
+
+def test_a_bar_whose_fill_moved_marks_only_the_cells_between_its_ends():
+    """A utilisation bar drawn as a filled span and an empty span: when the fill grows by two
+    cells, only those cells change style (where spans overlap, every cell of a changed span
+    is marked, as the order of overlapping spans decides a cell's style)."""
+    from textual.content import Content, Span
+
+    from traintop.tui.widgets.panel import changed_runs
+
+    text = "cpu [" + "|" * 40 + "]"
+    old = Content(text, [Span(5, 25, "green"), Span(25, 45, "dim")])
+    new = Content(text, [Span(5, 27, "green"), Span(27, 45, "dim")])
+    assert changed_runs(old, new) == [(25, 27)]
+    nested = Content(text, [Span(5, 45, "dim"), Span(5, 27, "green")])
+    assert changed_runs(old, nested) == [(5, 45)]
+
+
+def test_an_uptime_and_a_clock_that_tick_together_are_two_runs():
+    """The header's uptime seconds and clock seconds, 18 cells apart: the cells between are
+    worth a cursor move, not a resend (they fell in neighbouring compare blocks)."""
+    from textual.content import Content
+
+    from traintop.tui.widgets.panel import changed_runs
+
+    old = Content(" traintop  vm  up 04:10:25  every 2s  21:44:15")
+    new = Content(" traintop  vm  up 04:10:27  every 2s  21:44:17")
+    assert changed_runs(old, new) == [(25, 26), (45, 46)]

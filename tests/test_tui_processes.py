@@ -149,3 +149,13 @@ def test_sm_column_only_where_some_process_has_a_share():
     assert "sm" in [c.key for c in columns]
     assert " 57 " in row_content(rows[0], columns, 120, False).plain
     assert "sm" not in [c.key for c in plan_columns(120, [Row(other)])]
+
+
+def test_rows_that_read_the_same_cpu_stay_in_pid_order():
+    """1.4999999999999987 % (three jiffies over a float's rounding) and 1.5 % both read 1.5:
+    ordered by the figure shown, then pid, they never trade places from tick to tick."""
+    tick_a = [proc(5, 1.5), proc(10, (0.3 - 0.27) / 2 * 100)]
+    tick_b = [proc(5, (0.3 - 0.27) / 2 * 100), proc(10, 1.5)]
+    for table in (tick_a, tick_b):
+        assert [row.proc.pid for row in display_rows(table, "cpu")] == [5, 10]
+    assert [row.proc.pid for row in display_rows([proc(5, 1.0), proc(10, 1.5)])] == [10, 5]

@@ -19,12 +19,18 @@ renders every widget overlapping the box around all dirty regions, whole).  Inst
 terminal driver (tui/driver.py) only, so Pilot tests and SVG screenshots, which do not write
 to a terminal, run Textual unchanged; tests/test_tui_terminal.py checks the screen they leave
 against a full repaint.
+
+A list widget whose rows moved (a process that climbed the table) has the terminal move them
+itself (:func:`request_moves`, views/row_moves.py): the update starts with line deletes and
+inserts inside a scroll region around the list, and carries only what differs after them.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
+from typing import Protocol
+from weakref import WeakSet
 
 from rich.cells import cell_len
 from rich.color import ColorSystem
@@ -38,21 +44,36 @@ from textual.widget import Widget
 
 from traintop.views import sgr
 
+
+class Moving(Protocol):
+    """A widget that moves its rows on the terminal (``LineWidget``): told when the terminal
+    shows all it holds, which is when moves computed from its lines are right."""
+
+    def lines_painted(self) -> None: ...
+
 # Distinct (from, to) style pairs seen before the switch cache starts over.
 _SWITCHES_MAX = 4096
 _switches: dict[tuple[str, str], str] = {}
 
 
 class Pen:
-    """Terminal data for styled text, sending each style change as a difference."""
+    """Terminal data for styled text, sending each style change as a difference.
 
-    __slots__ = ("_colors", "_move", "_now", "_parts")
+    With ``erase`` (a terminal that erases in the current background, terminfo's ``bce``), a
+    run of blanks at the end of a segment (a command column padded to the width, a row
+    drawn whole) is erased (ECH) instead of written, and the cursor stepped over it (CUF)
+    only where more text follows: a dozen bytes for up to a row of spaces.
+    """
 
-    def __init__(self, console: Console) -> None:
+    __slots__ = ("_colors", "_erase", "_move", "_now", "_parts", "_skip")
+
+    def __init__(self, console: Console, erase: bool = False) -> None:
         self._parts: list[str] = []
         self._now = ""  # SGR parameters in force: "" is the reset state each write starts in
         self._move = ""  # a cursor move not sent yet: only text that follows needs it
+        self._skip = 0  # cells erased but not stepped over yet: only text that follows needs it
         self._colors = console._color_system or ColorSystem.TRUECOLOR
+        self._erase = erase
 
     def move_to(self, x: int, y: int) -> None:
         """Put the cursor at cell ``(x, y)`` (moves do not change the style in force)."""
@@ -64,9 +85,9 @@ class Pen:
         for text, style, _ in segments:
             if not text:
                 continue
-            if self._move:
-                parts.append(self._move)
-                self._move = ""
+            if self._move or self._skip:
+                parts.append(self._move or f"\x1b[{self._skip}C")
+                self._move, self._skip = "", 0
             if style is not None and style._link:
                 self._link(text, style)
                 continue
@@ -76,7 +97,18 @@ class Pen:
             if ansi != self._now:
                 parts.append(switch(self._now, ansi))
                 self._now = ansi
-            parts.append(text)
+            if self._erase and text.endswith(_BLANKS) and erasable(ansi):
+                self._erase_tail(text)
+            else:
+                parts.append(text)
+
+    def _erase_tail(self, text: str) -> None:
+        """``text`` with its trailing blanks erased in the style in force, not written."""
+        body = text.rstrip(" ")
+        if body:
+            self._parts.append(body)
+        self._skip = len(text) - len(body)
+        self._parts.append(f"\x1b[{self._skip}X")
 
     def _link(self, text: str, style: RichStyle) -> None:
         """A hyperlinked run as Rich writes it, from the reset state (it ends reset too)."""
@@ -84,10 +116,33 @@ class Pen:
         self._parts.append(Strip.render_style(style, text, self._colors))
         self._now = ""
 
+    def control(self, codes: str) -> None:
+        """Append control sequences that change no style (line moves)."""
+        self._parts.append(codes)
+
     def finish(self) -> str:
         """Everything written, ending in the reset state Rich's own output ends in."""
         self._parts.append(switch(self._now, ""))
         return "".join(self._parts)
+
+
+_BLANKS = " " * 12
+"""The fewest trailing blanks erased rather than written: ECH and CUF cost about ten bytes."""
+_erasable: dict[str, bool] = {}
+_SHOWN_ON_BLANKS = frozenset((4, 7, 8, 9))
+"""Underline, reverse, conceal, strike: attributes a written blank shows and an erased one
+would not (an erase keeps only the background)."""
+
+
+def erasable(ansi: str) -> bool:
+    """Whether a blank in style ``ansi`` (SGR parameters) looks like an erased cell."""
+    found = _erasable.get(ansi)
+    if found is None:
+        if len(_erasable) >= _SWITCHES_MAX:
+            _erasable.clear()
+        style = sgr.parse(ansi)
+        found = _erasable[ansi] = style is not None and not style.attrs & _SHOWN_ON_BLANKS
+    return found
 
 
 def switch(old: str, new: str) -> str:
@@ -124,7 +179,9 @@ def _cut(strip: Strip, start: int, end: int) -> Iterator[Segment]:
 
 def render_segments(self: ChopsUpdate, console: Console) -> str:
     """Raw terminal data for a partial update: each span's cells, from ``x1`` to ``x2`` only."""
-    pen = Pen(console)
+    pen = Pen(console, _erase_blanks)
+    if isinstance(self, MovingUpdate):
+        pen.control(self.moves)
     for y, x1, x2 in self.spans:
         for end, (x, strip) in zip(self.chop_ends[y], self.chops[y].items(), strict=False):
             if strip is None or x > x2 or end <= x1:
@@ -137,7 +194,7 @@ def render_segments(self: ChopsUpdate, console: Console) -> str:
 
 def render_layout(self: LayoutUpdate, console: Console) -> str:
     """Raw terminal data for a full repaint (start-up, resize, a new layout): every line."""
-    pen = Pen(console)
+    pen = Pen(console, _erase_blanks)
     for y, line in enumerate(self.strips, self.region.y):
         pen.move_to(self.region.x, y)
         for strip in line:
@@ -152,7 +209,9 @@ def render_partial_update(self: Compositor) -> ChopsUpdate | None:
     looks up its colours, title and every cached line, every tick)."""
     regions = self._dirty_regions.copy()
     self._dirty_regions.clear()
+    moves = _take_moves(self, regions)
     if not regions:
+        _tell_painted(self)
         return None
     spans = list(self._regions_to_spans(regions))
     lines = sorted({y for y, _, _ in spans})
@@ -160,7 +219,9 @@ def render_partial_update(self: Compositor) -> ChopsUpdate | None:
     chops: list[dict[int, Strip | None]] = [dict.fromkeys(line[:-1]) for line in cuts]
     for widget, (region, clip) in self.visible_widgets.items():
         _render_into(chops, cuts, widget, region, region.intersection(clip), lines)
-    return ChopsUpdate(chops, spans, [line[1:] for line in cuts])
+    _tell_painted(self)
+    ends = [line[1:] for line in cuts]
+    return MovingUpdate(chops, spans, ends, moves) if moves else ChopsUpdate(chops, spans, ends)
 
 
 def _render_into(
@@ -206,8 +267,116 @@ def _taken(
     return all(chops[y].get(cut) is not None for y in lines for cut in cuts[y] if low <= cut < high)
 
 
-def install() -> None:
-    """Use these renders for every screen update from now on."""
+class MovingUpdate(ChopsUpdate):
+    """A partial update that first moves rows on the terminal (``moves``: control codes)."""
+
+    def __init__(self, chops: list, spans: list, chop_ends: list, moves: str) -> None:
+        super().__init__(chops, spans, chop_ends)
+        self.moves = moves
+
+
+_moves: dict[Widget, tuple[Region, Region, tuple[tuple[int, int], ...]]] = {}
+"""Line moves asked for since the last screen update: the widget, its content region then, the
+screen rows that move (the whole width), and its ``(row, count)`` deletes (< 0) and inserts
+(views/row_moves.py)."""
+_watching: WeakSet[Widget] = WeakSet()
+
+
+def request_moves(widget: Widget, area: Region, ops: tuple[tuple[int, int], ...]) -> bool:
+    """Have the next update start with ``ops`` on the screen rows of ``area``; whether it
+    will (only with these renders in use, and one request per widget and update).
+
+    The widget marks dirty what differs after the moves.  Where the next update finds the rows
+    shared (a toast over them, a scroll bar, a narrower list) or moved, it draws the widget's
+    rows whole instead; a full repaint needs no moves."""
+    if Compositor.render_partial_update is not render_partial_update or widget in _moves:
+        return False
+    if not _rows_alone(widget.screen._compositor, widget, area):
+        return False  # shared now (a scroll bar beside the list): never worth a whole repaint
+    _moves[widget] = (widget.content_region, area, ops)
+    return True
+
+
+def watch(widget: Widget) -> None:
+    """Call ``widget.lines_painted()`` after each update that leaves it all on the terminal."""
+    _watching.add(widget)
+
+
+def _take_moves(compositor: Compositor, regions: set[Region]) -> str:
+    """The codes of the moves asked for (all of them taken); the region of a widget whose
+    moves cannot be made is added to ``regions``, to be drawn whole."""
+    codes = []
+    for widget, (content, area, ops) in _moves.items():
+        if widget.content_region == content and _rows_alone(compositor, widget, area):
+            codes.append(_move_codes(area, ops))
+        elif widget in compositor.visible_widgets:
+            region, clip = compositor.visible_widgets[widget]
+            regions.add(region.intersection(clip))
+        else:
+            widget.refresh()  # hidden, or under another screen: drawn whole when shown
+    _moves.clear()
+    return "".join(codes)
+
+
+def _rows_alone(compositor: Compositor, widget: Widget, area: Region) -> bool:
+    """Whether ``area`` (whole screen rows) is all visible in ``widget`` and nothing else is
+    drawn there (its ancestors lie behind it)."""
+    placed = compositor.visible_widgets.get(widget)
+    if placed is None or area.width != compositor.size.width:
+        return False
+    region, clip = placed
+    if not region.intersection(clip).contains_region(area):
+        return False
+    behind = set(widget.ancestors_with_self)
+    return not any(
+        other not in behind and area.overlaps(other_region.intersection(other_clip))
+        for other, (other_region, other_clip) in compositor.visible_widgets.items()
+    )
+
+
+def _move_codes(area: Region, ops: tuple[tuple[int, int], ...]) -> str:
+    """DECSTBM around ``area``'s rows, a delete (DL) or insert (IL) per op, margins reset."""
+    top = area.y + 1
+    codes = [f"\x1b[{top};{area.bottom}r"]
+    for row, count in ops:
+        codes.append(f"\x1b[{top + row};1H\x1b[{abs(count)}{'L' if count > 0 else 'M'}")
+    codes.append("\x1b[r")
+    return "".join(codes)
+
+
+def _tell_painted(compositor: Compositor) -> None:
+    """Each watching widget shown by ``compositor`` is all on the terminal once this update
+    is written: its dirty regions were all taken."""
+    visible = compositor.visible_widgets
+    for widget in list(_watching):
+        if widget in visible:
+            widget.lines_painted()  # pyright: ignore[reportAttributeAccessIssue]  (Moving)
+
+
+_textual_full_update = Compositor.render_full_update
+
+
+def render_full_update(self: Compositor, simplify: bool = False) -> LayoutUpdate:
+    """Textual's full update; the moves asked for are moot (every row is drawn), and every
+    watching widget shown is on the terminal after it.  An export (``simplify``) writes to no
+    terminal and changes neither."""
+    update = _textual_full_update(self, simplify)
+    if not simplify:
+        _take_moves(self, set())
+        _tell_painted(self)
+    return update
+
+
+_erase_blanks = False
+"""Whether the renders erase trailing blanks (``Pen``): set by ``install``."""
+
+
+def install(erase_blanks: bool = False) -> None:
+    """Use these renders for every screen update from now on; ``erase_blanks`` where the
+    terminal erases in the current background (see ``Pen``)."""
+    global _erase_blanks
+    _erase_blanks = erase_blanks
     ChopsUpdate.render_segments = render_segments
     LayoutUpdate.render_segments = render_layout
     Compositor.render_partial_update = render_partial_update
+    Compositor.render_full_update = render_full_update

@@ -16,6 +16,7 @@ import contextlib
 import os
 import re
 import selectors
+import sys
 import threading
 import time
 
@@ -47,6 +48,22 @@ STARTUP_HOLD_MAX_S = 0.6
 _MODES = re.compile(r"\x1b\[\?[0-9;]*[hl]|\x1b\][^\x07]*\x07|\x1b\[[<>=][0-9;]*u")
 
 
+def erases_in_background(term: str | None = None) -> bool:
+    """Whether the terminal erases cells in the current background colour (terminfo's
+    ``bce``: xterm, VTE, kitty, the Linux console), so that an erase draws what blanks would.
+    tmux does so whatever its own terminfo entry says (and draws on the outer terminal what
+    that one supports); GNU screen does not by default."""
+    if os.environ.get("TMUX"):
+        return True
+    try:
+        import curses
+
+        curses.setupterm(term or os.environ.get("TERM", "dumb"), sys.stdout.fileno())
+        return curses.tigetflag("bce") > 0
+    except Exception:  # no curses, no terminfo entry, no terminal: write the blanks
+        return False
+
+
 class QuietLinuxDriver(LinuxDriver):
     """A ``LinuxDriver`` whose input thread costs nothing while no key is pressed."""
 
@@ -65,7 +82,7 @@ class QuietLinuxDriver(LinuxDriver):
         self._hold_lock = threading.Lock()
         self._held: list[str] | None = None  # start-up paints held back (see below)
         self._last_held = 0.0
-        chops.install()
+        chops.install(erase_blanks=erases_in_background())
 
     def write(self, data: str) -> None:
         """What goes to the terminal, unless the start-up paints are being held back."""

@@ -13,14 +13,15 @@ frame cached per style (tui/widgets/framed_rows.py) instead of being built again
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from itertools import pairwise
 from typing import ClassVar
 
 from rich.cells import cell_len
 from rich.color import Color as RichColor
 from rich.segment import Segment
 from rich.style import Style as RichStyle
-from textual.content import Content
+from textual.content import Content, Span
 from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import Region, Size
 from textual.strip import Strip
@@ -28,7 +29,9 @@ from textual.style import Style
 from textual.widget import Widget
 
 from traintop.collectors.snapshot import Snapshot
+from traintop.tui import chops
 from traintop.tui.widgets.framed_rows import FramedRows
+from traintop.views.row_moves import plan_moves
 
 # Distinct (style, x, y) runs seen before the cache starts over: a few hundred on a full screen.
 _STYLE_CACHE_MAX = 4096
@@ -73,9 +76,7 @@ def changed_runs(old: Content, new: Content) -> list[tuple[int, int]]:
     again, which is what resending those few cells costs.  Lines hold narrow characters only
     (one cell each), and are padded to the width, so a shorter line clears its old tail.
     """
-    cells = _text_runs(old.plain, new.plain)
-    for span in set(old.spans).symmetric_difference(new.spans):
-        cells.append((span.start, span.end))
+    cells = _text_runs(old.plain, new.plain) + _span_runs(old.spans, new.spans)
     if not cells:
         start = len(old.plain) + len(new.plain)
         return [(start, start + 1)]
@@ -90,9 +91,42 @@ def changed_runs(old: Content, new: Content) -> list[tuple[int, int]]:
     return [(start, max(end, start + 1)) for start, end in runs]
 
 
+def _span_runs(old: Sequence[Span], new: Sequence[Span]) -> list[tuple[int, int]]:
+    """The cells whose style may differ: those of every span in one line and not the other,
+    but of a span that only grew or shrank (a bar's fill, same start or end and style) only
+    the cells between its two ends.  Only where neither line's spans overlap: then each cell
+    has at most one span, so a cell inside both extents keeps its style."""
+    if old == new:  # most lines: compared in C
+        return []
+    gone, came = set(old).difference(new), set(new).difference(old)
+    if not (_disjoint(old) and _disjoint(new)):
+        return [(span.start, span.end) for span in gone | came]
+    runs = []
+    starts = {(span.start, span.style): span for span in gone}
+    ends = {(span.end, span.style): span for span in gone}
+    for span in came:
+        was = starts.pop((span.start, span.style), None) or ends.pop((span.end, span.style), None)
+        if was is None or was not in gone:
+            runs.append((span.start, span.end))
+            continue
+        gone.discard(was)
+        low, high = sorted((was.start, span.start) if was.end == span.end else (was.end, span.end))
+        runs.append((low, high))
+    return runs + [(span.start, span.end) for span in gone]
+
+
+def _disjoint(spans: Sequence[Span]) -> bool:
+    """Whether ``spans`` follow one another without overlapping (as ``_flat_runs`` wants)."""
+    return all(a.end <= b.start for a, b in pairwise(spans))
+
+
 # Unchanged cells worth resending rather than starting a new run: a cursor move ("\x1b[y;xH")
 # and the run's colours again cost 15-25 bytes, a cell 1-3 bytes plus any colour change in it.
 _GAP = 12
+_BLOCK = _GAP // 2
+"""Cells compared at once.  Half the gap: changes in two neighbouring blocks (a header's uptime
+and its clock, 18 cells apart) were one run; blocks this size keep them two wherever the
+unchanged cells between make a new run worth its cursor move."""
 
 
 def _text_runs(a: str, b: str) -> list[tuple[int, int]]:
@@ -100,12 +134,13 @@ def _text_runs(a: str, b: str) -> list[tuple[int, int]]:
     narrowed to the exact first and last differing character of each run."""
     length = max(len(a), len(b))
     runs: list[tuple[int, int]] = []
-    for pos in range(0, length, _GAP):
-        if a[pos : pos + _GAP] != b[pos : pos + _GAP]:
+    first = _common_prefix(a, b)  # the blocks before the first change are not compared
+    for pos in range(first - first % _BLOCK, length, _BLOCK):
+        if a[pos : pos + _BLOCK] != b[pos : pos + _BLOCK]:
             if runs and runs[-1][1] == pos:
-                runs[-1] = (runs[-1][0], pos + _GAP)
+                runs[-1] = (runs[-1][0], pos + _BLOCK)
             else:
-                runs.append((pos, pos + _GAP))
+                runs.append((pos, pos + _BLOCK))
     return [_narrow(a, b, start, min(end, length)) for start, end in runs]
 
 
@@ -151,13 +186,42 @@ def set_border_subtitle(widget: Widget, subtitle: str) -> None:
 _LABEL_PAD = 4
 
 
+def _differs(new: Content, old: Content) -> bool:
+    return new.plain != old.plain or new.spans != old.spans
+
+
+def _runs(old: Content, new: Content, y: int, width: int) -> list[Region]:
+    """The changed runs of line ``y`` that was ``old`` on the terminal, as regions."""
+    return [
+        Region(start, y, min(end, width) - start, 1)
+        for start, end in changed_runs(old, new)
+        if start < width  # a change past the right edge shows nothing new
+    ]
+
+
+MOVE_BYTES = 12
+"""About what a line move sends (a cursor move and a delete or insert)."""
+_RUN_BYTES = 12
+"""About what a repainted run sends besides its cells (a cursor move, a colour)."""
+
+
+def _cost(regions: list[Region]) -> int:
+    """About the bytes that repainting ``regions`` sends."""
+    return sum(region.width + _RUN_BYTES for region in regions)
+
+
 class LineWidget(Widget):
     """A widget drawn from a list of one-line ``Content`` through the Line API."""
+
+    MOVING_FROM: ClassVar[int] = 0
+    """The first line that ``set_lines`` keys may move (those above stay put: a header)."""
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._styles_cache = FramedRows()
         self._lines: list[Content] = [Content("")]
+        self._painted: list[Content] | None = None  # the lines the terminal shows, if known
+        self._keys: Sequence[Hashable] | None = None
         self._strips: dict[int, Strip] = {}
         self._run_styles: dict[tuple[str | Style | None, int, int], RichStyle] = {}
         # The app's ANSI-to-truecolor filters and the background they blend dim text into.
@@ -172,25 +236,82 @@ class LineWidget(Widget):
         """All lines as one Content, for tests and screenshots; drawing uses ``render_line``."""
         return Content("\n").join(self._lines)
 
-    def set_lines(self, lines: list[Content]) -> None:
-        """Show ``lines``; repaint only those that changed, lay out only if the count changed."""
+    def set_lines(self, lines: list[Content], keys: Sequence[Hashable] | None = None) -> None:
+        """Show ``lines``; repaint only those that changed, lay out only if the count changed.
+
+        ``keys`` name what each line from ``MOVING_FROM`` on shows (a process's pid): where
+        such lines moved and moving them costs less, the terminal moves them
+        (views/row_moves.py) and only what differs after the move is repainted."""
+        old_keys, self._keys = self._keys, keys
         if len(lines) != len(self._lines):
             self._lines, self._strips = lines, {}
             self.refresh(layout=True)
             return
+        changed = [y for y, new in enumerate(lines) if _differs(new, self._lines[y])]
+        for y in changed:
+            self._strips.pop(y, None)
         width = self.content_size.width
-        dirty: list[Region] = []
-        for y, (new, old) in enumerate(zip(lines, self._lines, strict=True)):
-            if new.plain != old.plain or new.spans != old.spans:
-                self._strips.pop(y, None)
-                dirty += [
-                    Region(start, y, min(end, width) - start, 1)
-                    for start, end in changed_runs(old, new)
-                    if start < width  # a change past the right edge shows nothing new
-                ]
+        dirty = [r for y in changed for r in _runs(self._lines[y], lines[y], y, width)]
+        moved = self._after_moves(old_keys, keys, lines, dirty) if changed else None
+        if moved is not None:
+            dirty = moved
+            top = self.content_offset.y  # Textual's cache of the framed rows, not a repaint
+            self._styles_cache.set_dirty(*(Region(0, top + y, 1, 1) for y in changed))
+        if not dirty and self._painted is self._lines:
+            self._painted = lines  # the terminal still shows them all
         self._lines = lines
         if dirty:
             self.refresh(*dirty)  # one call: each one looks the widget up on the screen
+
+    def _outer_row(self, y: int) -> Region:
+        """Line ``y`` with the border and padding beside it (a blank line is drawn whole)."""
+        return Region(-self.content_offset.x, y, self.outer_size.width, 1)
+
+    def _after_moves(
+        self, old_keys: Sequence[Hashable] | None, keys: Sequence[Hashable] | None,
+        lines: list[Content], in_place: list[Region],
+    ) -> list[Region] | None:  # fmt: skip
+        """What to repaint once the terminal moved the lines (asked of tui/chops.py here),
+        where that sends less than repainting ``in_place``; ``None`` to repaint in place."""
+        source = self._moves(old_keys, keys)
+        if source is None:
+            return None
+        ops, source = source
+        dirty, width = [], self.content_size.width
+        for y, new in enumerate(lines):
+            shown = source[y]
+            if shown is None:
+                dirty.append(self._outer_row(y))
+            elif _differs(new, self._lines[shown]):
+                dirty += _runs(self._lines[shown], new, y, width)
+        if _cost(dirty) + MOVE_BYTES * len(ops) >= _cost(in_place):
+            return None
+        first = self.MOVING_FROM
+        area = Region(0, self.content_region.y + first, self.screen.size.width,
+                      len(lines) - first)  # fmt: skip
+        return dirty if chops.request_moves(self, area, ops) else None
+
+    def _moves(
+        self, old: Sequence[Hashable] | None, new: Sequence[Hashable] | None
+    ) -> tuple[tuple[tuple[int, int], ...], list[int | None]] | None:
+        """The moves from ``old`` to ``new`` keys and, for each line, the line the terminal
+        shows there after them; ``None`` without moves.  Only while the terminal shows every
+        line held (``lines_painted``): the moves act on what it shows."""
+        if new is not None:
+            chops.watch(self)
+        if old is None or new is None or self._painted is not self._lines:
+            return None
+        if self.text_selection is not None:  # the highlight stays where the mouse put it
+            return None
+        moves = plan_moves(old, new)
+        if moves is None:
+            return None
+        first = self.MOVING_FROM
+        return moves.ops, [*range(first), *(None if s is None else s + first for s in moves.source)]
+
+    def lines_painted(self) -> None:
+        """The terminal shows every line held (tui/chops.py, after a screen update)."""
+        self._painted = self._lines
 
     def render_line(self, y: int) -> Strip:
         strip = self._strips.get(y)

@@ -22,6 +22,7 @@ from traintop.collectors.snapshot import ProcessSnapshot
 from traintop.tui.widgets.panel import LineWidget, set_border_subtitle
 from traintop.tui.widgets.processes import (
     SORT_ORDER,
+    Column,
     Row,
     display_rows,
     header,
@@ -47,6 +48,7 @@ class ProcessTable(LineWidget, can_focus=True):
 
     KEY = "6"
     TITLE = "Processes"
+    MOVING_FROM = 1  # the column header stays
     # narrower than Textual's own (mutable) type for it: CONTRIBUTING.md, Types
     BINDINGS: ClassVar[list[Binding]] = [  # pyright: ignore[reportIncompatibleVariableOverride]
         Binding("s", "cycle_sort", "Sort"),
@@ -70,6 +72,8 @@ class ProcessTable(LineWidget, can_focus=True):
         self._top = 0
         self._selected_pid: int | None = None  # None: the cursor stays on the first row
         self._built_size = Size(0, 0)
+        self._layout: tuple[tuple[Column, ...], int] = ((), 0)  # columns and width drawn at
+        self._drawn: dict[int, tuple] = {}  # pid -> (process row, prefix, selected, line)
 
     @property
     def rows(self) -> list[Row]:
@@ -97,7 +101,7 @@ class ProcessTable(LineWidget, can_focus=True):
             self._selected_pid = pids[self._cursor]  # an exited process hands over its place
         self._top = self._cursor - offset
         self._clamp_top()
-        self.set_lines(self._build_lines())
+        self.set_lines(self._build_lines(), self._visible_pids())
         self._show_subtitle()
 
     def _visible(self) -> int:
@@ -114,7 +118,17 @@ class ProcessTable(LineWidget, can_focus=True):
             # The first paint after a layout comes before the Resize event (see Panel).
             self._clamp_top()
             self._lines, self._strips = self._build_lines(), {}
+            self._keys = self._visible_pids()
         return super().render_line(y)
+
+    def _visible_pids(self) -> list[int | None] | None:
+        """The pid of each row line on screen (``None``: empty), which moves them on the
+        terminal when they change places (views/row_moves.py); ``None`` before a size."""
+        width, height = self.content_size
+        if height <= 0 or width <= 0:
+            return None
+        pids: list[int | None] = [row.proc.pid for row in self._rows[self._top :][: height - 1]]
+        return pids + [None] * (height - 1 - len(pids))
 
     def _build_lines(self) -> list[Content]:
         width, height = self.content_size
@@ -122,14 +136,28 @@ class ProcessTable(LineWidget, can_focus=True):
             return self._lines
         self._built_size = self.content_size
         columns = plan_columns(width, self._rows)
+        if (columns, width) != self._layout:
+            self._layout, self._drawn = (columns, width), {}
+        drawn, self._drawn = self._drawn, {}
         lines = [header(columns, self.sort, width)]
         for index in range(self._top, self._top + height - 1):
             if index < len(self._rows):
-                selected = index == self._cursor
-                lines.append(row_content(self._rows[index], columns, width, selected))
+                lines.append(self._row_line(self._rows[index], index == self._cursor, drawn))
             else:
                 lines.append(Content(""))
         return lines
+
+    def _row_line(self, row: Row, selected: bool, drawn: dict[int, tuple]) -> Content:
+        """``row_content`` of a row, last tick's where the collector handed back the same
+        process row (most sleep: it keeps their rows) and nothing else about it changed."""
+        last = drawn.get(row.proc.pid)
+        if last is not None and last[0] is row.proc and last[1:3] == (row.prefix, selected):
+            line = last[3]
+        else:
+            columns, width = self._layout
+            line = row_content(row, columns, width, selected)
+        self._drawn[row.proc.pid] = (row.proc, row.prefix, selected, line)
+        return line
 
     def _show_subtitle(self) -> None:
         """Sort column, rows shown and hidden kernel threads, in the bottom border."""

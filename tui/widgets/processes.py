@@ -25,8 +25,10 @@ SORT_ORDER = ("cpu", "wait", "mem", "gpu", "sm", "io", "pid")
 """The sort columns ``s`` cycles through, the default first."""
 
 _SORT_KEYS: dict[str, Callable[[ProcessSnapshot], float]] = {
-    "cpu": lambda p: -1.0 if p.cpu_pct is None else -p.cpu_pct,
-    "wait": lambda p: -1.0 if p.cpu_wait_pct is None else -p.cpu_wait_pct,
+    # By the figure as shown (one decimal), then by pid: two rows that read the same never
+    # trade places between ticks over a difference in the last bits of a float.
+    "cpu": lambda p: -1.0 if p.cpu_pct is None else -round(p.cpu_pct, 1),
+    "wait": lambda p: -1.0 if p.cpu_wait_pct is None else -round(p.cpu_wait_pct, 1),
     "mem": lambda p: -float(p.rss_bytes or 0),
     "gpu": lambda p: -float(p.gpu_mem_bytes or 0),
     "sm": lambda p: -1.0 if p.gpu_sm_pct is None else -p.gpu_sm_pct,
