@@ -113,3 +113,14 @@ def test_every_test_not_marked_slow_or_e2e_is_quick(tmp_path: Path) -> None:
         "test_quick_plain_python", "test_quick_prometheus_in_a_shell", "test_quick_tmux",
         "test_quick_torch",
     ], output  # fmt: skip
+
+
+def test_the_quick_tier_runs_on_workers_and_its_guard_holds_in_each(tmp_path: Path) -> None:
+    output = _inner_suite(tmp_path, "-m", "quick")
+    assert re.search(r"created: \d+/\d+ workers", output), output
+    assert _outcomes(output) == {
+        "test_quick_tmux": "FAILED",
+        "test_quick_torch": "FAILED",
+        "test_quick_prometheus_in_a_shell": "FAILED",
+        "test_quick_plain_python": "PASSED",
+    }, output
