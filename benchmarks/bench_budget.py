@@ -237,6 +237,7 @@ def _pair(counter: Counter | None, name: str, op: Op, switch: Callable[[bool], N
           rounds: int, n: int = N_CALLS, baseline: Op | None = None) -> dict:  # fmt: skip
     """``op`` with its hooks on against off, or against ``baseline`` (no switch)."""
     if baseline is not None:
+
         def either(on: bool) -> None:
             chosen[0] = op if on else baseline
 

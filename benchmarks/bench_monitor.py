@@ -60,8 +60,11 @@ def compile_tree(tree: Path = ROOT) -> None:
     files, and an environment with PYTHONDONTWRITEBYTECODE would compile every module of an
     editable checkout on every start (about a second on this VM), which no user pays."""
     dirs = [str(tree / d) for d in PACKAGE_DIRS if (tree / d).is_dir()]
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], check=True,
-                   env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", *dirs],
+        check=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+    )
 
 
 def fake_nvml_env() -> dict[str, str]:
@@ -196,8 +199,9 @@ def _quiet_size(log: Path, quiet_s: float = 0.3, limit_s: float = 3.0) -> int:
     return _size(log)
 
 
-def first_frame_s(argv: list[str], env: dict[str, str], quiet_s: float = 0.3,
-                  limit_s: float = 10.0) -> float:
+def first_frame_s(
+    argv: list[str], env: dict[str, str], quiet_s: float = 0.3, limit_s: float = 10.0
+) -> float:
     """Seconds from the go signal until the tool's output goes quiet for ``quiet_s`` (the time
     of its last byte before that pause), in a fresh 200x50 tmux pane: what a person waits for
     before the screen stops changing."""
@@ -427,12 +431,23 @@ def main() -> int:
     parser.add_argument("--states", default=",".join(STATES))
     parser.add_argument("--glances", default=shutil.which("glances"))
     parser.add_argument("--tree", default=None, help="run traintop from this source tree")
-    parser.add_argument("--first-frames", type=int, metavar="N",
-                        help="only the first frame, N times each beside htop (and glances)")
-    parser.add_argument("--gpu-box", metavar="NVITOP",
-                        help="only traintop beside this nvitop, one GPU and one job on it")
-    parser.add_argument("--interval", type=float, default=2.0,
-                        help="--gpu-box: both tools' interval (nvitop's default: 2 s)")
+    parser.add_argument(
+        "--first-frames",
+        type=int,
+        metavar="N",
+        help="only the first frame, N times each beside htop (and glances)",
+    )
+    parser.add_argument(
+        "--gpu-box",
+        metavar="NVITOP",
+        help="only traintop beside this nvitop, one GPU and one job on it",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=2.0,
+        help="--gpu-box: both tools' interval (nvitop's default: 2 s)",
+    )
     args = parser.parse_args()
     compile_tree(Path(args.tree) if args.tree else ROOT)
     if args.gpu_box:

@@ -132,9 +132,7 @@ FIELDS: dict[str, Field] = {
     "utilization.memory": Field(
         "utilization.memory [%]", "%", lambda r: _whole(r.gpu.util_mem_pct)
     ),
-    "memory.total": Field(
-        "memory.total [MiB]", "MiB", lambda r: mib_floor(r.gpu.mem_total_bytes)
-    ),
+    "memory.total": Field("memory.total [MiB]", "MiB", lambda r: mib_floor(r.gpu.mem_total_bytes)),
     "memory.reserved": Field(
         "memory.reserved [MiB]", "MiB", lambda r: mib_floor(r.gpu.mem_reserved_bytes)
     ),

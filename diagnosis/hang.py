@@ -96,8 +96,11 @@ def classify(ranks: Sequence[JobSnapshot], level: str, for_s: float, ended: bool
     final = {r.rank: (_raised(r) if ended else current(r)) for r in ranks}
     gone = [r for r in ranks if (final[r.rank] is None if ended else not _running(r))]
     # a stopped rank's open entry says where it was when stopped, not what the others wait in
-    inside = {r.rank: c for r in ranks if (c := final[r.rank]) is not None
-              and r not in gone and (ended or not stopped(r.proc))}
+    inside = {
+        r.rank: c
+        for r in ranks
+        if (c := final[r.rank]) is not None and r not in gone and (ended or not stopped(r.proc))
+    }
     keys = Counter(key_of(c) for c in inside.values())
     main = _main(keys, inside)
     members = [r for r in ranks if r not in gone and _member(r, main, len(ranks))]

@@ -191,7 +191,7 @@ def _waiting(hang: Hang, detail: int) -> str:
             return f"others {main.shape}"
         what = _named(main, detail, True)
     one = len(ranks) == 1
-    verb = ("failed in" if hang.level == "crashed" else "waits in" if one else "wait in")
+    verb = "failed in" if hang.level == "crashed" else "waits in" if one else "wait in"
     if hang.kind == "desync":
         verb = "in"
     if detail == TERSE:

@@ -44,14 +44,17 @@ def place(job: JobSnapshot) -> dict[str, str]:
     """The label values for one stalled rank ("" for what is not known)."""
     frames = job.stack.frames if job.stack is not None else ()
     worker = stalled_worker(job)
-    return {k: v[:MAX_LABEL] for k, v in {
-        "process": process_word(job.proc),
-        "blocked_on": _blocked_on(job.proc),
-        "collective": _collective(job),
-        "where": where_short(frames),
-        "frames": FRAMES_SEP.join(_frame(f) for f in _top(frames)),
-        "worker": "" if worker is None else _worker(worker),
-    }.items()}
+    return {
+        k: v[:MAX_LABEL]
+        for k, v in {
+            "process": process_word(job.proc),
+            "blocked_on": _blocked_on(job.proc),
+            "collective": _collective(job),
+            "where": where_short(frames),
+            "frames": FRAMES_SEP.join(_frame(f) for f in _top(frames)),
+            "worker": "" if worker is None else _worker(worker),
+        }.items()
+    }
 
 
 def process_word(proc: ProcState | None) -> str:

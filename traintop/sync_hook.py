@@ -169,11 +169,11 @@ class FilterKeeper:
         _mutated()
 
 
-
 def _mutated() -> None:
     """Tell the C warnings module its filters changed (it caches them); an AttributeError on
     a Python without the hook turns the sync hook off, as any failure of ours does."""
     warnings._filters_mutated()  # pyright: ignore[reportAttributeAccessIssue] (private API)
+
 
 class SyncHook:
     """The installed hook: the ledger, the filter, the wrapped calls and the user's mode."""

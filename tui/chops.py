@@ -51,6 +51,7 @@ class Moving(Protocol):
 
     def lines_painted(self) -> None: ...
 
+
 # Distinct (from, to) style pairs seen before the switch cache starts over.
 _SWITCHES_MAX = 4096
 _switches: dict[tuple[str, str], str] = {}

@@ -38,6 +38,7 @@ def _reason(bit: int) -> Callable:
 
 def _mem(attr: str) -> Callable:
     """MiB as nvidia-smi prints them: used rounds up, the others truncate (docs/gpu-check.md)."""
+
     def read(h) -> int:
         value = getattr(nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2), attr)
         return -(-value // MIB) if attr == "used" else value // MIB

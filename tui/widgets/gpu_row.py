@@ -80,9 +80,7 @@ class GpuLayout:
     badge: int = _BADGE_MIN
 
 
-def plan_layout(
-    width: int, badge_need: int = 0, fans: bool = True, gpm: bool = True
-) -> GpuLayout:
+def plan_layout(width: int, badge_need: int = 0, fans: bool = True, gpm: bool = True) -> GpuLayout:
     """Pick the columns that fit ``width`` cells; what is left widens the throttle badge.
 
     ``badge_need`` is the widest badge of this frame, ``fans`` whether any GPU reports a fan
