@@ -323,3 +323,12 @@ def env_run_id() -> str:
         return run_id
     addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
     return f"tcp://{addr}:{port}" if addr and port else ""
+
+
+def segment_words(writer: object) -> tuple[Path, memoryview] | None:
+    """``writer``'s segment file and its words (``cast('Q')``), for the helpers that live beside
+    a segment (the stack helper, the end watch); None for a writer with no real segment (a
+    DataLoader worker's silent one) or no mapping."""
+    path, views = getattr(writer, "path", None), getattr(writer, "ledger_views", None)
+    found = views() if views is not None else None
+    return None if path is None or found is None else (Path(path), found[1])

@@ -44,6 +44,7 @@ from types import TracebackType
 from typing import Any
 
 from traintop import ring_paths
+from traintop.ring import segment_words
 from traintop.ring_format import HEAD_WORD
 
 REGION = 1 << 16  # bytes of ``<segment>.sig`` per signal number; region 0: a fatal error
@@ -215,11 +216,10 @@ os.register_at_fork(after_in_child=_forget_in_child)
 def start(probe: Any, writer: Any) -> EndWatch | None:
     """The watch of ``writer``'s segment (with the stack helper, at the segment's creation);
     None without a real segment.  Never raises."""
-    path, views = getattr(writer, "path", None), getattr(writer, "ledger_views", None)
-    found = views() if views is not None else None
-    if path is None or found is None:
+    found = segment_words(writer)
+    if found is None:
         return None
-    watch = EndWatch(probe, Path(path), found[1])
+    watch = EndWatch(probe, *found)
     try:
         watch.start()
     except Exception as exc:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from traintop import flight_recorder, ring_paths
+from traintop.ring import segment_words
 from traintop.ring_format import (
     ALIVE_EVERY_S,
     ALIVE_WORD,
@@ -275,11 +276,10 @@ def sampled(probe: Any, count: int, interval: float, phase: str | None) -> dict:
 def start(probe: Any, writer: Any) -> StackHelper | None:
     """The helper of ``writer``'s segment (``Probe._on_segment``); None where there is none
     (no segment, switched off, a DataLoader worker's silent writer).  Never raises."""
-    path, views = getattr(writer, "path", None), getattr(writer, "ledger_views", None)
-    found = views() if views is not None else None
-    if path is None or found is None or os.environ.get(ENV_STACKS, "1").lower() in OFF:
+    found = segment_words(writer)
+    if found is None or os.environ.get(ENV_STACKS, "1").lower() in OFF:
         return None
-    helper = StackHelper(probe, Path(path), found[1])
+    helper = StackHelper(probe, *found)
     try:
         helper.start()
     except Exception as exc:
