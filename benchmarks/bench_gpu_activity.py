@@ -21,7 +21,7 @@ import pynvml as nv
 from tests.fakenvml.build import build_fake_nvml
 from tests.fakenvml.control import FakeNvml
 from traintop.collectors.gpu import GpuCollector
-from traintop.collectors.gpu_activity import GPM_METRICS
+from traintop.collectors.gpu_activity import gpm_request
 
 PID = 41200
 
@@ -36,22 +36,14 @@ def _per_call_us(call: Callable[[], object], calls: int, rounds: int) -> float:
     return statistics.median(timings)
 
 
-def _gpm_get(a, b):
-    get = nv.c_nvmlGpmMetricsGet_t()
-    get.version, get.numMetrics = nv.NVML_GPM_METRICS_GET_VERSION, len(GPM_METRICS)
-    for i, metric in enumerate(GPM_METRICS.values()):
-        get.metrics[i].metricId = metric
-    get.sample1, get.sample2 = a, b
-    return get
-
-
 def calls(handle, fake: FakeNvml) -> dict[str, Callable[[], object]]:
     """One closure per NVML call the activity sources make, each answering with data."""
     a, b = nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc()
     nv.nvmlGpmSampleGet(handle, a)
     fake.set_time(1.0)
     nv.nvmlGpmSampleGet(handle, b)
-    get = _gpm_get(a, b)
+    get = gpm_request(nv)
+    get.sample1, get.sample2 = a, b
     return {
         "nvmlDeviceGetSamples (2 calls)": lambda: nv.nvmlDeviceGetSamples(handle, 1, 0),
         "nvmlDeviceGetProcessesUtilizationInfo (2 calls)":

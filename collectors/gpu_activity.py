@@ -118,6 +118,16 @@ class _ProcessUtil:
         return self.values
 
 
+def gpm_request(nvml: ModuleType) -> Any:
+    """A ``nvmlGpmMetricsGet`` request for the ``GPM_METRICS`` traintop reads, its two samples
+    left to set (the benchmarks and the GPU check time the same request)."""
+    get = nvml.c_nvmlGpmMetricsGet_t()
+    get.version, get.numMetrics = nvml.NVML_GPM_METRICS_GET_VERSION, len(GPM_METRICS)
+    for i, metric in enumerate(GPM_METRICS.values()):
+        get.metrics[i].metricId = metric
+    return get
+
+
 class _Gpm:
     """GPM: two samples allocated once, refilled in turn; metrics need the previous tick's."""
 
@@ -158,11 +168,7 @@ class _Gpm:
     def _metrics(self, previous: Any, current: Any) -> dict[str, float | None]:
         nv = self.nvml
         if self.get is None:
-            self.get = nv.c_nvmlGpmMetricsGet_t()
-            self.get.version = nv.NVML_GPM_METRICS_GET_VERSION
-            self.get.numMetrics = len(GPM_METRICS)
-            for i, metric in enumerate(GPM_METRICS.values()):
-                self.get.metrics[i].metricId = metric
+            self.get = gpm_request(nv)
         self.get.sample1, self.get.sample2 = previous, current
         if self.probe("gpm_metrics", nv.nvmlGpmMetricsGet, self.get) is None:
             return {}

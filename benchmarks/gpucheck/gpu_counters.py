@@ -23,7 +23,7 @@ from typing import Any
 from gpucheck.context import Context
 from gpucheck.results import Result, judged
 from traintop.collectors.gpu import GpuCollector
-from traintop.collectors.gpu_activity import GPM_METRICS
+from traintop.collectors.gpu_activity import gpm_request
 from traintop.collectors.snapshot import GpuSnapshot
 
 GPM_FIELDS = ("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct")
@@ -161,16 +161,6 @@ def _gpm_pair(nv: Any, handle: Any, pair: list[Any]) -> str | None:
     return None
 
 
-def _metrics_request(nv: Any, first: Any, second: Any) -> Any:
-    """The four metrics traintop asks for, between two samples (``collectors/gpu_activity``)."""
-    get = nv.c_nvmlGpmMetricsGet_t()
-    get.version, get.numMetrics = nv.NVML_GPM_METRICS_GET_VERSION, len(GPM_METRICS)
-    for i, metric in enumerate(GPM_METRICS.values()):
-        get.metrics[i].metricId = metric
-    get.sample1, get.sample2 = first, second
-    return get
-
-
 Timer = Callable[[Callable[[], Any], int], dict[str, Any]]
 
 
@@ -188,7 +178,8 @@ def activity_costs(nv: Any, handle: Any, timed: Timer, repeats: int) -> dict[str
         failed = _gpm_pair(nv, handle, pair)
         if failed:
             return costs | {"GpmSampleGet": {"answer": failed}}
-        get = _metrics_request(nv, *pair)
+        get = gpm_request(nv)  # the four metrics traintop asks for, between the two samples
+        get.sample1, get.sample2 = pair
         return costs | {
             "GpmSampleGet": timed(lambda: nv.nvmlGpmSampleGet(handle, pair[1]), repeats),
             "GpmMetricsGet (4 metrics)": timed(lambda: nv.nvmlGpmMetricsGet(get), repeats),
