@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import signal
 
+import psutil
+
 
 def descendants(pids: set[int]) -> set[int]:
     """``pids`` and every process below them."""
@@ -36,3 +38,12 @@ def kill_trees(pids: set[int]) -> None:
                 os.kill(pid, sig)
             except OSError:
                 continue
+
+
+def ended(pid: int) -> bool:
+    """Dead, or a zombie: an orphan is reaped by whoever adopted it, maybe never in a container
+    whose pid 1 does not reap, and a zombie holds no lock, file or CPU."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True

@@ -11,10 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.polling import eventually
+from tests.process_trees import ended
 from tests.ring_helpers import make_segment
 from tests.scenarios.harness import kill_tree
 from tests.test_jobs_collector import Clock, _steps
@@ -168,14 +168,6 @@ def _collect_until(col: JobCollector, ready, timeout_s: float = 60.0):
     raise AssertionError(f"not ready in {timeout_s} s: {[(s.name, s.state) for s in snaps]}")
 
 
-def _dead(pid: int) -> bool:
-    """Exited: a zombie until its launcher reaps it, but its flock is already gone."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 def _all_stepping(snaps) -> bool:
     return sum(s.state == "live" and s.steps_total > 0 for s in snaps) == 24
 
@@ -194,7 +186,7 @@ def test_a_real_rank_killed_between_turns_reads_gone_on_the_next_tick(three_real
     turned = next(name for name in ("job1", "job2") if after[(name, 0)] is not before[(name, 0)])
     victim = after[(turned, 3)].pid  # its job just had its turn: the next tick is the other's
     os.kill(victim, signal.SIGKILL)
-    assert eventually(lambda: _dead(victim), every_s=0.01)
+    assert eventually(lambda: ended(victim), every_s=0.01)  # a zombie's flock is gone
     final = {(s.name, s.rank): s for s in col.collect()}
     assert final[(turned, 3)].state == "gone"  # a SIGKILL leaves no word
     assert final[(turned, 4)] is after[(turned, 4)]  # the rest of its job: still carried

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import psutil
 
+from tests.process_trees import ended
 from traintop.ring_format import HEAD_WORD
 from traintop.ring_paths import ENV_DIR, SEGMENT_NAME_RE
 
@@ -161,17 +162,8 @@ def kill_tree(proc: subprocess.Popen) -> None:
             child.kill()
     proc.wait()
     deadline = time.monotonic() + 5.0
-    while not all(map(_ended, descendants)) and time.monotonic() < deadline:
+    while not all(ended(c.pid) for c in descendants) and time.monotonic() < deadline:
         time.sleep(0.01)
-
-
-def _ended(proc: psutil.Process) -> bool:
-    """Dead, or a zombie: an orphan is reaped by whoever adopted it, maybe never in a
-    container whose pid 1 does not reap, and a zombie holds no lock, file or CPU."""
-    try:
-        return proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def workload_processes(ring_dir: Path | None = None) -> list[str]:
