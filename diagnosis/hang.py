@@ -101,15 +101,26 @@ def classify(ranks: Sequence[JobSnapshot], level: str, for_s: float, ended: bool
         for r in ranks
         if (c := final[r.rank]) is not None and r not in gone and (ended or not stopped(r.proc))
     }
-    keys = Counter(key_of(c) for c in inside.values())
-    main = _main(keys, inside)
+    waiting = {r: c for r, c in inside.items() if r not in _ahead(inside)}
+    keys = Counter(key_of(c) for c in waiting.values())
+    main = _main(keys, waiting)
     members = [r for r in ranks if r not in gone and _member(r, main, len(ranks))]
     kind = _kind(gone, inside, keys, members, main)
     places = tuple(_place(r, final[r.rank], main, kind, r in gone, ended) for r in ranks)
     level = level if ended else _working(level, kind, places)
     if not ended and kind != "dead_rank" and any(stopped(r.proc) for r in ranks):
         kind = "stopped"  # the kernel's word first: whatever the collectives say, it waits
-    return _hang(level, kind, for_s, ranks, places, main, inside, keys)
+    return _hang(level, kind, for_s, ranks, places, main, waiting, keys)
+
+
+def _ahead(inside: dict[int, Collective]) -> set[int]:
+    """The ranks one collective past the lowest their group is in: they left it, so every
+    rank entered it; not a desync (gloo's ring lets a rank finish before a peer that stopped
+    in the middle of the collective has)."""
+    low: dict[str, int] = {}
+    for c in inside.values():
+        low[c.group] = min(low.get(c.group, c.seq), c.seq)
+    return {r for r, c in inside.items() if c.seq == low[c.group] + 1}
 
 
 def _running(rank: JobSnapshot) -> bool:
@@ -173,6 +184,8 @@ def _place(rank: JobSnapshot, c: Collective | None, main: Collective | None, kin
         state, text = "gone", gone_text(rank)
     elif c is not None and main is not None and key_of(c) == key_of(main):
         state, text = "inside", f"{_in(c, ended)} {named(c)}{_for(c, ended)}"
+    elif c is not None and main is not None and (c.group, c.seq) == (main.group, main.seq + 1):
+        state, text = "ahead", f"left #{main.seq}, {_in(c, ended)} {named(c)}{_for(c, ended)}"
     elif c is not None:
         state, text = "elsewhere", f"{_in(c, ended)} {named(c)} ({c.group}){_for(c, ended)}"
     elif kind == "unknown":  # no ledger: the phase it is in
@@ -255,7 +268,7 @@ def _hang(level: str, kind: str, for_s: float, ranks: Sequence[JobSnapshot],
         op=main.op if main else None,
         shapes=tuple(sorted({k[3] for k in keys if main and k[:2] == key_of(main)[:2]})),
         inside=in_main,
-        missing=tuple(p.rank for p in places if p.rank not in in_main),
+        missing=tuple(p.rank for p in places if p.rank not in in_main and p.state != "ahead"),
         waited_s=waited,
         timeout_s=main.timeout_s if main else None,
         ranks=places,

@@ -119,7 +119,11 @@ def _not_finished(case: Case) -> str:
     main = case.main
     assert main is not None  # the kind: every rank is in the main collective
     shape = f", {main.shape}" if main.shape else ""
-    return (f"every rank entered {named(main)} ({main.group}{shape}) and none left: "
+    left = [p.rank for p in case.places if p.state == "ahead"]
+    held = (
+        f"{_ranks_word(left)} left it, {_ranks_word(case.in_main)} did not" if left else "none left"
+    )
+    return (f"every rank entered {named(main)} ({main.group}{shape}) and {held}: "
             "the link or a peer's device")  # fmt: skip
 
 

@@ -110,8 +110,9 @@ class RankHang:
 
     rank: int
     pid: int
-    # inside (the collective), elsewhere (another one), outside (none), gone (its process
-    # ended), failed (ended after its collective raised: it fell with the one who went first)
+    # inside (the collective), ahead (left it, in the group's next one), elsewhere (another
+    # one), outside (none), gone (its process ended), failed (ended after its collective
+    # raised: it fell with the one who went first)
     state: str
     text: str  # "in all_reduce #1042 for 1m12s", "not entered (last #1041)", "gone (crashed)"
     collective: Collective | None = None  # the one it is in (or, outside it, its last)

@@ -10,7 +10,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests import snapshot_fixtures as sf
-from traintop.collectors.snapshot import Collective, Frame, PhaseSamples, RankStack, StackSample
+from traintop.collectors.snapshot import (
+    Collective,
+    Frame,
+    PhaseSamples,
+    ProcState,
+    RankStack,
+    StackSample,
+)
 from traintop.diagnosis.api import VerdictStabilizer, diagnose, verdict_to_dict
 from traintop.diagnosis.hang import crash_of, hang_of
 from traintop.diagnosis.stack_text import fold, phase_sample_evidence, where
@@ -79,6 +86,27 @@ def test_every_rank_inside_and_none_leaving_is_not_finished() -> None:
     hang = hang_of([entered(r) for r in job()])
     assert hang.kind == "not_finished" and hang.inside == (0, 1, 2, 3) and hang.missing == ()
     assert "every rank entered all_reduce #1042" in hang.summary
+
+
+def test_a_rank_one_collective_ahead_left_it_and_is_not_a_desync() -> None:
+    """gloo's ring lets a rank finish all_reduce #1042 before a peer stuck in its middle has:
+    that rank waits in #1043, which says every rank entered #1042."""
+    ranks = [entered(r, seq=1043 if r.rank == 1 else 1042) for r in job()]
+    hang = hang_of(ranks)
+    assert hang.kind == "not_finished" and hang.inside == (0, 2, 3) and hang.missing == ()
+    assert "entered all_reduce #1042 (0:default_pg, f32[1]) and rank 1 left it, ranks 0, 2-3 " \
+           "did not" in hang.summary  # fmt: skip
+    assert next(p for p in hang.ranks if p.rank == 1).text.startswith("left #1042, in all_reduce")
+
+
+def test_a_rank_ahead_of_a_stopped_one_is_not_held_with_it() -> None:
+    """Rank 3 stopped in the middle of #1042 (its entry is where it was, not a wait): rank 1
+    left #1042, ranks 0 and 2 wait in it; only rank 3 holds the job."""
+    ranks = [entered(r, seq=1043 if r.rank == 1 else 1042) for r in job()]
+    ranks[3] = replace(ranks[3], proc=ProcState("T", 1.0, 0.0))
+    hang = hang_of(ranks)
+    assert hang.kind == "stopped" and hang.inside == (0, 2) and hang.missing == (3,)
+    assert "rank 3 stopped (kill -CONT" in hang.line and "ranks 0,2 wait in" in hang.line
 
 
 def test_a_rank_whose_process_is_gone_is_a_dead_rank() -> None:

@@ -73,7 +73,9 @@ def _hang_place(group: JobGroup, job: JobSnapshot) -> Cell | None:
     place = next((p for p in hang.ranks if p.pid == job.pid), None)
     if place is None:
         return None
-    odd = (place.state != "inside" and hang.kind != "no_collective") or stopped(place.proc)
+    odd = (place.state not in ("inside", "ahead") and hang.kind != "no_collective") or stopped(
+        place.proc
+    )
     return rank_text(place), "bold $error" if odd else "$warning"
 
 
