@@ -496,15 +496,15 @@ def _launchers(jobs: list[_Job]) -> set[_Job]:
     return {job for job in jobs if not job.stepped and job.header.pid in parents}
 
 
-FAILED_ENDINGS = frozenset({"raised", "gone"})
+FAILED_ENDINGS = frozenset({"raised", "exited", "gone"})
 
 
 def _mark_restarts(jobs: list[_Job]) -> None:
     """A dead instance is "restarted" once a newer process took its name and rank, when it
-    failed (raised, or gone without a word): a run that finished or was stopped keeps that.
-    Where both parents are known they must be one (torchrun's agent restarting its workers, a
-    shell running the script again): another launcher's run on the same rendezvous is another
-    run, not a restart."""
+    failed (raised, exited with a failing status, or gone without a word): a run that finished
+    or was stopped keeps that.  Where both parents are known they must be one (torchrun's agent
+    restarting its workers, a shell running the script again): another launcher's run on the
+    same rendezvous is another run, not a restart."""
     newer: dict[tuple[str, str, int], list[_Job]] = {}
     for job in jobs:
         newer.setdefault((job.header.hostname, job.header.name, job.header.rank), []).append(job)

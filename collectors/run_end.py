@@ -1,17 +1,19 @@
 """How an ended rank ended, read once from what its probe left (traintop/run_end.py).
 
 ``<segment>.end`` (written at the segment's close, before its lock was released) says
-finished, raised (the exception and its frame) or stopped by SIGINT; a region of
+finished, raised (the exception and its frame), exited (``sys.exit`` with a failing status)
+or stopped by SIGINT; a region of
 ``<segment>.sig`` holding a faulthandler dump says which default-action signal stopped it
 (SIGTERM from ``timeout`` or a scheduler, SIGHUP, ...) or, region 0, which fatal error killed it
 in native code, with the training thread's frame; nothing at all, on a segment never closed, is
 a rank *gone* without a word (SIGKILL, the OOM killer, ``os._exit``).  The state each ending
-reads as: finished, crashed (raised), stopped (a signal), gone.
+reads as: finished, crashed (raised, or exited with a failing status), stopped (a signal), gone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import linecache
 import os
@@ -27,7 +29,8 @@ from traintop.collectors.stacks import thread_frames
 REGION = 1 << 16  # as traintop/run_end.py writes them: region N holds signal N's dump
 MAX_END_BYTES = 1 << 16
 MAX_DUMP_BYTES = REGION
-STATE_OF = {"finished": "finished", "raised": "crashed", "signal": "stopped", "gone": "gone"}
+STATE_OF = {"finished": "finished", "raised": "crashed", "exited": "crashed", "signal": "stopped",
+            "gone": "gone"}  # fmt: skip
 _FATAL = re.compile(r"^Fatal Python error: (.+)$", re.MULTILINE)
 _CURRENT = re.compile(r"^Current thread (0x[0-9a-fA-F]+)", re.MULTILINE)
 FATAL_NAMES = {"Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Bus error": "SIGBUS",
@@ -61,9 +64,10 @@ def _end_file(segment: Path) -> Ending | None:
         return None
     if kind not in STATE_OF:
         return None
-    code = body.get("exit_code")
+    code, taken = body.get("exit_code"), body.get("taken_ns")
     return Ending(kind, str(body.get("detail") or "")[:200], _frame(body.get("frame")),
-                  code if isinstance(code, int) else None)  # fmt: skip
+                  code if isinstance(code, int) else None,
+                  taken / 1e9 if isinstance(taken, int) else None)  # fmt: skip
 
 
 def _frame(raw: object) -> Frame | None:
@@ -82,11 +86,12 @@ def _signal_dump(segment: Path, thread: int) -> Ending | None:
     except OSError:
         return None
     try:
-        size = os.fstat(fd).st_size
-        for number in range(0, min(signal.NSIG, size // REGION + 1)):
+        stat = os.fstat(fd)  # its time: the dump's, the file's last write
+        for number in range(0, min(signal.NSIG, stat.st_size // REGION + 1)):
             if os.pread(fd, 1, number * REGION) not in (b"", b"\0"):
                 dump = os.pread(fd, MAX_DUMP_BYTES, number * REGION).split(b"\0", 1)[0]
-                return _dumped(number, dump.decode(errors="replace"), thread)
+                ending = _dumped(number, dump.decode(errors="replace"), thread)
+                return dataclasses.replace(ending, at=stat.st_mtime)
     except OSError:
         return None
     finally:

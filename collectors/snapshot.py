@@ -412,13 +412,16 @@ class CpuLimit:
 class Ending:
     """How a rank's run ended, as it happened.  ``kind``: "finished" (the script returned),
     "raised" (an exception left it: ``detail`` is its type and message, ``frame`` where it came
-    from), "signal" (stopped by one: ``detail`` is its name, SIGTERM, SIGINT...), "gone" (no word:
-    killed, or died in native code)."""
+    from), "exited" (``sys.exit`` with a failing status: ``detail`` the call, ``frame`` its line),
+    "signal" (stopped by one: ``detail`` is its name, SIGTERM, SIGINT...), "gone" (no word:
+    killed, or died in native code).  ``at``: when it was written (wall clock, s), which tells
+    the rank that went first from those that fell after it; None for a gone rank."""
 
     kind: str
     detail: str = ""
     frame: Frame | None = None
     exit_code: int | None = None
+    at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

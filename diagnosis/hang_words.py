@@ -134,7 +134,8 @@ def _not_entered(case: Case) -> str:
     late = [p for p in case.places if p.state == "outside"]
     odd = "; ".join(_at(p) for p in late[:3])
     return (f"{_ranks_word([p.rank for p in late])} never reached {named(main)} "
-            f"({main.group}{shape}) that {_ranks_word(case.in_main)} wait in for "
+            f"({main.group}{shape}) that {_ranks_word(case.in_main)} "
+            f"{_waits(case.in_main, False)} for "
             f"{duration(main.age_s)}; {odd}")  # fmt: skip
 
 
@@ -152,9 +153,16 @@ def _dead(case: Case) -> str:
     if fell:
         parts.append(f"{_ranks_word(fell)} failed in {what} and ended")
     if case.in_main:
-        verb = "failed in" if main.raised else "wait in"
+        verb = "failed in" if main.raised else _waits(case.in_main, case.level == "crashed")
         parts.append(f"{_ranks_word(case.in_main)} {verb} {'it' if fell else what}")
     return "; ".join(parts)
+
+
+def _waits(ranks: Sequence[int], ended: bool) -> str:
+    """ "waits in", "wait in"; of an ended job, "was in", "were in"."""
+    if ended:
+        return "was in" if len(ranks) == 1 else "were in"
+    return "waits in" if len(ranks) == 1 else "wait in"
 
 
 SUMMARIES = {

@@ -20,7 +20,8 @@ from traintop.diagnosis.model import Evidence, Finding
 from traintop.diagnosis.text import duration, rank_list
 
 # Ends that explain a job's, first: the failure, then a death without a word, then a stop.
-CAUSE_ORDER = ("raised", "gone", "signal", "finished")
+CAUSE_ORDER = ("raised", "exited", "gone", "signal", "finished")
+SELF_FAILED = frozenset({"raised", "exited"})  # ended by its own code: who went first matters
 FAILED_STATES = frozenset({"crashed", "gone", "restarted"})  # its collectives say why it ended
 SITE_DIRS = ("site-packages", "dist-packages")
 STDLIB_MARKERS = ("/lib/python3", "/lib64/python3")
@@ -77,12 +78,19 @@ def starting_finding(ranks: Sequence[JobSnapshot], now: float | None) -> Finding
 
 
 def cause(ranks: Sequence[JobSnapshot]) -> JobSnapshot | None:
-    """The ended rank whose ending explains the job's (lowest rank among equals)."""
+    """The ended rank whose ending explains the job's: by kind, then, of the ranks that
+    failed, the first (its exception stopped the job before its peers' collectives raised),
+    then the lowest rank (a signal from outside stops them all at once)."""
     ended = [r for r in ranks if r.ending is not None]
     if not ended:
         return None
     order = {kind: i for i, kind in enumerate(CAUSE_ORDER)}
-    return min(ended, key=lambda r: (order.get(r.ending.kind, 0), r.rank))  # type: ignore[union-attr]
+    return min(ended, key=lambda r: _cause_key(r.ending, r.rank, order))  # type: ignore[arg-type]
+
+
+def _cause_key(ending: Ending, rank: int, order: dict[str, int]) -> tuple[int, float, int]:
+    at = ending.at if ending.kind in SELF_FAILED and ending.at is not None else float("inf")
+    return order.get(ending.kind, 0), at, rank
 
 
 def job_ending(ranks: Sequence[JobSnapshot]) -> Ending | None:
@@ -99,6 +107,8 @@ def how(ending: Ending | None) -> str:
         return f"by {ending.detail}" if ending.detail else ""
     if ending.kind == "raised":
         return f"({ending.detail.split(':', 1)[0]})" if ending.detail else ""
+    if ending.kind == "exited":
+        return f"(status {ending.exit_code})"
     if ending.kind == "gone":
         return "without a word" if not ending.detail else f"({ending.detail})"
     return ""
@@ -128,6 +138,8 @@ def ending_text(ranks: Sequence[JobSnapshot]) -> str:
 def _said(ending: Ending) -> str:
     if ending.kind == "raised":
         return f"raised {ending.detail}" if ending.detail else "raised"
+    if ending.kind == "exited":
+        return f"exited with status {ending.exit_code} ({ending.detail})"
     if ending.kind == "signal":
         return f"stopped by {ending.detail}" + (" (Ctrl+C)" if ending.detail == "SIGINT" else "")
     if ending.kind == "gone":
@@ -143,6 +155,8 @@ def _short(ending: Ending) -> str:
         return f"raised {ending.detail.split(':', 1)[0]}" if ending.detail else "raised"
     if ending.kind == "signal":
         return f"stopped by {ending.detail}" if ending.detail else "stopped"
+    if ending.kind == "exited":
+        return f"exited with status {ending.exit_code}"
     return ending.kind
 
 

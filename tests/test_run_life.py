@@ -6,11 +6,12 @@ Every job is tests/workloads/lifecycle.py, unchanged, under `traintop run` (CPU,
 ``lives``: one recorder (`traintop record`) watches, at once, a job that computes for its whole
 life, a job whose first step spends 20 s of busy CPU in ``build_index`` (a compile warm-up),
 and jobs that end every way a run ends: it finishes, it raises, Ctrl+C (SIGINT), SIGTERM from
-`timeout`, SIGKILL; then (one storm of torch imports at a time on a small box) a 2-rank
-torchrun job stopped with SIGTERM (as a scheduler stops it) while rank 0 writes a checkpoint
-behind a barrier.  The tests read what the recorder kept (the
-monitor's snapshots and verdicts, tick by tick), `traintop jobs [--json]` and `traintop
-diagnose --json`, the last two once everything ended and once during the warm-up.
+`timeout`, SIGKILL, ``sys.exit(3)``, a rank of an ``mp.spawn`` job raises; then (one storm of
+torch imports at a time on a small box) a 2-rank torchrun job stopped with SIGTERM (as a
+scheduler stops it) while rank 0 writes a checkpoint behind a barrier.  The tests read what the
+recorder kept (the monitor's snapshots and verdicts, tick by tick), `traintop jobs [--json]`
+and `traintop diagnose --json`, the last two once everything ended and once during the
+warm-up.
 
 ``port_runs``: three 3-rank torchrun runs in a row on one ``--master_port``: the first finishes,
 the second is killed but for its rank 2, stopped with SIGSTOP and still alive, the third runs.
@@ -58,8 +59,13 @@ ENDINGS = {
     "life-sigint": (["--steps", "0"], "stopped", "signal", "SIGINT"),
     "life-sigterm": (["--steps", "0"], "stopped", "signal", "SIGTERM"),
     "life-sigkill": (["--steps", "0"], "gone", "gone", ""),
+    "life-exit": (["--steps", "0", "--exit-at", "40", "--exit-code", "3"], "crashed", "exited",
+                  "sys.exit(3)"),
     "life-ckpt": ([], "stopped", "signal", "SIGTERM"),
 }  # fmt: skip
+# PyTorch's DDP tutorial: 2 ranks from mp.spawn; rank 1 raises, its child exits 1, the
+# parent stops rank 0 with SIGTERM (or rank 0's collective raises first: gloo saw it go)
+SPAWN = ["--steps", "0", "--spawn", "2", "--raise-at", "40", "--raise-rank", "1"]
 CKPT = ["--steps", "0", "--busy-ms", "30", "--save-after-s", "35", "--save-s", "300"]
 COMPUTE = ["--seconds", "60", "--busy-ms", "40"]
 WARM = ["--steps", "60", "--warm-s", str(WARM_S)]
@@ -173,7 +179,7 @@ class _Stage:
 
 
 def _all_ended(jobs: tuple[JobSnapshot, ...]) -> bool:
-    return _ended(jobs, {*ENDINGS, "life-compute", "life-warm"})
+    return _ended(jobs, {*ENDINGS, "life-compute", "life-warm", "life-spawn"})
 
 
 def _ended(jobs: tuple[JobSnapshot, ...], names: set[str]) -> bool:
@@ -224,6 +230,7 @@ def lives(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lives]:
 
 
 def _start_endings(procs: dict[str, subprocess.Popen], env: dict, tmp: Path) -> None:
+    procs["life-spawn"] = _run("life-spawn", [*SPAWN, "--port", str(free_port())], env, tmp)
     for name, (args, *_expected) in ENDINGS.items():
         if name == "life-ckpt":
             continue
@@ -266,6 +273,17 @@ def test_the_monitor_and_diagnose_say_the_same_endings(lives: Lives) -> None:
     assert per_job["life-sigterm"]["summary"].startswith("stopped by SIGTERM ")
     assert per_job["life-sigkill"]["summary"].startswith("gone without a word ")
     assert per_job["life-raise"]["summary"].startswith("crashed (ValueError) ")
+    assert per_job["life-exit"]["summary"].startswith("crashed (status 3) ")
+
+
+def test_a_failing_exit_and_a_spawned_rank_that_raised_say_so(lives: Lives) -> None:
+    assert "exited with status 3 (sys.exit(3)) in give_up (lifecycle.py:" in lives.table
+    ranks = {r["rank"]: r for r in lives.jobs if r["name"] == "life-spawn"}
+    assert set(ranks) == {0, 1}  # mp.spawn's parent, which only spawned, is no rank
+    raised = ranks[1]["ending"]
+    assert raised["kind"] == "raised" and raised["detail"] == "ValueError: bad batch at step 40"
+    assert raised["frame"][2] == "check_batch" and ranks[1]["state"] == "crashed"
+    assert "rank 1 raised ValueError: bad batch at step 40 in check_batch" in lives.table
 
 
 def test_a_long_first_step_is_starting_with_where_it_is_then_kept(lives: Lives) -> None:

@@ -117,6 +117,18 @@ def test_an_exception_is_raised_a_keyboard_interrupt_or_sigval_a_signal() -> Non
                                                 "frame": None, "exit_code": -15}  # fmt: skip
 
 
+def test_a_failing_sys_exit_is_the_exception_being_handled_else_exited_where_called() -> None:
+    caller = sys._getframe()
+    line, exited = caller.f_lineno, run_end.exit_ending(3, None, caller)  # one line
+    assert exited == {"kind": "exited", "detail": "sys.exit(3)", "exit_code": 3,
+                      "frame": [__file__, line, caller.f_code.co_name]}  # fmt: skip
+    assert run_end.exit_ending("loss is NaN", None, caller)["exit_code"] == 1  # printed, exits 1
+    error = _raise(ValueError)  # mp.spawn's child: sys.exit(1) in the except that caught it
+    spawned = run_end.exit_ending(1, error, caller)
+    assert spawned["kind"] == "raised" and spawned["detail"] == "ValueError: bad batch"
+    assert spawned["frame"][2] == "_raise" and spawned["exit_code"] == 1
+
+
 DUMP = """Thread 0x00007f0000000002 (most recent call first):
   File "/usr/lib/python3.11/threading.py", line 320 in wait
 
@@ -235,6 +247,16 @@ def test_the_ending_line_names_the_rank_that_explains_it() -> None:
     )
     done = [_rank(20, 0, 1.0, state="finished", ending=Ending("finished"))]
     assert ending_text(done) == ""
+
+
+def test_the_rank_that_raised_first_explains_the_job() -> None:
+    """Rank 1's exception ended it; rank 0's collective raised a moment later (gloo saw its
+    peer go): rank 1 explains the job, whatever their numbers."""
+    first = Ending("raised", "ValueError: bad", Frame("/src/t.py", 40, "check"), 1, 100.0)
+    after = Ending("raised", "DistBackendError: peer closed", None, 1, 100.4)
+    ranks = [_rank(20, 0, 1.0, state="crashed", ending=after),
+             _rank(21, 1, 1.0, state="crashed", ending=first)]  # fmt: skip
+    assert ending_text(ranks).startswith("rank 1 raised ValueError: bad in check (t.py:40)")
 
 
 def test_the_tally_keeps_what_held_longest() -> None:

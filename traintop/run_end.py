@@ -12,6 +12,10 @@ replacing anything the script or its libraries installed:
   the hook; the training thread's own exception from a chained ``threading.excepthook``.
   KeyboardInterrupt is SIGINT (Ctrl+C); an exception that carries ``sigval`` (torch elastic's
   ``SignalException``) is that signal.
+* **exited**: ``sys.exit`` with a status other than 0, chained the same way: the exception
+  being handled when it is called (``mp.spawn``'s child, a script's ``except: ...;
+  sys.exit(1)``), else the status and the line that called it.  ``raise SystemExit(1)`` goes
+  by unseen and reads finished.
 * **a terminating signal whose action is the default** (SIGTERM from ``timeout``, SLURM or a
   scheduler, SIGHUP, ...) kills the process with no Python code run.  For each such signal the
   run registers ``faulthandler`` with ``chain=True``: from C, it writes every thread's stack into
@@ -40,8 +44,8 @@ import sys
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from types import FrameType, TracebackType
+from typing import Any, NoReturn
 
 from traintop import ring_paths
 from traintop.ring import segment_words
@@ -68,12 +72,14 @@ class EndWatch:
         self._fatal = False
         self._previous = sys.excepthook
         self._previous_thread = threading.excepthook
+        self._previous_exit = sys.exit
 
     def start(self) -> None:
         """Chain the hooks and register the dumps; raise OSError when the file cannot be made."""
         global _current
         sys.excepthook = self._excepthook
         threading.excepthook = self._thread_excepthook
+        sys.exit = self._exit
         dumps = ring_paths.side_path(self._segment, ring_paths.SIG_SUFFIX)
         for number in default_terminating():
             faulthandler.register(number, file=self._region(dumps, number), all_threads=True,
@@ -102,6 +108,18 @@ class EndWatch:
             with contextlib.suppress(Exception):
                 self._ending = ending_of(args.exc_value, args.exc_traceback)
         self._previous_thread(args)
+
+    def _exit(self, status: Any = None) -> NoReturn:  # any object: sys.exit prints it
+        """``sys.exit`` chained: a status other than 0 says the run failed, with the exception
+        being handled where there is one (torch's ``mp.spawn`` child calls ``sys.exit(1)`` in
+        the ``except`` that caught the training function's exception; so do many scripts)."""
+        if _current is self and status not in (None, 0) and self._in_training_thread():
+            with contextlib.suppress(Exception):
+                self._ending = exit_ending(status, sys.exc_info()[1], sys._getframe(1))
+        self._previous_exit(status)
+
+    def _in_training_thread(self) -> bool:
+        return threading.get_ident() == self._probe._thread
 
     def close(self) -> None:
         """At the segment's close, before its lock is released: write how the run ended, or
@@ -171,6 +189,18 @@ def ending_of(value: BaseException, tb: TracebackType | None) -> dict:
                 "exit_code": -number}  # fmt: skip
     text = f"{type(value).__name__}: {value}" if str(value) else type(value).__name__
     return {"kind": "raised", "detail": text[:MAX_DETAIL], "frame": frame, "exit_code": 1}
+
+
+def exit_ending(status: object, caught: BaseException | None, caller: FrameType) -> dict:
+    """The ``.end`` body for ``sys.exit(status)``: the exception being handled, else "exited"
+    with the status (a message, ``sys.exit("...")``, exits 1) and the line that called it."""
+    code = status if isinstance(status, int) else 1
+    if caught is not None:
+        return {**ending_of(caught, caught.__traceback__), "exit_code": code}
+    code_of = caller.f_code
+    return {"kind": "exited", "detail": f"sys.exit({status!r})"[:MAX_DETAIL],
+            "frame": [code_of.co_filename, caller.f_lineno, code_of.co_name],
+            "exit_code": code}  # fmt: skip
 
 
 def _signal_of(value: BaseException) -> int | None:

@@ -7,6 +7,11 @@ sleeping ``--step-ms`` (a light job) or computing for ``--busy-ms`` (a CPU-bound
 * ``--warm-s S``: a first step whose forward first spends S seconds of busy CPU in
   ``build_index`` (as ``torch.compile`` does in the first forward);
 * ``--raise-at K``: rank ``--raise-rank`` raises ValueError in ``check_batch`` at step K;
+* ``--exit-at K --exit-code C``: ``sys.exit(C)`` in ``give_up`` at step K (a script that stops
+  itself on a NaN loss);
+* ``--spawn N``: N ranks started with ``torch.multiprocessing.spawn`` on ``--port``, as
+  PyTorch's DDP tutorial starts them (the launcher's child catches a rank's exception and
+  calls ``sys.exit(1)``);
 * ``--save-at K --save-s S``: at step K (or after ``--save-after-s`` seconds of training) rank 0
   writes a checkpoint for S seconds (``save_checkpoint``) while the others wait for it in a
   barrier.
@@ -64,6 +69,11 @@ def check_batch(step: int, opts: argparse.Namespace, rank: int) -> None:
         raise ValueError(f"bad batch at step {step}")
 
 
+def give_up(step: int, opts: argparse.Namespace) -> None:
+    if step == opts.exit_at:
+        sys.exit(opts.exit_code)
+
+
 def save_checkpoint(model: torch.nn.Module, seconds: float) -> None:
     """A slow write, as to a busy shared filesystem."""
     state = {k: v.clone() for k, v in model.state_dict().items()}
@@ -72,6 +82,24 @@ def save_checkpoint(model: torch.nn.Module, seconds: float) -> None:
 
 
 def main() -> int:
+    opts = options()
+    if opts.spawn:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(opts.port))
+        torch.multiprocessing.spawn(spawned, args=(opts.spawn, opts), nprocs=opts.spawn)
+        return 0
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:
+        dist.init_process_group("gloo")
+    return train(int(os.environ.get("RANK", "0")), world, opts)
+
+
+def spawned(rank: int, world: int, opts: argparse.Namespace) -> None:
+    """An ``mp.spawn`` child: the process group from its arguments, as the tutorial does."""
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    train(rank, world, opts)
+
+
+def options() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--step-ms", type=float, default=20.0)
@@ -81,24 +109,29 @@ def main() -> int:
     parser.add_argument("--warm-s", type=float, default=0.0)
     parser.add_argument("--raise-at", type=int, default=-1)
     parser.add_argument("--raise-rank", type=int, default=0)
+    parser.add_argument("--exit-at", type=int, default=-1)
+    parser.add_argument("--exit-code", type=int, default=1)
     parser.add_argument("--save-at", type=int, default=-1)
     parser.add_argument("--save-s", type=float, default=0.0)
     parser.add_argument("--ready-at", type=int, default=5)
-    opts = parser.parse_args()
+    parser.add_argument("--spawn", type=int, default=0)
+    parser.add_argument("--port", type=int, default=29500)
+    return parser.parse_args()
+
+
+def train(rank: int, world: int, opts: argparse.Namespace) -> int:
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
     model = Net(opts.warm_s)
     net = model
     if world > 1:
-        dist.init_process_group("gloo")
         net = torch.nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
     step, began = 0, time.monotonic()
     while _more(step, began, opts):
         x = torch.randn(16, 32)
         check_batch(step, opts, rank)
+        give_up(step, opts)
         loss = net(x).pow(2).mean()
         loss.backward()
         optimizer.step()
