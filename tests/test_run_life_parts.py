@@ -127,6 +127,8 @@ def test_a_failing_sys_exit_is_the_exception_being_handled_else_exited_where_cal
     spawned = run_end.exit_ending(1, error, caller)
     assert spawned["kind"] == "raised" and spawned["detail"] == "ValueError: bad batch"
     assert spawned["frame"][2] == "_raise" and spawned["exit_code"] == 1
+    saved = run_end.exit_ending(None, _raise(KeyboardInterrupt), caller)  # saved, then exit
+    assert saved["kind"] == "signal" and saved["detail"] == "SIGINT" and saved["exit_code"] == 0
 
 
 DUMP = """Thread 0x00007f0000000002 (most recent call first):

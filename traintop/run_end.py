@@ -112,10 +112,13 @@ class EndWatch:
     def _exit(self, status: Any = None) -> NoReturn:  # any object: sys.exit prints it
         """``sys.exit`` chained: a status other than 0 says the run failed, with the exception
         being handled where there is one (torch's ``mp.spawn`` child calls ``sys.exit(1)`` in
-        the ``except`` that caught the training function's exception; so do many scripts)."""
-        if _current is self and status not in (None, 0) and self._in_training_thread():
+        the ``except`` that caught the training function's exception; so do many scripts).
+        Any status in the ``except`` of a Ctrl+C (a script that saves, then exits 0): SIGINT."""
+        caught = sys.exc_info()[1]
+        said = status not in (None, 0) or (caught is not None and _signal_of(caught) is not None)
+        if _current is self and said and self._in_training_thread():
             with contextlib.suppress(Exception):
-                self._ending = exit_ending(status, sys.exc_info()[1], sys._getframe(1))
+                self._ending = exit_ending(status, caught, sys._getframe(1))
         self._previous_exit(status)
 
     def _in_training_thread(self) -> bool:
@@ -194,7 +197,7 @@ def ending_of(value: BaseException, tb: TracebackType | None) -> dict:
 def exit_ending(status: object, caught: BaseException | None, caller: FrameType) -> dict:
     """The ``.end`` body for ``sys.exit(status)``: the exception being handled, else "exited"
     with the status (a message, ``sys.exit("...")``, exits 1) and the line that called it."""
-    code = status if isinstance(status, int) else 1
+    code = status if isinstance(status, int) else 0 if status is None else 1
     if caught is not None:
         return {**ending_of(caught, caught.__traceback__), "exit_code": code}
     code_of = caller.f_code
