@@ -138,7 +138,9 @@ BACKWARD_OP = OPS.index("backward")
 
 class CollectiveBooker:
     """Books blocking collective calls made on the training thread as "comm", nested; the
-    probe's ledger records each (its ``describe`` and ``dtypes`` set by ``install``)."""
+    probe's ledger records each (its ``describe`` and ``dtypes`` set by ``install``).  Opening
+    and closing the phase is inlined in the wrapper (``_booked_collective``), ``leave`` kept for
+    a collective that raises."""
 
     def __init__(self, probe: Probe, compiling: Callable[[], bool]) -> None:
         self._probe = probe
@@ -147,27 +149,11 @@ class CollectiveBooker:
         self._index: int | None = None  # the "comm" slot, made at the first booked call
         self.ledger: Ledger = probe._ledger
 
-    def enter(self, now: int) -> int:
-        """Open "comm" at ``now`` (the probe's clock): ``PhaseContext.__enter__`` without its
-        stack; the phase it pauses is returned, for ``leave``, so collectives calling
-        collectives nest."""
-        probe = self._probe
+    def comm_slot(self) -> int:
+        """The "comm" phase's slot, made at the first booked call."""
         if self._index is None:
-            self._index = probe._slot(COMM_PHASE)
-        try:
-            resumed = probe._open
-            if resumed >= 0:
-                probe._acc[resumed] += now - probe._open_t
-            else:  # the first boundary since the probe was made (traintop.probe)
-                probe._t_start = now
-                resumed = OTHER
-            index = probe._open = self._index
-            probe._open_t = now
-            probe._live[0] = (now | 15) - (15 - index)
-        except Exception as exc:
-            probe._fail(exc)
-            return NO_COMM
-        return resumed
+            self._index = self._probe._slot(COMM_PHASE)
+        return self._index
 
     def leave(self, resumed: int, now: int) -> None:
         """The collective returned at ``now``: close what is open, resume the phase it paused."""
@@ -182,7 +168,7 @@ class CollectiveBooker:
             probe._fail(exc)
 
 
-NO_COMM = -2  # ``enter`` opened nothing (the script times its own phases, or a failure)
+NO_COMM = -2  # "comm" was not opened (the script times its own phases, or a failure)
 
 
 def install(probe: Probe, torch: ModuleType) -> WaitBooker | None:
@@ -306,17 +292,44 @@ def _booked_collective(booker: CollectiveBooker, original: Callable[..., Any]) -
             tensor = tensor[0] if tensor else None
         now = clock()
         word = ledger.collective(group, op, tensor, sys._getframe(1), now if shared else 0)
-        resumed = booker.enter(now) if probe._auto else NO_COMM
-        try:
-            result = original(*args, **kwargs)
+        # Open "comm" at ``now``, ``PhaseContext.__enter__`` without its stack, inlined (a call
+        # costs ~400 instructions); the phase it pauses resumes at the end, so collectives
+        # calling collectives nest.
+        resumed = NO_COMM
+        if probe._auto:
+            index = booker._index
+            if index is None:
+                index = booker.comm_slot()
+            try:
+                resumed = probe._open
+                if resumed >= 0:
+                    probe._acc[resumed] += now - probe._open_t
+                else:  # the first boundary since the probe was made (traintop.probe)
+                    probe._t_start = now
+                    resumed = OTHER
+                probe._open = index
+                probe._open_t = now
+                probe._live[0] = (now | 15) - (15 - index)
+            except Exception as exc:
+                probe._fail(exc)
+                resumed = NO_COMM
+        try:  # no keywords (the usual call) skips building the call's keyword dict
+            result = original(*args, **kwargs) if kwargs else original(*args)
         except BaseException:
             ledger.exit(word, True)
             if resumed != NO_COMM:
                 booker.leave(resumed, clock())
             raise
         end = clock()
-        if resumed != NO_COMM:
-            booker.leave(resumed, end)
+        if resumed != NO_COMM:  # ``booker.leave(resumed, end)`` inlined
+            try:
+                if probe._open >= 0:
+                    probe._acc[probe._open] += end - probe._open_t
+                probe._open = resumed
+                probe._open_t = end
+                probe._live[0] = (end | 15) - (15 - resumed)
+            except Exception as exc:
+                probe._fail(exc)
         if word >= 0:  # Ledger.exit inlined: on this path the call costs as much as the store
             try:
                 ledger._q[word] = (end if shared else monotonic_ns()) & -2

@@ -60,14 +60,11 @@ def group_info(name: str, size: int, timeout_ms: int) -> GroupInfo:
     return packed, [0]
 
 
-def _packer(ndim: int) -> Any:
-    """``pack_into`` of an entry with ``ndim`` dims given (the rest pad bytes, zeroed by the
-    pack) and the group's fields as one ``32s``: no padded tuple made per call."""
-    dims = f"{ndim}I{4 * (4 - ndim)}x" if ndim else "16x"
-    return struct.Struct(f"<QQQQBBBBI{dims}32s32sQ").pack_into
-
-
-_PACKS = tuple(_packer(ndim) for ndim in range(5))
+# ``pack_into`` of an entry with the group's fields as one ``32s``.  The dims are passed as
+# four names, a shape padded with zeros (``_PADS``): a ``*shape`` call costs ~1,000
+# instructions more than the pack itself.
+_PACK = struct.Struct("<QQQQBBBBI4I32s32sQ").pack_into
+_PADS = ((0, 0, 0, 0), (0, 0, 0), (0, 0), (0,), ())  # zeros to add to a shape of 0..4 dims
 _OFFSETS = tuple(LEDGER_OFFSET + slot * _SIZE for slot in range(LEDGER_ENTRIES))
 
 
@@ -122,20 +119,22 @@ class Ledger:
         line = site[2].get(caller.f_lasti)  # f_lineno decodes the line table: 4x the lookup
         if line is None:
             line = site[2][caller.f_lasti] = caller.f_lineno
-        try:  # tuple(): star-unpacking a torch.Size costs 400 ns, a tuple 40
+        try:  # tuple(): a torch.Size's dims cost 10x a tuple's
             shape, dtype = tuple(tensor.shape), self.dtypes.get(tensor.dtype, 0)
-            ndim = len(shape)
         except AttributeError:  # not a tensor (objects, None): the call carries no shape
-            shape, dtype, ndim = (), 0, NO_TENSOR
-        if ndim > 4:
-            shape = shape[:4]
+            shape, dtype, ndim = _PADS[0], 0, NO_TENSOR
+        else:
+            ndim = len(shape)
+            shape = shape + _PADS[ndim] if ndim < 4 else shape[:4]
+        d0, d1, d2, d3 = shape
         n, counter = self._n, info[1]
         offset, seq = _OFFSETS[n % LEDGER_ENTRIES], counter[0] + 1
         try:
-            _PACKS[len(shape)](self._page, offset, n + 1, seq, now or self._clock(), 0, op, dtype,
-                               ndim, 0, line, *shape, info[0], site[1], n + 1)  # fmt: skip
+            _PACK(self._page, offset, n + 1, seq, now or self._clock(), 0, op, dtype, ndim, 0,
+                  line, d0, d1, d2, d3, info[0], site[1], n + 1)  # fmt: skip
         except Exception:  # a dim past u32: clamped once more, else nothing written
-            if not self._clamped(offset, n, seq, op, dtype, shape, info[0], site[1], caller):
+            if not self._clamped(offset, n, seq, op, dtype, ndim, shape, info[0], site[1],
+                                 caller):  # fmt: skip
                 return NOT_WRITTEN
         counter[0], self._n = seq, n + 1
         try:
@@ -149,13 +148,14 @@ class Ledger:
         site = self._sites[id(code)] = (code, fixed_text(text, SITE_SIZE + 1), {})
         return site
 
-    def _clamped(self, offset: int, n: int, seq: int, op: int, dtype: int, shape: tuple,
-                 group: bytes, site: bytes, caller: FrameType) -> bool:  # fmt: skip
+    def _clamped(self, offset: int, n: int, seq: int, op: int, dtype: int, ndim: int,
+                 shape: tuple, group: bytes, site: bytes, caller: FrameType) -> bool:  # fmt: skip
+        """The entry with each dim clamped into u32 (``shape`` padded to four); its ndim says
+        how many of them it holds."""
         try:
             dims = [min(max(int(d), 0), _U32) for d in shape]
-            _PACKS[len(dims)](self._page, offset, n + 1, seq, self._clock(), 0, op, dtype,
-                              len(dims), 0, min(caller.f_lineno, _U32), *dims, group, site,
-                              n + 1)  # fmt: skip
+            _PACK(self._page, offset, n + 1, seq, self._clock(), 0, op, dtype, min(ndim, 4), 0,
+                  min(caller.f_lineno, _U32), *dims, group, site, n + 1)  # fmt: skip
         except Exception:
             self._scratch()
             return False

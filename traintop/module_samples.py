@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from traintop.probe import Probe
-from traintop.step_boundary import StepBoundary, nothing
+from traintop.step_boundary import StepBoundary
 
 _MAX_DEPTH = 3
 _MAX_SEARCH_CALLS = 64  # Module.__call__ is unwrapped after this many, backward() or not
@@ -65,7 +65,7 @@ class ModelFinder:
         if not self.searching:
             return
         self.searching = False
-        self._boundary.on_close = nothing
+        self._boundary.on_close = None
         self._class.__call__ = self._original
         for model in self._found:
             self._probe._patches.hook(MODEL_HOOK, functools.partial(hook_privately, model),

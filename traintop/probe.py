@@ -285,21 +285,6 @@ class Probe:
         except Exception as exc:
             self._fail(exc)
 
-    def _batch_in(self, samples: int) -> None:
-        """The batch arrived (zero-code): close the data phase, count its samples, and open
-        forward: the loop computes on the batch from here (``_wait_end`` + ``_switch``)."""
-        if not self._on:
-            return
-        try:
-            now = self._clock()
-            self._acc[self._open] += now - self._open_t
-            self._open = FORWARD
-            self._open_t = now
-            self._live[0] = (now | 15) - (15 - FORWARD)
-            self._samples += samples
-        except Exception as exc:
-            self._fail(exc)
-
     def _cut(self) -> tuple[int, list[int], int] | None:
         """End the step's accounting now without writing it: (start ns, phase ns, samples).
 

@@ -19,8 +19,9 @@ LIVE_PHASE_BITS = 0xF  # the live word's low bits hold the phase (traintop.ring_
 class Writer(Protocol):
     """The part of ``traintop.ring.RingWriter`` the probe uses.
 
-    A writer may also offer ``live_word``, a one-item ``cast('Q')`` view of its live word (None
-    once released); ``set_live`` then goes unused.
+    A writer may also offer ``live_word``, a one-item ``cast('l')`` view of its live word (None
+    once released; signed: a store below 2**63 costs a third less than through ``'Q'``, same
+    bytes); ``set_live`` then goes unused.
     """
 
     def record(self, step: int, t_start_ns: int, phase_ns: Sequence[int], samples: int,

@@ -65,9 +65,10 @@ class Recorder(NamedTuple):
 
 
 def make_recorder(
-    mm: mmap.mmap, q: memoryview, capacity: int, n_phases: int, crc: bool
+    mm: mmap.mmap, q: memoryview, signed: memoryview, capacity: int, n_phases: int, crc: bool
 ) -> Recorder:
-    """Closures writing records into ``mm`` (``q`` is its ``cast('Q')`` view) from index 0."""
+    """Closures writing records into ``mm`` from index 0 (``q`` is its ``cast('Q')`` view,
+    ``signed`` its ``cast('l')``: the x86 record's cheaper stores, ``traintop.ring.RingWriter``)."""
     pad = (0,) * (MAX_PHASES - n_phases)
     pack, mask = RECORD.pack_into, capacity - 1
     scratch = bytearray(RECORD_SIZE)
@@ -127,7 +128,7 @@ def make_recorder(
     if crc:
         record: RecordFn = record_crc_
     else:
-        scope = {"mm": mm, "q": q, "cursor": cursor, "mask": mask, "slow": slow,
+        scope = {"mm": mm, "q": q, "ql": signed, "cursor": cursor, "mask": mask, "slow": slow,
                  "pack_short": _short_record(n_phases).pack_into,
                  "pack_totals": _totals_struct(n_phases).pack_into}  # fmt: skip
         record, add_totals = _fast_record(n_phases, scope)
@@ -139,7 +140,9 @@ def make_recorder(
 # are zeroed pad bytes), the totals, then head (the publication), heartbeat and the step in
 # progress.  The totals are cells of ``make`` (a cell costs half a list item's update), shared
 # with ``add``, which the slow path calls for a record it clamped.  The flags are tested as
-# constants, and the pack comes every TOTALS_EVERY records.
+# constants, and the pack comes every TOTALS_EVERY records.  The three words go through the
+# signed view ``ql`` (a third cheaper a store, same bytes); a value it refuses (a step past
+# 2**63 - 2, a released view) takes the unsigned view as before.
 _FAST_RECORD = """
 def make():
     sam = bat = gns = gst = mseq = mlast = {zeros}0
@@ -162,11 +165,13 @@ def make():
             return
         cursor[0] = seq
 {totals}
-        q[HEAD_WORD] = seq
-        q[HEARTBEAT_WORD] = t_start_ns
         try:
-            q[LIVE_STEP_WORD] = step + 1
-        except ValueError:  # a negative step (memoryview refuses it): its u64 two's complement
+            ql[HEAD_WORD] = seq
+            ql[HEARTBEAT_WORD] = t_start_ns
+            ql[LIVE_STEP_WORD] = step + 1  # a negative step: its two's complement, as u64
+        except ValueError:
+            q[HEAD_WORD] = seq
+            q[HEARTBEAT_WORD] = t_start_ns
             q[LIVE_STEP_WORD] = (step + 1) & 0xFFFF_FFFF_FFFF_FFFF
 
     return record, add
