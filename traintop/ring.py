@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import mmap
 import os
+import struct
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -48,6 +49,10 @@ from traintop.ring_format import (
 )
 from traintop.ring_record import make_recorder
 from traintop.ring_shrink import shrink
+
+# A signed word as the ring stores it: C long, 8 bytes where it is (a store through it costs
+# less than through "Q"), else long long
+SIGNED_WORD = "l" if struct.calcsize("l") == 8 else "q"
 
 __all__ = [
     "FLAG_CKPT",
@@ -154,7 +159,7 @@ class RingWriter:
     def _attach(self, new: ring_paths.NewSegmentFile, header: dict) -> None:
         self._mm, self._lock_fd, self._ino = new.mm, new.lock_fd, new.ino
         self._q = memoryview(new.mm).cast("Q")
-        self._l = memoryview(new.mm).cast("l")
+        self._l = memoryview(new.mm).cast(SIGNED_WORD)
         self.live_word = self._l[LIVE_WORD : LIVE_WORD + 1]
         self._geometry = (header["capacity"], header["crc"])
         self._make_recorder(len(header["phases"]))
