@@ -160,7 +160,9 @@ class _Job:
     def _read(self, newest: int | None) -> PollResult:
         if not self.stepped:  # its layout may change until its first record: read it first
             self._follow(self.segment.hot())
-        result = self.segment.poll(newest)
+        # The window keeps only its last ``window_s`` of a backlog: read no older records.
+        within_ns = None if newest is None else int(self.window_s * _NS)
+        result = self.segment.poll(newest, within_ns)
         self.window.add(result)
         self.fresh = result if self.fresh is None else _joined(self.fresh, result)
         self.window.steps_total = self.segment.next_index

@@ -20,9 +20,10 @@ from typing import NamedTuple
 
 from traintop import ring_format as ring
 from traintop import ring_paths
+from traintop.collectors.ring_columns import BIG_POLL
 from traintop.collectors.ring_header import SegmentError, SegmentHeader, parse_header
 from traintop.collectors.ring_ledger import Entry, read_entries
-from traintop.collectors.ring_records import Record, RecordBlock, validated
+from traintop.collectors.ring_records import Record, RecordBlock, concatenated, validated
 from traintop.collectors.ring_totals import (
     Cumulative,
     Span,
@@ -53,6 +54,9 @@ __all__ = [
 _HOT = struct.Struct("<14Q")
 _HOT_OFFSET = ring.HEAD_WORD * 8
 _MAX_HEAD_JUMP = 1 << 40  # a head this far ahead of our cursor is garbage, not progress
+# A backlog is read newest first in blocks this long: each one is checked and summed without
+# numpy (collectors/ring_columns.py), which a whole wrapped ring's one read imported (11 MB).
+BACKLOG_BLOCK = BIG_POLL // 2
 
 
 class PollResult(NamedTuple):
@@ -134,14 +138,16 @@ class Segment:
         self.header, self._header_gen = header, hot.header_gen
         return True
 
-    def poll(self, newest: int | None = None) -> PollResult:
+    def poll(self, newest: int | None = None, within_ns: int | None = None) -> PollResult:
         """Records published since the previous poll; raises SegmentError if the file went bad.
 
         Updates ``last_hot``.  Nothing new costs one read: the hot block that gave the head.
         With ``newest``, a poll of more new records than that returns only the newest
         ``newest`` with a ``span`` of them all, from the writer's totals (format 1.1), when the
         totals at the cursor are known: the first poll, a 1.0 or crc segment, a slow writer
-        and any doubt about a copy read every record, as without ``newest``.
+        and any doubt about a copy read every record, as without ``newest``.  ``within_ns``:
+        the caller keeps only the records that started within that long of the newest one (a
+        window), so of such a read the older ones are skipped, not read and not lost.
         """
         raw = self._hot_raw()
         h1, start = int.from_bytes(raw[:8], "little"), self.next_index
@@ -158,7 +164,10 @@ class Segment:
         lo = max(start, h1 - self.header.capacity + 1)
         # A writer this fast may need ``newest`` next time: learn its totals at h1 now.
         anchor = newest is not None and self.header.totals and h1 - start > newest // 2
-        block, overrun, rejected, slot = self._snapshot(lo, h1, anchor)
+        if within_ns is None or h1 - lo <= BACKLOG_BLOCK:
+            block, overrun, rejected, slot = self._snapshot(lo, h1, anchor)
+        else:
+            block, overrun, rejected, slot = self._backlog(lo, h1, anchor, within_ns)
         self.next_index = h1
         self._cum = None
         if anchor and not rejected:  # every record [h1 - len(block), h1) is at hand
@@ -185,6 +194,30 @@ class Segment:
         span = Span(at - start, totals, block.last_mem_bytes(slot.mem_bytes))
         self._cum, self.next_index = Cumulative(at, slot.totals), at
         return PollResult(block, 0, 0, span)
+
+    def _backlog(
+        self, lo: int, h1: int, anchor: bool, within_ns: int
+    ) -> tuple[RecordBlock, int, int, bytes]:
+        """``_snapshot(lo, h1, anchor)`` as far back as a record that started ``within_ns``
+        before the newest one, read newest first in blocks of ``BACKLOG_BLOCK``: a monitor
+        that attaches to a job running for minutes reads its window, not its whole ring, and
+        its memory does not grow with the job's age.  Overrun: as ``_snapshot``'s, from ``lo``
+        (a block the writer overtook ends the read; the older records are gone too)."""
+        parts: list[RecordBlock] = []
+        hi, rejected, slot, edge = h1, 0, b"", None
+        while hi > lo:
+            part_lo = max(lo, hi - BACKLOG_BLOCK)
+            part, overrun, bad, raw = self._snapshot(part_lo, hi, anchor and hi == h1)
+            parts.append(part)
+            rejected, slot = rejected + bad, slot or raw
+            if overrun:
+                return concatenated(parts[::-1]), part_lo - lo + overrun, rejected, slot
+            if len(part):
+                edge = part.t_start_ns_at(len(part) - 1) - within_ns if edge is None else edge
+                if part.t_start_ns_at(0) < edge:
+                    break
+            hi = part_lo
+        return concatenated(parts[::-1]), 0, rejected, slot
 
     def last(self, n: int) -> RecordBlock:
         """The newest ``n`` (at most capacity - 1) valid records, without moving the cursor."""

@@ -143,6 +143,13 @@ class RecordBlock:
         return int.from_bytes(self._data[offset : offset + 8], "little")
 
 
+def concatenated(blocks: list[RecordBlock]) -> RecordBlock:
+    """Consecutive blocks of one segment (at least one) as one block, copied once."""
+    if len(blocks) == 1:
+        return blocks[0]
+    return RecordBlock(b"".join(block._data for block in blocks), blocks[0].n_phases)
+
+
 _PER_RECORD = {fmt: ring.RECORD_SIZE // struct.calcsize(fmt) for fmt in "qQIH"}  # items/record
 _FLAGS_BYTE = 92  # low byte of the u16 flags
 _BIT_TABLES = {
