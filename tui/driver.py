@@ -113,14 +113,18 @@ class QuietLinuxDriver(LinuxDriver):
         super().stop_application_mode()
 
     def _release_when_quiet(self, started: float) -> None:
+        """Sleep until the moment the paints have been quiet long enough (or the hold is at
+        its longest), not in steps: a step's slack was up to a third of the quiet time added
+        to the first frame."""
         while self._held is not None:
-            now = time.monotonic()
-            if now - self._last_held >= STARTUP_QUIET_S or now - started >= STARTUP_HOLD_MAX_S:
+            due = min(self._last_held + STARTUP_QUIET_S, started + STARTUP_HOLD_MAX_S)
+            wait = due - time.monotonic()
+            if wait <= 0:
                 if self._release():
                     with contextlib.suppress(RuntimeError):  # the app stopped meanwhile
                         self._app.call_from_thread(self._app.screen.refresh)
                 return
-            time.sleep(STARTUP_QUIET_S / 3)
+            time.sleep(wait + 0.001)
 
     def _release(self) -> bool:
         """Stop holding; pass on the modes the held paints set, drop their cells."""
