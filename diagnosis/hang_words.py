@@ -20,6 +20,7 @@ from traintop.collectors.snapshot import (
     WorkerSnapshot,
 )
 from traintop.diagnosis.model import LIVE_STATES, RankHang, StackFold
+from traintop.diagnosis.run_life import short_ending
 from traintop.diagnosis.stack_text import fold, fold_line, where
 from traintop.diagnosis.text import duration, rank_list
 
@@ -29,6 +30,8 @@ BACKWARD_NOTE = (
     "the wait at the end of backward is for DDP's (or FSDP's) gradient all-reduces, which are "
     "issued from C++: no Python hook sees each bucket, so the ledger times the wait, not them"
 )
+
+SAID = frozenset({"raised", "exited", "signal"})  # endings a rank's probe wrote down
 
 
 def key_of(c: Collective) -> Key:
@@ -291,8 +294,11 @@ def _sleeping(proc: ProcState | None) -> str:
 
 
 def gone_text(rank: JobSnapshot) -> str:
-    """ "gone (crashed)"; a rank whose training thread the kernel no longer lists, or that is a
-    zombie, while its segment still reads alive: said as the kernel says it."""
+    """ "gone (crashed)", or how it ended where its probe said ("raised ValueError", "stopped by
+    SIGTERM"); a rank whose training thread the kernel no longer lists, or that is a zombie,
+    while its segment still reads alive: said as the kernel says it."""
+    if rank.state not in LIVE_STATES and rank.ending is not None and rank.ending.kind in SAID:
+        return short_ending(rank.ending)
     if not dead(rank.proc) or rank.state not in LIVE_STATES:
         return f"gone ({rank.state})"
     if rank.proc is not None and rank.proc.state == "Z":

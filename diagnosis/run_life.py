@@ -128,10 +128,10 @@ def ending_text(ranks: Sequence[JobSnapshot]) -> str:
     by_word: dict[str, list[int]] = {}
     for other in ranks:
         if other is not rank and other.ending is not None:
-            by_word.setdefault(_short(other.ending), []).append(other.rank)
+            by_word.setdefault(short_ending(other.ending), []).append(other.rank)
     for word, numbers in by_word.items():
         who = f"rank{'s' if len(numbers) > 1 else ''} {rank_list(numbers)}"
-        text += f"; {who} too" if word == _short(ending) else f"; {who}: {word}"
+        text += f"; {who} too" if word == short_ending(ending) else f"; {who}: {word}"
     return text
 
 
@@ -149,8 +149,9 @@ def _said(ending: Ending) -> str:
     return "finished"
 
 
-def _short(ending: Ending) -> str:
-    """ "raised ValueError", "stopped by SIGTERM", "gone", "finished"."""
+def short_ending(ending: Ending) -> str:
+    """ "raised ValueError", "stopped by SIGTERM", "gone", "finished" (also the hang's words for
+    an ended rank, ``diagnosis.hang_words.gone_text``)."""
     if ending.kind == "raised":
         return f"raised {ending.detail.split(':', 1)[0]}" if ending.detail else "raised"
     if ending.kind == "signal":

@@ -12,6 +12,7 @@ from dataclasses import replace
 from tests import snapshot_fixtures as sf
 from traintop.collectors.snapshot import (
     Collective,
+    Ending,
     Frame,
     PhaseSamples,
     ProcState,
@@ -149,6 +150,17 @@ def test_an_ended_job_whose_collectives_raised_says_who_went_first() -> None:
     )
     clean = [replace(entered(r, done=0.002), state="finished") for r in job()]
     assert crash_of(clean) is None
+
+
+def test_an_ended_rank_is_said_as_its_probe_wrote_its_end() -> None:
+    """Rank 1 raised (an ``mp.spawn`` job): its exception, not "gone (crashed)"; rank 0 was in
+    the backward's all-reduce when the launcher stopped it."""
+    ranks = [replace(entered(r), state="stopped", ending=Ending("signal", "SIGTERM"))
+             for r in job()[:2]]  # fmt: skip
+    ranks[1] = replace(ranks[1], collectives=(), state="crashed",
+                       ending=Ending("raised", "ValueError: bad batch"))  # fmt: skip
+    hang = crash_of(ranks)
+    assert hang.summary.startswith("rank 1 raised ValueError; rank 0 was in all_reduce #1042")
 
 
 def test_ranks_fold_by_where_they_are() -> None:
