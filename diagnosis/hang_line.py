@@ -191,11 +191,13 @@ def _waiting(hang: Hang, detail: int) -> str:
             return f"others {main.shape}"
         what = _named(main, detail, True)
     one = len(ranks) == 1
-    verb = "failed in" if hang.level == "crashed" else "waits in" if one else "wait in"
+    verb = "waits in" if one else "wait in"
+    if hang.level == "crashed":  # failed with the collective, or stopped while in it
+        verb = "failed in" if main is not None and main.raised else "was in" if one else "were in"
     if hang.kind == "desync":
         verb = "in"
     if detail == TERSE:
-        return f"others {verb.replace('waits', 'wait')} {what}"
+        return f"others {verb.replace('waits', 'wait').replace('was', 'were')} {what}"
     return f"{'rank' if one else 'ranks'} {_ranks(ranks)} {verb} {what}"
 
 

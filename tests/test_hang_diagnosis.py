@@ -161,6 +161,7 @@ def test_an_ended_rank_is_said_as_its_probe_wrote_its_end() -> None:
                        ending=Ending("raised", "ValueError: bad batch"))  # fmt: skip
     hang = crash_of(ranks)
     assert hang.summary.startswith("rank 1 raised ValueError; rank 0 was in all_reduce #1042")
+    assert hang.line.endswith("rank 1 raised ValueError · rank 0 was in all_reduce #1042")
 
 
 def test_ranks_fold_by_where_they_are() -> None:
