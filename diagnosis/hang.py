@@ -101,12 +101,14 @@ def classify(ranks: Sequence[JobSnapshot], level: str, for_s: float, ended: bool
         for r in ranks
         if (c := final[r.rank]) is not None and r not in gone and (ended or not stopped(r.proc))
     }
-    waiting = {r: c for r, c in inside.items() if r not in _ahead(inside)}
+    ahead = _ahead(inside)
+    waiting = {r: c for r, c in inside.items() if r not in ahead}
     keys = Counter(key_of(c) for c in waiting.values())
     main = _main(keys, waiting)
     members = [r for r in ranks if r not in gone and _member(r, main, len(ranks))]
     kind = _kind(gone, inside, keys, members, main)
-    places = tuple(_place(r, final[r.rank], main, kind, r in gone, ended) for r in ranks)
+    places = tuple(_place(r, final[r.rank], main, kind, r in gone, ended, r.rank in ahead)
+                   for r in ranks)  # fmt: skip
     level = level if ended else _working(level, kind, places)
     if not ended and kind != "dead_rank" and any(stopped(r.proc) for r in ranks):
         kind = "stopped"  # the kernel's word first: whatever the collectives say, it waits
@@ -173,8 +175,9 @@ def _kind(gone: list, inside: dict, keys: Counter, members: list, main: Collecti
 
 
 def _place(rank: JobSnapshot, c: Collective | None, main: Collective | None, kind: str,
-           gone: bool, ended: bool) -> RankHang:  # fmt: skip
-    """One rank's state and the words for it (what the kernel says of it appended)."""
+           gone: bool, ended: bool, ahead: bool) -> RankHang:  # fmt: skip
+    """One rank's state and the words for it (what the kernel says of it appended); ``ahead``:
+    it left the collective before ``c`` in its group (``_ahead``)."""
     stack = rank.stack
     frames, source = (stack.frames, stack.source) if stack is not None else ((), "")
     fell = _raised(rank) if gone else None
@@ -184,8 +187,8 @@ def _place(rank: JobSnapshot, c: Collective | None, main: Collective | None, kin
         state, text = "gone", gone_text(rank)
     elif c is not None and main is not None and key_of(c) == key_of(main):
         state, text = "inside", f"{_in(c, ended)} {named(c)}{_for(c, ended)}"
-    elif c is not None and main is not None and (c.group, c.seq) == (main.group, main.seq + 1):
-        state, text = "ahead", f"left #{main.seq}, {_in(c, ended)} {named(c)}{_for(c, ended)}"
+    elif c is not None and ahead:
+        state, text = "ahead", f"left #{c.seq - 1}, {_in(c, ended)} {named(c)}{_for(c, ended)}"
     elif c is not None:
         state, text = "elsewhere", f"{_in(c, ended)} {named(c)} ({c.group}){_for(c, ended)}"
     elif kind == "unknown":  # no ledger: the phase it is in
