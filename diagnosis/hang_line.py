@@ -18,7 +18,7 @@ from traintop.collectors.proc_state import blocked, busy, stopped
 from traintop.collectors.snapshot import Collective, Frame, ProcState, WorkerSnapshot
 from traintop.diagnosis.model import Hang, RankHang
 from traintop.diagnosis.stack_text import innermost_user
-from traintop.diagnosis.text import duration, rank_list
+from traintop.diagnosis.text import duration, rank_list, waits_in
 
 WIDTH = 76  # an 80-column terminal less the banner's edge and mark ("▌ ◆ ")
 SEP = " · "
@@ -190,15 +190,13 @@ def _waiting(hang: Hang, detail: int) -> str:
         if detail == TERSE:  # the collective is the same: its other shape says it
             return f"others {main.shape}"
         what = _named(main, detail, True)
-    one = len(ranks) == 1
-    verb = "waits in" if one else "wait in"
-    if hang.level == "crashed":  # failed with the collective, or stopped while in it
-        verb = "failed in" if main is not None and main.raised else "was in" if one else "were in"
-    if hang.kind == "desync":
-        verb = "in"
+    ended = hang.level == "crashed"  # failed with the collective, or stopped while in it
+    raised = ended and main is not None and main.raised
+    count = len(ranks) if detail != TERSE else 2  # TERSE: "others", plural
+    verb = "in" if hang.kind == "desync" else "failed in" if raised else waits_in(count, ended)
     if detail == TERSE:
-        return f"others {verb.replace('waits', 'wait').replace('was', 'were')} {what}"
-    return f"{'rank' if one else 'ranks'} {_ranks(ranks)} {verb} {what}"
+        return f"others {verb} {what}"
+    return f"{'rank' if len(ranks) == 1 else 'ranks'} {_ranks(ranks)} {verb} {what}"
 
 
 def _shaped(hang: Hang) -> bool:

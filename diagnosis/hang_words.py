@@ -22,7 +22,7 @@ from traintop.collectors.snapshot import (
 from traintop.diagnosis.model import LIVE_STATES, RankHang, StackFold
 from traintop.diagnosis.run_life import short_ending
 from traintop.diagnosis.stack_text import fold, fold_line, where
-from traintop.diagnosis.text import duration, rank_list
+from traintop.diagnosis.text import duration, rank_list, waits_in
 
 Key = tuple[str, int, str, str]  # group, seq, op, shape
 CROWDED_GAP_PCT = 15.0  # runnable this much more than it ran: it waited for a CPU
@@ -138,7 +138,7 @@ def _not_entered(case: Case) -> str:
     odd = "; ".join(_at(p) for p in late[:3])
     return (f"{_ranks_word([p.rank for p in late])} never reached {named(main)} "
             f"({main.group}{shape}) that {_ranks_word(case.in_main)} "
-            f"{_waits(case.in_main, False)} for "
+            f"{waits_in(len(case.in_main), False)} for "
             f"{duration(main.age_s)}; {odd}")  # fmt: skip
 
 
@@ -156,16 +156,9 @@ def _dead(case: Case) -> str:
     if fell:
         parts.append(f"{_ranks_word(fell)} failed in {what} and ended")
     if case.in_main:
-        verb = "failed in" if main.raised else _waits(case.in_main, case.level == "crashed")
+        verb = "failed in" if main.raised else waits_in(len(case.in_main), case.level == "crashed")
         parts.append(f"{_ranks_word(case.in_main)} {verb} {'it' if fell else what}")
     return "; ".join(parts)
-
-
-def _waits(ranks: Sequence[int], ended: bool) -> str:
-    """ "waits in", "wait in"; of an ended job, "was in", "were in"."""
-    if ended:
-        return "was in" if len(ranks) == 1 else "were in"
-    return "waits in" if len(ranks) == 1 else "wait in"
 
 
 SUMMARIES = {

@@ -61,3 +61,11 @@ def duration(value: float | None) -> str:
     if whole < 3600:
         return f"{whole // 60}m{whole % 60:02d}s"
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def waits_in(count: int, ended: bool) -> str:
+    """How ``count`` ranks are in a collective: "waits in", "wait in"; of an ended job, "was
+    in", "were in"."""
+    if ended:
+        return "was in" if count == 1 else "were in"
+    return "waits in" if count == 1 else "wait in"
