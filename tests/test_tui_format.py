@@ -47,6 +47,8 @@ from traintop.views.source import next_interval
         (81_559 * 2**20, "79.6 GiB"),
         (3 * 2**40, "3.0 TiB"),
         (2**60, "1024.0 PiB"),
+        (1023.6, "1.0 KiB"),  # as printed: never "1024 B"
+        (1024 * 1023.96, "1.0 MiB"),  # never "1024.0 KiB"
     ],
 )
 def test_fmt_bytes(value, text):
@@ -59,6 +61,9 @@ def test_fmt_bytes(value, text):
         (None, "n/a"),
         (0.0, "0 B/s"),
         (999, "999 B/s"),
+        (999.6, "1.0 kB/s"),
+        (999_960, "1.0 MB/s"),  # a rate wobbling at a unit's edge: never "1000.0 kB/s"
+        (999_940, "999.9 kB/s"),
         (12_300_000, "12.3 MB/s"),
         (1.25e9, "1.2 GB/s"),
         (2.5e13, "25.0 TB/s"),
@@ -79,6 +84,8 @@ def test_fmt_rate(value, text):
         (fmt_count, 9_671.2, "9671"),
         (fmt_count, 14_000, "14k"),
         (fmt_count, 1.4e6, "1.4M"),
+        (fmt_count, 9_999.7, "10k"),  # compared as printed: never "10000"
+        (fmt_count, 999_960, "1.0M"),  # never "1000k"
         (fmt_count, None, "n/a"),
         (fmt_duration, 3 * 86400 + 4 * 3600 + 5 * 60, "3d 04:05"),
         (fmt_duration, 3725, "01:02:05"),

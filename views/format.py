@@ -16,10 +16,13 @@ _EIGHTHS = " ▏▎▍▌▋▊▉"
 
 
 def _scaled(value: float, base: float, units: tuple[str, ...]) -> str:
-    """``value`` stepped up by ``base`` until under it; the smallest unit has no decimals."""
+    """``value`` stepped up by ``base`` until it prints under it; the smallest unit has no
+    decimals.  Compared as printed: 999,960 B/s is "1.0 MB/s", never "1000.0 kB/s" (a rate
+    wobbling around a unit's edge would also flip the cell's width from tick to tick)."""
     for unit in units:
-        if abs(value) < base or unit == units[-1]:
-            return f"{value:.0f} {unit}" if unit == units[0] else f"{value:.1f} {unit}"
+        decimals = 0 if unit == units[0] else 1
+        if abs(round(value, decimals)) < base or unit == units[-1]:
+            return f"{value:.{decimals}f} {unit}"
         value /= base
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -43,9 +46,9 @@ def fmt_count(value: float | None) -> str:
     """Operation counts (IOPS, packets/s) shortened with k/M so columns stay narrow."""
     if value is None:
         return NA
-    if abs(value) >= 1e6:
+    if abs(value) >= 999_950:  # compared as printed: "1.0M", never "1000k"
         return f"{value / 1e6:.1f}M"
-    if abs(value) >= 1e4:
+    if abs(value) >= 9_999.5:
         return f"{value / 1e3:.0f}k"
     return f"{value:.0f}"
 
