@@ -85,7 +85,8 @@ def test_fmt_rate(value, text):
         (fmt_count, 14_000, "14k"),
         (fmt_count, 1.4e6, "1.4M"),
         (fmt_count, 9_999.7, "10k"),  # compared as printed: never "10000"
-        (fmt_count, 999_960, "1.0M"),  # never "1000k"
+        (fmt_count, 999_600, "1.0M"),  # never "1000k"
+        (fmt_count, 999_499, "999k"),
         (fmt_count, None, "n/a"),
         (fmt_duration, 3 * 86400 + 4 * 3600 + 5 * 60, "3d 04:05"),
         (fmt_duration, 3725, "01:02:05"),

@@ -46,7 +46,7 @@ def fmt_count(value: float | None) -> str:
     """Operation counts (IOPS, packets/s) shortened with k/M so columns stay narrow."""
     if value is None:
         return NA
-    if abs(value) >= 999_950:  # compared as printed: "1.0M", never "1000k"
+    if abs(value) >= 999_500:  # compared as printed: "1.0M", never "1000k"
         return f"{value / 1e6:.1f}M"
     if abs(value) >= 9_999.5:
         return f"{value / 1e3:.0f}k"
