@@ -24,8 +24,9 @@ def rate(bytes_per_s: float) -> str:
     """A byte rate with one decimal in the largest fitting decimal unit: ``3.1 MB/s``."""
     value = float(bytes_per_s)
     for unit in _RATE_UNITS[:-1]:
-        if abs(value) < 1000:
-            return f"{value:.1f} {unit}" if unit != "B/s" else f"{value:.0f} B/s"
+        decimals = 0 if unit == "B/s" else 1
+        if abs(round(value, decimals)) < 1000:  # as printed: never "1000.0 kB/s"
+            return f"{value:.{decimals}f} {unit}"
         value /= 1000
     return f"{value:.1f} {_RATE_UNITS[-1]}"
 

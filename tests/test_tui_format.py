@@ -260,7 +260,8 @@ def test_hanging_list_indents_continuation_under_the_text():
 @pytest.mark.parametrize(
     ("seconds", "expected"),
     [(None, "n/a"), (0.00042, "420 µs"), (0.0123, "12.3 ms"), (0.311, "311 ms"),
-     (1.5, "1.50 s"), (754.0, "754 s")],
+     (1.5, "1.50 s"), (754.0, "754 s"),
+     (0.0009996, "1.00 ms"), (0.99996, "1.00 s"), (0.0099996, "10.0 ms")],  # as printed
 )  # fmt: skip
 def test_fmt_seconds(seconds, expected):
     assert fmt_seconds(seconds) == expected
@@ -286,6 +287,7 @@ def test_fmt_settled_age_counts_in_ten_second_steps_under_two_minutes(seconds, e
 
 def test_fmt_number_and_share_keep_three_digits():
     assert [fmt_number(v) for v in (3.214, 41.23, 1644.2, None)] == ["3.21", "41.2", "1,644", "n/a"]
+    assert [fmt_number(v) for v in (9.999, 99.97)] == ["10.0", "100"]  # as printed
     assert [fmt_share(v) for v in (0.621, 0.0, None)] == ["62%", "0%", "n/a"]
 
 

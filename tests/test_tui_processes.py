@@ -107,6 +107,16 @@ def test_compact_units():
     ]
 
 
+def test_compact_units_step_up_as_printed():
+    """A size or rate at a unit's edge reads as the next unit, never five digits wide."""
+    assert [compact_bytes(v) for v in (999.6 * 2**10, 9.97 * 2**20, 9.94 * 2**20)] == [
+        "1.0M",
+        "10M",
+        "9.9M",
+    ]
+    assert [compact_rate(v) for v in (999.6, 999.4, 999_700)] == ["1.0K", "999", "1.0M"]
+
+
 def test_state_and_wait_columns_stay_after_io_goes_and_leave_before_the_command_room():
     rows = display_rows(TABLE)
     keys = ["pid", "user", "state", "cpu", "wait", "rss", "gpu"]

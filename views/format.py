@@ -165,9 +165,9 @@ def fmt_number(value: float | None) -> str:
     """Rates with three significant digits: 3.21, 41.2, 1,644."""
     if value is None:
         return NA
-    if abs(value) < 10:
+    if abs(round(value, 2)) < 10:  # compared as printed: 9.999 is "10.0", never "10.00"
         return f"{value:.2f}"
-    if abs(value) < 100:
+    if abs(round(value, 1)) < 100:
         return f"{value:.1f}"
     return f"{value:,.0f}"
 
@@ -176,9 +176,9 @@ def fmt_seconds(seconds: float | None) -> str:
     """Step and wait times span microseconds to minutes: pick the unit that fits."""
     if seconds is None:
         return NA
-    if abs(seconds) < 1e-3:
+    if abs(round(seconds * 1e6)) < 1000:  # compared as printed: never "1000 µs", "1,000 ms"
         return f"{seconds * 1e6:.0f} µs"
-    if abs(seconds) < 1:
+    if abs(round(seconds * 1e3)) < 1000:
         return f"{fmt_number(seconds * 1e3)} ms"
     return f"{fmt_number(seconds)} s"
 
