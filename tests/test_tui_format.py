@@ -307,3 +307,11 @@ def test_no_gpm_columns_where_no_gpu_has_gpm_and_a_gap_where_one_lacks_it():
     mixed = plan_layout(200, fans=False, gpm=True)
     old = replace(h100(0), sm_active_pct=None, tensor_active_pct=None)
     assert " sm  n/a tc  n/a " in gpu_row(old, mixed, []).plain
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_units_compared_as_printed_take_non_finite_values(value):
+    """``round(x)`` raises on NaN and infinity where ``round(x, 0)`` does not: a reading gone
+    bad must print, not take the panel down."""
+    assert fmt_seconds(value).endswith(" s")
+    assert [fmt_number(value), fmt_rate(value), fmt_count(value)]

@@ -169,3 +169,7 @@ def test_rows_that_read_the_same_cpu_stay_in_pid_order():
     for table in (tick_a, tick_b):
         assert [row.proc.pid for row in display_rows(table, "cpu")] == [5, 10]
     assert [row.proc.pid for row in display_rows([proc(5, 1.0), proc(10, 1.5)])] == [10, 5]
+
+
+def test_compact_units_take_non_finite_values():
+    assert [compact_rate(float("nan")), compact_bytes(float("inf"))] == ["nanP", "infP"]

@@ -176,9 +176,9 @@ def fmt_seconds(seconds: float | None) -> str:
     """Step and wait times span microseconds to minutes: pick the unit that fits."""
     if seconds is None:
         return NA
-    if abs(round(seconds * 1e6)) < 1000:  # compared as printed: never "1000 µs", "1,000 ms"
+    if abs(round(seconds * 1e6, 0)) < 1000:  # compared as printed: never "1000 µs", "1,000 ms"
         return f"{seconds * 1e6:.0f} µs"
-    if abs(round(seconds * 1e3)) < 1000:
+    if abs(round(seconds * 1e3, 0)) < 1000:
         return f"{fmt_number(seconds * 1e3)} ms"
     return f"{fmt_number(seconds)} s"
 

@@ -233,14 +233,14 @@ def compact_rate(value: float | None) -> str:
     """Decimal bytes/s in seven cells: 0, 950, 180K, 2.0M, 118M."""
     if value is None:
         return NA
-    return f"{value:.0f}" if round(value) < 1000 else _scaled(value / 1000, 1000)
+    return f"{value:.0f}" if round(value, 0) < 1000 else _scaled(value / 1000, 1000)
 
 
 def _scaled(size: float, base: float) -> str:
     """``size`` in kilo-units, stepped up until it prints under 1000: one decimal below 10.
     Compared as printed: 999.6 is "1.0M", never "1000K"; 9.96 is "10K", never "10.0K"."""
     for unit in "KMGTP":
-        if round(size) < 1000 or unit == "P":
+        if round(size, 0) < 1000 or unit == "P":
             return f"{size:.1f}{unit}" if round(size, 1) < 10 else f"{size:.0f}{unit}"
         size /= base
     raise AssertionError("unreachable")  # pragma: no cover
