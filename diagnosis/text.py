@@ -22,13 +22,19 @@ def pct100(value: float) -> str:
 
 def rate(bytes_per_s: float) -> str:
     """A byte rate with one decimal in the largest fitting decimal unit: ``3.1 MB/s``."""
-    value = float(bytes_per_s)
-    for unit in _RATE_UNITS[:-1]:
-        decimals = 0 if unit == "B/s" else 1
-        if abs(round(value, decimals)) < 1000:  # as printed: never "1000.0 kB/s"
+    return scaled(float(bytes_per_s), 1000, _RATE_UNITS)
+
+
+def scaled(value: float, base: float, units: tuple[str, ...]) -> str:
+    """``value`` stepped up by ``base`` until it prints under it; the smallest unit has no
+    decimals.  Compared as printed: 999,960 B/s is "1.0 MB/s", never "1000.0 kB/s" (a rate
+    wobbling around a unit's edge would also flip a cell's width from tick to tick)."""
+    for unit in units:
+        decimals = 0 if unit == units[0] else 1
+        if abs(round(value, decimals)) < base or unit == units[-1]:
             return f"{value:.{decimals}f} {unit}"
-        value /= 1000
-    return f"{value:.1f} {_RATE_UNITS[-1]}"
+        value /= base
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def seconds(value: float) -> str:

@@ -8,28 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from traintop.diagnosis.text import rate, scaled
+
 NA = "n/a"
 _BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-_DECIMAL_RATE_UNITS = ("B/s", "kB/s", "MB/s", "GB/s", "TB/s")
 _SPARK_CHARS = " ▁▂▃▄▅▆▇█"
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 
 
-def _scaled(value: float, base: float, units: tuple[str, ...]) -> str:
-    """``value`` stepped up by ``base`` until it prints under it; the smallest unit has no
-    decimals.  Compared as printed: 999,960 B/s is "1.0 MB/s", never "1000.0 kB/s" (a rate
-    wobbling around a unit's edge would also flip the cell's width from tick to tick)."""
-    for unit in units:
-        decimals = 0 if unit == units[0] else 1
-        if abs(round(value, decimals)) < base or unit == units[-1]:
-            return f"{value:.{decimals}f} {unit}"
-        value /= base
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
 def fmt_bytes(value: float | None) -> str:
     """Binary sizes (RAM, VRAM), like free -h: 1536 MiB -> "1.5 GiB"."""
-    return NA if value is None else _scaled(float(value), 1024, _BINARY_UNITS)
+    return NA if value is None else scaled(float(value), 1024, _BINARY_UNITS)
 
 
 def fmt_gib(value: float | None) -> str:
@@ -38,8 +27,9 @@ def fmt_gib(value: float | None) -> str:
 
 
 def fmt_rate(value: float | None) -> str:
-    """Decimal throughput like iostat and nload: 12_300_000 -> "12.3 MB/s"."""
-    return NA if value is None else _scaled(float(value), 1000, _DECIMAL_RATE_UNITS)
+    """Decimal throughput like iostat and nload: 12_300_000 -> "12.3 MB/s"; the words the
+    verdicts' evidence uses (``diagnosis.text.rate``), so a panel and its verdict agree."""
+    return NA if value is None else rate(value)
 
 
 def fmt_count(value: float | None) -> str:
