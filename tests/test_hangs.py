@@ -174,18 +174,22 @@ def _frame_functions(hang: Hang, rank: int) -> set[tuple[str, str]]:
     return {(os.path.basename(f.file), f.function) for f in place.frames}
 
 
-def _in_time(ranks: list[JobSnapshot], hang: Hang) -> float:
-    """The delay from the stall (the job's last step) to the first verdict, checked against
-    the job's stall limit + the issue's 2 s (+ SLACK_S for a busy box)."""
+def _in_time(observed: Observed, case: str) -> Hang:
+    """The first hang of ``case``, checked to come within the job's stall limit + the issue's
+    2 s (+ SLACK_S for a busy box) of the stall (the job's last step), or else at the first
+    sample the recorder took past the limit: 30 processes importing torch on 2 cores can hold
+    a 1 s recorder back for seconds, and what the verdict owes is the first tick it gets."""
+    index, ranks, hang = observed.first_hang(case)
     limit = max(r.stall_after_s for r in ranks if r.stall_after_s is not None)
-    assert hang.for_s <= limit + SLACK_S, (hang.for_s, limit)
-    return hang.for_s
+    before = observed.samples[max(index - 1, 0)][0]
+    gap = observed.samples[index][0].monotonic - before.monotonic
+    assert hang.for_s <= limit + SLACK_S or hang.for_s - gap < limit, (hang.for_s, gap, limit)
+    return hang
 
 
 @pytest.mark.slow
 def test_a_rank_sleeping_before_its_collective_is_named(observed: Observed) -> None:
-    _, ranks, hang = observed.first_hang("sleep")
-    _in_time(ranks, hang)
+    hang = _in_time(observed, "sleep")
     assert (hang.level, hang.kind, hang.op, hang.missing, hang.inside) == (
         "stalled", "not_entered", "all_reduce", (2,), (0, 1, 3))  # fmt: skip
     assert ("hangs.py", "log_metrics") in _frame_functions(hang, 2)
@@ -206,8 +210,7 @@ def test_the_flight_recorder_holds_the_waiting_ranks_collective(observed: Observ
 
 @pytest.mark.slow
 def test_a_skipped_collective_is_a_desync(observed: Observed) -> None:
-    _, ranks, hang = observed.first_hang("skip")
-    _in_time(ranks, hang)
+    hang = _in_time(observed, "skip")
     assert hang.kind == "desync" and hang.inside == (0, 2, 3) and hang.missing == (1,)
     assert "rank 1 in barrier #31" in hang.summary
     assert ("hangs.py", "train") in _frame_functions(hang, 1)
@@ -228,8 +231,7 @@ def test_ranks_reducing_different_shapes_are_a_desync(observed: Observed) -> Non
 
 @pytest.mark.slow
 def test_c_code_holding_the_gil_is_found_through_faulthandler(observed: Observed) -> None:
-    _, ranks, hang = observed.first_hang("gil")
-    _in_time(ranks, hang)
+    hang = _in_time(observed, "gil")
     assert hang.kind == "not_entered" and hang.missing == (2,)
     place = next(p for p in hang.ranks if p.rank == 2)
     assert place.stack_source == "signal"
@@ -250,8 +252,7 @@ def test_a_rank_that_exits_is_the_dead_rank(observed: Observed) -> None:
 
 @pytest.mark.slow
 def test_a_sleeper_inside_ddps_forward_is_found_despite_the_cpp_all_reduce(observed) -> None:
-    _, ranks, hang = observed.first_hang("ddp")
-    _in_time(ranks, hang)
+    hang = _in_time(observed, "ddp")
     assert (hang.kind, hang.group, hang.missing) == ("not_entered", "backward", (1,))
     assert ("hangs.py", "forward") in _frame_functions(hang, 1)
     assert ("distributed.py", "forward") in _frame_functions(hang, 1)  # inside DDP's forward
@@ -260,8 +261,7 @@ def test_a_sleeper_inside_ddps_forward_is_found_despite_the_cpp_all_reduce(obser
 
 @pytest.mark.slow
 def test_a_dataloader_worker_that_never_returns_is_a_data_hang(observed: Observed) -> None:
-    _, ranks, hang = observed.first_hang("loader")
-    _in_time(ranks, hang)
+    hang = _in_time(observed, "loader")
     assert hang.kind == "no_collective" and hang.inside == ()
     assert ("hangs.py", "train") in _frame_functions(hang, 0)
     assert ("dataloader.py", "__next__") in _frame_functions(hang, 0)
@@ -273,8 +273,7 @@ def test_a_slow_job_and_a_30_s_checkpoint_never_read_hung(observed: Observed) ->
     the others wait in a barrier: stalled, never hung, and nothing captured while it stepped."""
     levels = {v.hang.level if v.hang else None for _i, _r, v in observed.verdicts("checkpoint")}
     assert levels == {None, "stalled"}
-    _, ranks, hang = observed.first_hang("checkpoint")
-    _in_time(ranks, hang)
+    hang = _in_time(observed, "checkpoint")
     assert hang.kind == "not_entered" and hang.missing == (0,) and hang.op == "barrier"
     assert ("serialization.py", "save") in _frame_functions(hang, 0)
     assert "inside save (serialization.py) at hangs.py" in hang.summary

@@ -117,6 +117,22 @@ def test_an_exception_is_raised_a_keyboard_interrupt_or_sigval_a_signal() -> Non
                                                 "frame": None, "exit_code": -15}  # fmt: skip
 
 
+def _through_the_probe() -> BaseException:
+    try:
+        run_end.exit_ending(1, None, None)  # type: ignore[arg-type]  # raises inside traintop
+    except AttributeError as caught:
+        return caught
+    raise AssertionError("exit_ending took None for a frame")
+
+
+def test_an_exception_inside_the_probe_names_the_scripts_frame_unless_it_is_all_the_probe() -> None:
+    """Ctrl+C lands inside a step hook as often as not: the frame said is the script's."""
+    error = _through_the_probe()
+    assert run_end.ending_of(error, error.__traceback__)["frame"][2] == "_through_the_probe"
+    inner = run_end.ending_of(error, error.__traceback__.tb_next)["frame"]
+    assert inner[0] == run_end.__file__ and inner[2] == "exit_ending"
+
+
 def test_a_failing_sys_exit_is_the_exception_being_handled_else_exited_where_called() -> None:
     caller = sys._getframe()
     line, exited = caller.f_lineno, run_end.exit_ending(3, None, caller)  # one line

@@ -55,6 +55,7 @@ REGION = 1 << 16  # bytes of ``<segment>.sig`` per signal number; region 0: a fa
 TERMINATING = ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGXCPU")
 MAX_DETAIL = 200
 VERSION = 1
+OWN = os.path.dirname(os.path.abspath(__file__)) + os.sep  # traintop's frames are left out
 
 _current: EndWatch | None = None  # the watch of this process's segment
 
@@ -216,13 +217,16 @@ def _signal_of(value: BaseException) -> int | None:
 
 
 def innermost(tb: TracebackType | None) -> list | None:
-    """``[file, line, function]`` of the frame an exception came from."""
-    if tb is None:
-        return None
-    while tb.tb_next is not None:
+    """``[file, line, function]`` of the frame an exception came from: the innermost of the
+    script's, not of traintop's hooks (a Ctrl+C lands inside the step hook as often as not; the
+    user asks where *their* loop was), unless the exception came from traintop alone."""
+    found = last = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        last = [code.co_filename, tb.tb_lineno, code.co_name]
+        found = found if code.co_filename.startswith(OWN) else last
         tb = tb.tb_next
-    code = tb.tb_frame.f_code
-    return [code.co_filename, tb.tb_lineno, code.co_name]
+    return found or last
 
 
 def write_end(segment: Path, ending: dict) -> None:
