@@ -183,13 +183,13 @@ def nothing(n: int) -> None:
 
 def collective_ops(torch: Any, probe: Any) -> tuple[Op, Op]:
     """A blocking collective that does nothing, bare and as traintop wraps it (gloo group)."""
-    from traintop.comm_hooks import CollectiveBooker, _booked_collective
+    from traintop.comm_hooks import CollectiveBooker, _booked_collective, compile_flags
 
     def no_op(tensor, op=None, group=None, async_op=False):
         """torch.distributed.all_reduce's signature, no work: the wrapper's cost alone."""
 
     no_op.__name__ = "all_reduce"
-    wrapped = _booked_collective(CollectiveBooker(probe, torch.compiler.is_compiling), no_op)
+    wrapped = _booked_collective(CollectiveBooker(probe, compile_flags(torch)), no_op)
     tensor = torch.zeros(4)
 
     def make(call: Callable[..., None]) -> Op:

@@ -41,7 +41,13 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from traintop.comm_hooks import CollectiveBooker, _booked_collective, _dtypes, _group_describer  # noqa: E402
+from traintop.comm_hooks import (  # noqa: E402
+    CollectiveBooker,
+    _booked_collective,
+    _dtypes,
+    _group_describer,
+    compile_flags,
+)
 from traintop.probe import Probe  # noqa: E402
 from traintop.ring import RingWriter  # noqa: E402
 
@@ -58,11 +64,11 @@ def modes(probes: tuple[Probe, Probe], home=None) -> dict:
     return {
         "bare": (home, off),
         "ledger off": (
-            _booked_collective(CollectiveBooker(off, torch.compiler.is_compiling), home),
+            _booked_collective(CollectiveBooker(off, compile_flags(torch)), home),
             off,
         ),
         "ledger on": (
-            _booked_collective(CollectiveBooker(on, torch.compiler.is_compiling), home),
+            _booked_collective(CollectiveBooker(on, compile_flags(torch)), home),
             on,
         ),
     }

@@ -8,6 +8,7 @@ gloo DDP jobs under torchrun, with and without `traintop run`.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import statistics
@@ -25,6 +26,7 @@ from traintop.collectors.ring_reader import discover, open_segment
 from traintop.comm_hooks import (
     COMM_PHASE,
     CollectiveBooker,
+    Compiling,
     WaitBooker,
     _armed_backward,
     _booked_collective,
@@ -134,7 +136,7 @@ def collective_setup(compiling: bool = False):
         clock.now += 40_000
         return "work" if async_op else None
 
-    booker = CollectiveBooker(probe, lambda: compiling)
+    booker = CollectiveBooker(probe, Compiling(lambda: compiling))
     return probe, writers, _booked_collective(booker, all_reduce), calls
 
 
@@ -178,6 +180,43 @@ def test_collectives_off_the_training_thread_or_while_compiling_are_not_booked()
     all_reduce("traced")
     probe._switch(NO_PHASE)
     assert COMM_PHASE not in phases_of(probe, writers)
+
+
+COMPILED = """
+import json, sys, tempfile, torch, torch.distributed as dist, traintop
+from traintop.comm_hooks import compile_flags
+probe = traintop.attach(name="compiled")
+dist.init_process_group("gloo", init_method=f"file://{tempfile.mktemp()}", rank=0, world_size=1)
+torch._dynamo.config.error_on_recompile = True  # a guard on the compile flag would recompile
+def step(x):
+    y = x * 2
+    dist.all_reduce(y)  # traintop's wrapper, traced: the flag reads True, nothing is booked
+    return y + 1
+outputs = [torch.compile(step, backend=sys.argv[1], fullgraph=True)(torch.ones(3)).tolist()
+           for _ in range(4)]
+compiled = probe._ledger.written
+dist.all_reduce(torch.ones(3))  # eager, on the training thread: in the ledger
+print(json.dumps({"fast": compile_flags(torch) is torch.compiler, "outputs": outputs,
+                  "compiled": compiled, "eager": probe._ledger.written}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_compiled_collective_traces_through_the_wrapper_once_unbooked(tmp_path, backend):
+    """Real dynamo, ``fullgraph=True`` (a graph break raises) and no recompiles allowed: the
+    wrapper reads ``torch.compiler._is_compiling_flag`` as True while traced, so the compiled
+    step holds the collective and the ledger only the eager call."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "TRAINTOP_RING_DIR": str(private_dir(tmp_path / "ring")),
+    }
+    done = subprocess.run([sys.executable, "-c", COMPILED, backend], env=env, capture_output=True,
+                          text=True, timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"fast": True, "outputs": [[3.0] * 3] * 4, "compiled": 0, "eager": 1}
 
 
 def _torchrun_argv(world: int, *args: str, shim: bool, ring: Path) -> tuple[list[str], dict]:

@@ -22,7 +22,7 @@ from traintop import ring_format as ring
 from traintop.collectors.ring_header import parse_header
 from traintop.collectors.ring_ledger import newest_per_group, read_entries, shape_text
 from traintop.collectors.ring_reader import open_segment
-from traintop.comm_hooks import CollectiveBooker, _booked_collective, _dtypes
+from traintop.comm_hooks import CollectiveBooker, Compiling, _booked_collective, _dtypes
 from traintop.ledger import NOT_WRITTEN, Ledger, group_info
 from traintop.probe import Probe
 from traintop.ring import RingWriter
@@ -159,7 +159,7 @@ def test_a_1_1_segment_reads_with_no_ledger(tmp_path: Path) -> None:
 def booker_for(probe):
     """A booker on ``probe`` whose ledger knows the default group and torch's dtypes."""
     probe._ledger = ledger_with_groups()
-    return CollectiveBooker(probe, lambda: False)
+    return CollectiveBooker(probe, Compiling(lambda: False))
 
 
 def test_a_booked_collective_writes_op_shape_dtype_and_its_caller() -> None:
