@@ -50,12 +50,12 @@ from typing import Any, NoReturn
 from traintop import ring_paths
 from traintop.ring import segment_words
 from traintop.ring_format import HEAD_WORD
+from traintop.stack_helper import OWN  # traintop's frames, left out of what a user is shown
 
 REGION = 1 << 16  # bytes of ``<segment>.sig`` per signal number; region 0: a fatal error
 TERMINATING = ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGXCPU")
 MAX_DETAIL = 200
 VERSION = 1
-OWN = os.path.dirname(os.path.abspath(__file__)) + os.sep  # traintop's frames are left out
 
 _current: EndWatch | None = None  # the watch of this process's segment
 
