@@ -38,8 +38,9 @@ def scaled(value: float, base: float, units: tuple[str, ...]) -> str:
 
 
 def seconds(value: float) -> str:
-    """A duration short enough to read at a glance: ms below one second."""
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+    """A duration short enough to read at a glance: ms below one second, compared as printed
+    (0.9996 s is "1.0 s", never "1000 ms")."""
+    return f"{value * 1000:.0f} ms" if round(value * 1000, 0) < 1000 else f"{value:.1f} s"
 
 
 def gib(size_bytes: float) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from traintop.diagnosis.text import rate
+from traintop.diagnosis.text import rate, seconds
 
 
 @pytest.mark.parametrize(
@@ -14,3 +14,11 @@ from traintop.diagnosis.text import rate
 )  # fmt: skip
 def test_rate_steps_up_where_it_would_print_1000(bytes_per_s, text):
     assert rate(bytes_per_s) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(0.0123, "12 ms"), (0.9994, "999 ms"), (0.9996, "1.0 s"), (1.0, "1.0 s"), (42.0, "42.0 s")],
+)  # fmt: skip
+def test_seconds_are_seconds_where_milliseconds_would_print_1000(value, text):
+    assert seconds(value) == text
