@@ -144,6 +144,20 @@ def _spin(seconds: float) -> None:
         pass
 
 
+def _until_reaped(task_dir: str) -> None:
+    """Wait for the kernel to release an exited thread.
+
+    ``Thread.join`` returns when the thread releases its state lock, a few instructions
+    before the OS thread ends, so its task (and the open schedstat file) can outlive the
+    join by a moment on a loaded machine; CI once read it there.
+    """
+    for _ in range(10_000):
+        if not os.path.exists(task_dir):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"{task_dir} still there after the thread ended")
+
+
 @pytest.mark.skipif(not schedstat.available(), reason="kernel keeps no scheduler statistics")
 def test_open_files_reread_fresh_figures_and_fail_once_the_thread_is_gone() -> None:
     files = OpenFiles(limit=8)
@@ -167,6 +181,7 @@ def test_open_files_reread_fresh_figures_and_fail_once_the_thread_is_gone() -> N
     assert len(files) == 2 and parse(files.read(path, tid[0])).run_ns >= first.run_ns
     done.set()
     thread.join()
+    _until_reaped(f"/proc/{os.getpid()}/task/{tid[0]}")
     with pytest.raises(procfs.NoSuchProcess):
         files.read(path, tid[0])
     assert len(files) == 1
