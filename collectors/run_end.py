@@ -1,8 +1,8 @@
 """How an ended rank ended, read once from what its probe left (traintop/run_end.py).
 
 ``<segment>.end`` (written at the segment's close, before its lock was released) says
-finished, raised (the exception and its frame), exited (``sys.exit`` with a failing status)
-or stopped by SIGINT; a region of
+finished, raised (the exception and the stack it came through), exited (``sys.exit`` with a
+failing status) or stopped by SIGINT; a region of
 ``<segment>.sig`` holding a faulthandler dump says which default-action signal stopped it
 (SIGTERM from ``timeout`` or a scheduler, SIGHUP, ...) or, region 0, which fatal error killed it
 in native code, with the training thread's frame; nothing at all, on a segment never closed, is
@@ -29,6 +29,7 @@ from traintop.collectors.stacks import thread_frames
 REGION = 1 << 16  # as traintop/run_end.py writes them: region N holds signal N's dump
 MAX_END_BYTES = 1 << 16
 MAX_DUMP_BYTES = REGION
+MAX_STACK = 32  # frames of an ending kept, the innermost (traintop/run_end.py writes no more)
 STATE_OF = {"finished": "finished", "raised": "crashed", "exited": "crashed", "signal": "stopped",
             "gone": "gone"}  # fmt: skip
 _FATAL = re.compile(r"^Fatal Python error: (.+)$", re.MULTILINE)
@@ -65,9 +66,11 @@ def _end_file(segment: Path) -> Ending | None:
     if kind not in STATE_OF:
         return None
     code, taken = body.get("exit_code"), body.get("taken_ns")
-    return Ending(kind, str(body.get("detail") or "")[:200], _frame(body.get("frame")),
+    frame, stack = _frame(body.get("frame")), _stack(body.get("stack"))
+    return Ending(kind, str(body.get("detail") or "")[:200], frame,
                   code if isinstance(code, int) else None,
-                  taken / 1e9 if isinstance(taken, int) else None)  # fmt: skip
+                  taken / 1e9 if isinstance(taken, int) else None,
+                  stack or ((frame,) if frame is not None else ()))  # fmt: skip
 
 
 def _frame(raw: object) -> Frame | None:
@@ -76,6 +79,16 @@ def _frame(raw: object) -> Frame | None:
         code = linecache.getline(str(file), int(line)).strip()[:160]
         return Frame(str(file), int(line), str(function), code)
     return None
+
+
+def _stack(raw: object) -> tuple[Frame, ...]:
+    """The ``stack`` an ending was written with (a probe before it wrote none: empty); a
+    malformed one is no stack rather than part of one."""
+    if not isinstance(raw, list):
+        return ()
+    frames = [_frame(item) for item in raw[-MAX_STACK:]]
+    kept = tuple(frame for frame in frames if frame is not None)
+    return kept if len(kept) == len(frames) else ()
 
 
 def _signal_dump(segment: Path, thread: int) -> Ending | None:
@@ -101,15 +114,15 @@ def _signal_dump(segment: Path, thread: int) -> Ending | None:
 
 def _dumped(number: int, dump: str, thread: int) -> Ending:
     """A default-action signal's dump (region ``number``), or a fatal error's (region 0)."""
-    frames = _training_frames(dump, thread)
+    frames = _training_frames(dump, thread)[-MAX_STACK:]
     frame = frames[-1] if frames else None
     if number:
-        return Ending("signal", _name(number), frame, -number)
+        return Ending("signal", _name(number), frame, -number, stack=frames)
     fatal = _FATAL.search(dump)
     what = fatal.group(1).strip() if fatal else "a fatal error"
     name = FATAL_NAMES.get(what)
     return Ending("gone", f"{what} ({name}) in native code" if name else what, frame,
-                  -int(getattr(signal, name)) if name else None)  # fmt: skip
+                  -int(getattr(signal, name)) if name else None, stack=frames)  # fmt: skip
 
 
 def _training_frames(dump: str, thread: int) -> tuple[Frame, ...]:

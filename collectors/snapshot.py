@@ -415,13 +415,16 @@ class Ending:
     from), "exited" (``sys.exit`` with a failing status: ``detail`` the call, ``frame`` its line),
     "signal" (stopped by one: ``detail`` is its name, SIGTERM, SIGINT...), "gone" (no word:
     killed, or died in native code).  ``at``: when it was written (wall clock, s), which tells
-    the rank that went first from those that fell after it; None for a gone rank."""
+    the rank that went first from those that fell after it; None for a gone rank.  ``stack``:
+    the frames it ended in (traintop's own left out), so a stop inside a library call still
+    names the user's line that made it."""
 
     kind: str
     detail: str = ""
     frame: Frame | None = None
     exit_code: int | None = None
     at: float | None = None
+    stack: tuple[Frame, ...] = ()  # outermost first, ``frame`` its innermost; () where unknown
 
 
 @dataclass(frozen=True, slots=True)

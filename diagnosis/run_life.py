@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from traintop.collectors.snapshot import Ending, Frame, JobSnapshot
 from traintop.collectors.warmup import on_cpu
 from traintop.diagnosis.model import Evidence, Finding
+from traintop.diagnosis.stack_text import called_past, innermost_user
 from traintop.diagnosis.text import duration, rank_list
 
 # Ends that explain a job's, first: the failure, then a death without a word, then a stop.
@@ -122,9 +123,7 @@ def ending_text(ranks: Sequence[JobSnapshot]) -> str:
         return ""  # a run that finished has nothing more to say
     ending = rank.ending
     text = f"rank {rank.rank} {_said(ending)}" if len(ranks) > 1 else _said(ending)
-    if ending.frame is not None:
-        frame = ending.frame
-        text += f" in {frame.function} ({os.path.basename(frame.file)}:{frame.line})"
+    text += ending_place(ending)
     by_word: dict[str, list[int]] = {}
     for other in ranks:
         if other is not rank and other.ending is not None:
@@ -133,6 +132,25 @@ def ending_text(ranks: Sequence[JobSnapshot]) -> str:
         who = f"rank{'s' if len(numbers) > 1 else ''} {rank_list(numbers)}"
         text += f"; {who} too" if word == short_ending(ending) else f"; {who}: {word}"
     return text
+
+
+def ending_place(ending: Ending) -> str:
+    """ " in step (train.py:88)": the innermost frame of the user's own code, and when it ended
+    inside a library call, the call (", calling backward (_tensor.py)"): a Ctrl+C or a SIGTERM
+    lands in torch's frames as often as not, and the user asks which of their lines it was.
+    A stack with no frame of the user's names its innermost frame."""
+    frames = ending.stack or ((ending.frame,) if ending.frame is not None else ())
+    if not frames:
+        return ""
+    index = innermost_user(frames)
+    if index is None:
+        return f" in {frames[-1].function} ({_where(frames[-1])})"
+    frame = frames[index]
+    text = f" in {frame.function} ({os.path.basename(frame.file)}:{frame.line})"
+    called = called_past(frames[index + 1 :])
+    if called is None:
+        return text
+    return f"{text}, calling {called.function} ({os.path.basename(called.file)})"
 
 
 def _said(ending: Ending) -> str:

@@ -47,7 +47,7 @@ def where(frames: Sequence[Frame]) -> str:
     index = innermost_user(frames)
     if index is None:
         return frame_text(frames[-1])
-    called = _called(frames[index + 1 :])
+    called = called_past(frames[index + 1 :])
     if called is None:
         text = frame_text(frames[index], code=True)
     else:
@@ -55,7 +55,7 @@ def where(frames: Sequence[Frame]) -> str:
     return text + _inside(frames, index)
 
 
-def _called(frames: Sequence[Frame]) -> Frame | None:
+def called_past(frames: Sequence[Frame]) -> Frame | None:
     """The first frame that is more than a pass-through (a decorator, Module.__call__)."""
     return next((f for f in frames if f.function not in PASS_THROUGH), None)
 
@@ -66,7 +66,7 @@ def _inside(frames: Sequence[Frame], index: int) -> str:
     start = index
     while start > 0 and is_library(frames[start - 1]):
         start -= 1
-    library = _called(frames[start:index])
+    library = called_past(frames[start:index])
     if library is None:
         return ""
     caller = f" at {frame_text(frames[start - 1])}" if start > 0 else ""

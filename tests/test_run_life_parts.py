@@ -5,6 +5,7 @@ says what held longest.  The same on real processes: tests/test_run_life.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -26,7 +27,7 @@ from traintop.collectors.warmup import Warmup, on_cpu, read_stat
 from traintop.diagnosis.job_groups import split_live
 from traintop.diagnosis.life_tally import LifeTally
 from traintop.diagnosis.model import Finding
-from traintop.diagnosis.run_life import ending_text, place, starting_text
+from traintop.diagnosis.run_life import ending_place, ending_text, place, starting_text
 from traintop.diagnosis.stabilizer import VerdictStabilizer
 from traintop.probe import Probe
 from traintop.ring import RingWriter
@@ -110,11 +111,13 @@ def test_an_exception_is_raised_a_keyboard_interrupt_or_sigval_a_signal() -> Non
     raised = run_end.ending_of(error, error.__traceback__)
     assert raised["kind"] == "raised" and raised["detail"] == "ValueError: bad batch"
     assert raised["frame"][0] == __file__ and raised["frame"][2] == "_raise"
+    assert raised["stack"] == [raised["frame"]]  # caught where it was raised
     ctrl_c = _raise(KeyboardInterrupt)
     assert run_end.ending_of(ctrl_c, None)["detail"] == "SIGINT"
     elastic = _raise(RuntimeError, sigval=signal.SIGTERM)  # torch elastic's SignalException
     assert run_end.ending_of(elastic, None) == {"kind": "signal", "detail": "SIGTERM",
-                                                "frame": None, "exit_code": -15}  # fmt: skip
+                                                "frame": None, "stack": [],
+                                                "exit_code": -15}  # fmt: skip
 
 
 def _through_the_probe() -> BaseException:
@@ -129,15 +132,21 @@ def test_an_exception_inside_the_probe_names_the_scripts_frame_unless_it_is_all_
     """Ctrl+C lands inside a step hook as often as not: the frame said is the script's."""
     error = _through_the_probe()
     assert run_end.ending_of(error, error.__traceback__)["frame"][2] == "_through_the_probe"
-    inner = run_end.ending_of(error, error.__traceback__.tb_next)["frame"]
-    assert inner[0] == run_end.__file__ and inner[2] == "exit_ending"
+    assert [f[2] for f in run_end.ending_of(error, error.__traceback__)["stack"]] == [
+        "_through_the_probe"
+    ]  # traintop's frames inside it left out
+    inner = run_end.ending_of(error, error.__traceback__.tb_next)
+    assert inner["frame"][0] == run_end.__file__ and inner["frame"][2] == "exit_ending"
+    assert inner["stack"] == [inner["frame"]]
 
 
 def test_a_failing_sys_exit_is_the_exception_being_handled_else_exited_where_called() -> None:
     caller = sys._getframe()
     line, exited = caller.f_lineno, run_end.exit_ending(3, None, caller)  # one line
+    stack = exited.pop("stack")
     assert exited == {"kind": "exited", "detail": "sys.exit(3)", "exit_code": 3,
                       "frame": [__file__, line, caller.f_code.co_name]}  # fmt: skip
+    assert stack[-1] == exited["frame"] and len(stack) > 1  # its callers: pytest's frames
     assert run_end.exit_ending("loss is NaN", None, caller)["exit_code"] == 1  # printed, exits 1
     error = _raise(ValueError)  # mp.spawn's child: sys.exit(1) in the except that caught it
     spawned = run_end.exit_ending(1, error, caller)
@@ -164,6 +173,7 @@ def test_a_signal_dump_says_which_signal_and_where_a_fatal_one_says_gone(tmp_pat
     stopped = read_end.ending_of(segment, None, "crashed")
     assert (stopped.kind, stopped.detail, stopped.exit_code) == ("signal", "SIGTERM", -15)
     assert stopped.frame == Frame("/src/train.py", 88, "save_checkpoint", "")
+    assert [f.function for f in stopped.stack] == ["main", "save_checkpoint"]  # outermost first
     assert read_end.state_of(stopped) == "stopped"
     with open(tmp_path / "1-r0-00000000.sig", "wb") as f:
         f.write(b"Fatal Python error: Segmentation fault\n\n" + DUMP.encode())
@@ -174,6 +184,14 @@ def test_a_signal_dump_says_which_signal_and_where_a_fatal_one_says_gone(tmp_pat
     assert read_end.ending_of(segment, None, "finished") == Ending("finished")
 
 
+def _deep() -> BaseException:
+    try:
+        json.loads("{")  # raises three frames down, inside the standard library
+    except ValueError as caught:
+        return caught
+    raise AssertionError("json took '{'")
+
+
 def test_the_end_file_wins(tmp_path: Path) -> None:
     segment = tmp_path / "1-r0-00000000.ring"
     error = _raise(ValueError)
@@ -181,6 +199,28 @@ def test_the_end_file_wins(tmp_path: Path) -> None:
     ending = read_end.ending_of(segment, None, "finished")
     assert ending.kind == "raised" and ending.frame.function == "_raise"
     assert read_end.state_of(ending) == "crashed" and ending.exit_code == 1
+    assert ending.stack == (ending.frame,) and "raise error" in ending.frame.code
+    error = _deep()
+    run_end.write_end(segment, run_end.ending_of(error, error.__traceback__))
+    ending = read_end.ending_of(segment, None, "finished")
+    assert [f.function for f in ending.stack] == ["_deep", "loads", "decode", "raw_decode"]
+    assert ending.frame == ending.stack[-1] and ending.frame.file.endswith("json/decoder.py")
+    line = ending.stack[0].line
+    assert (
+        ending_place(ending)
+        == f" in _deep (test_run_life_parts.py:{line}), calling loads (__init__.py)"
+    )
+
+
+def test_an_end_file_without_a_stack_or_with_a_bad_one_keeps_its_frame(tmp_path: Path) -> None:
+    """An older probe's ``.end`` has no stack; a malformed one is dropped whole."""
+    segment = tmp_path / "1-r0-00000000.ring"
+    frame = ["/src/train.py", 88, "save"]
+    for stack in (None, [frame, ["half"]], "x"):
+        body = {"kind": "signal", "detail": "SIGINT", "frame": frame, "exit_code": -2}
+        run_end.write_end(segment, body if stack is None else {**body, "stack": stack})
+        ending = read_end.ending_of(segment, None, "finished")
+        assert ending.stack == (Frame("/src/train.py", 88, "save", ""),) == (ending.frame,)
 
 
 def test_a_run_id_keeps_its_token_whatever_its_length() -> None:
@@ -265,6 +305,34 @@ def test_the_ending_line_names_the_rank_that_explains_it() -> None:
     )
     done = [_rank(20, 0, 1.0, state="finished", ending=Ending("finished"))]
     assert ending_text(done) == ""
+
+
+TORCH = "/venv/lib/python3.11/site-packages/torch"
+
+
+def test_an_ending_inside_a_library_names_the_users_line_and_the_call_it_made() -> None:
+    """Ctrl+C during backward stops in torch's engine: the line the user wrote is what they
+    ask for, with the call it made (past nn.Module's pass-through frames)."""
+    stack = (
+        Frame("/src/train.py", 120, "main"),
+        Frame("/src/train.py", 42, "train_step", "loss.backward()"),
+        Frame(f"{TORCH}/_tensor.py", 626, "backward"),
+        Frame(f"{TORCH}/autograd/graph.py", 979, "_engine_run_backward"),
+    )
+    ctrl_c = Ending("signal", "SIGINT", stack[-1], -2, stack=stack)
+    (rank,) = [_rank(20, 0, 1.0, state="stopped", ending=ctrl_c)]
+    assert ending_text([rank]) == (
+        "stopped by SIGINT (Ctrl+C) in train_step (train.py:42), calling backward (_tensor.py)"
+    )
+    through = (stack[1], Frame(f"{TORCH}/nn/modules/module.py", 1775, "_wrapped_call_impl"),
+               Frame(f"{TORCH}/nn/modules/module.py", 1786, "_call_impl"),
+               Frame(f"{TORCH}/nn/modules/linear.py", 125, "forward"))  # fmt: skip
+    raised = Ending("raised", "RuntimeError: shapes", through[-1], 1, stack=through)
+    assert ending_place(raised) == " in train_step (train.py:42), calling forward (linear.py)"
+    alone = Ending("signal", "SIGTERM", stack[-1], -15, stack=stack[2:])  # no frame of theirs
+    assert ending_place(alone) == " in _engine_run_backward (torch/autograd)"
+    own = Ending("raised", "ValueError", stack[1], 1, stack=stack[:2])  # raised in their line
+    assert ending_place(own) == " in train_step (train.py:42)"
 
 
 def test_the_rank_that_raised_first_explains_the_job() -> None:

@@ -5,13 +5,13 @@ Ctrl+C, a scheduler's SIGTERM, an exception, a SIGKILL.  Each is told apart here
 replacing anything the script or its libraries installed:
 
 * **finished / raised / SIGINT**: the segment's close (atexit) writes ``<segment>.end``, JSON
-  ``{"v", "kind", "detail", "frame", "exit_code"}``, before the liveness lock is released, so a
-  reader that finds the lock free finds the end too.  An uncaught exception is learnt from a
-  ``sys.excepthook`` chained in front of the one in place (called first, then theirs), else from
-  ``sys.last_value`` (which the interpreter sets before any hook runs) when the script replaced
-  the hook; the training thread's own exception from a chained ``threading.excepthook``.
-  KeyboardInterrupt is SIGINT (Ctrl+C); an exception that carries ``sigval`` (torch elastic's
-  ``SignalException``) is that signal.
+  ``{"v", "kind", "detail", "frame", "stack", "exit_code"}``, before the liveness lock is
+  released, so a reader that finds the lock free finds the end too.  An uncaught exception is
+  learnt from a ``sys.excepthook`` chained in front of the one in place (called first, then
+  theirs), else from ``sys.last_value`` (which the interpreter sets before any hook runs) when
+  the script replaced the hook; the training thread's own exception from a chained
+  ``threading.excepthook``.  KeyboardInterrupt is SIGINT (Ctrl+C); an exception that carries
+  ``sigval`` (torch elastic's ``SignalException``) is that signal.
 * **exited**: ``sys.exit`` with a status other than 0, chained the same way: the exception
   being handled when it is called (``mp.spawn``'s child, a script's ``except: ...;
   sys.exit(1)``), else the status and the line that called it.  ``raise SystemExit(1)`` goes
@@ -55,6 +55,7 @@ from traintop.stack_helper import OWN  # traintop's frames, left out of what a u
 REGION = 1 << 16  # bytes of ``<segment>.sig`` per signal number; region 0: a fatal error
 TERMINATING = ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGXCPU")
 MAX_DETAIL = 200
+MAX_STACK = 32  # frames an ending keeps, the innermost (a deep recursion would fill the file)
 VERSION = 1
 
 _current: EndWatch | None = None  # the watch of this process's segment
@@ -185,14 +186,15 @@ def _proc_masks() -> int:
 
 def ending_of(value: BaseException, tb: TracebackType | None) -> dict:
     """The ``.end`` body for an exception that ended the run: a signal's (Ctrl+C, an elastic
-    agent's SignalException) or a raised one, with the frame it came from."""
-    frame = innermost(tb)
+    agent's SignalException) or a raised one, with the stack it came through."""
+    stack = stack_of(tb)
+    where = {"frame": stack[-1] if stack else None, "stack": stack}
     number = _signal_of(value)
     if number is not None:
-        return {"kind": "signal", "detail": signal.Signals(number).name, "frame": frame,
+        return {"kind": "signal", "detail": signal.Signals(number).name, **where,
                 "exit_code": -number}  # fmt: skip
     text = f"{type(value).__name__}: {value}" if str(value) else type(value).__name__
-    return {"kind": "raised", "detail": text[:MAX_DETAIL], "frame": frame, "exit_code": 1}
+    return {"kind": "raised", "detail": text[:MAX_DETAIL], **where, "exit_code": 1}
 
 
 def exit_ending(status: object, caught: BaseException | None, caller: FrameType) -> dict:
@@ -204,7 +206,7 @@ def exit_ending(status: object, caught: BaseException | None, caller: FrameType)
     code_of = caller.f_code
     return {"kind": "exited", "detail": f"sys.exit({status!r})"[:MAX_DETAIL],
             "frame": [code_of.co_filename, caller.f_lineno, code_of.co_name],
-            "exit_code": code}  # fmt: skip
+            "stack": frames_out(caller), "exit_code": code}  # fmt: skip
 
 
 def _signal_of(value: BaseException) -> int | None:
@@ -216,17 +218,31 @@ def _signal_of(value: BaseException) -> int | None:
     return None
 
 
-def innermost(tb: TracebackType | None) -> list | None:
-    """``[file, line, function]`` of the frame an exception came from: the innermost of the
-    script's, not of traintop's hooks (a Ctrl+C lands inside the step hook as often as not; the
-    user asks where *their* loop was), unless the exception came from traintop alone."""
-    found = last = None
+def stack_of(tb: TracebackType | None) -> list[list]:
+    """``[file, line, function]`` of each frame an exception passed through, outermost first:
+    the script's and its libraries', not traintop's hooks (a Ctrl+C lands inside the step hook
+    as often as not; the user asks where *their* loop was), unless it came from traintop alone
+    (then its innermost frame).  The innermost ``MAX_STACK`` frames."""
+    frames, last = [], None
     while tb is not None:
         code = tb.tb_frame.f_code
         last = [code.co_filename, tb.tb_lineno, code.co_name]
-        found = found if code.co_filename.startswith(OWN) else last
+        if not code.co_filename.startswith(OWN):
+            frames.append(last)
         tb = tb.tb_next
-    return found or last
+    return frames[-MAX_STACK:] or ([last] if last is not None else [])
+
+
+def frames_out(frame: FrameType | None) -> list[list]:
+    """``[file, line, function]`` of ``frame`` and its callers, outermost first (the innermost
+    ``MAX_STACK``), traintop's left out: the stack of a line that called ``sys.exit``."""
+    frames = []
+    while frame is not None and len(frames) < MAX_STACK:
+        code = frame.f_code
+        if not code.co_filename.startswith(OWN):
+            frames.append([code.co_filename, frame.f_lineno, code.co_name])
+        frame = frame.f_back
+    return frames[::-1]
 
 
 def write_end(segment: Path, ending: dict) -> None:

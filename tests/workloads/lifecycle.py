@@ -2,7 +2,9 @@
 
 One process, or every rank of a torchrun job (gloo DDP when WORLD_SIZE > 1).  It trains a tiny
 MLP on CPU for ``--steps`` steps (``--steps 0``: until stopped, or for ``--seconds``), each
-sleeping ``--step-ms`` (a light job) or computing for ``--busy-ms`` (a CPU-bound one), with:
+sleeping ``--step-ms`` (a light job) or computing for ``--busy-ms`` (a CPU-bound one), and
+waiting ``--wait-ms`` on an event, as for a prefetching thread's batch (inside the standard
+library's ``threading`` frames, where a signal then lands), with:
 
 * ``--warm-s S``: a first step whose forward first spends S seconds of busy CPU in
   ``build_index`` (as ``torch.compile`` does in the first forward);
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -104,6 +107,7 @@ def options() -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--step-ms", type=float, default=20.0)
     parser.add_argument("--busy-ms", type=float, default=0.0)
+    parser.add_argument("--wait-ms", type=float, default=0.0)
     parser.add_argument("--seconds", type=float, default=0.0)
     parser.add_argument("--save-after-s", type=float, default=0.0)
     parser.add_argument("--warm-s", type=float, default=0.0)
@@ -128,6 +132,7 @@ def train(rank: int, world: int, opts: argparse.Namespace) -> int:
         net = torch.nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
     step, began = 0, time.monotonic()
+    prefetched = threading.Event()  # never set: each wait lasts its timeout
     while _more(step, began, opts):
         x = torch.randn(16, 32)
         check_batch(step, opts, rank)
@@ -140,6 +145,8 @@ def train(rank: int, world: int, opts: argparse.Namespace) -> int:
             compute(opts.busy_ms)
         else:
             time.sleep(opts.step_ms / 1000)
+        if opts.wait_ms > 0:
+            prefetched.wait(opts.wait_ms / 1000)
         step += 1
         if step == opts.ready_at:
             print("ready", flush=True)
