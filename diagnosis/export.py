@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traintop.collectors.snapshot import Collective, Ending, ProcState, WorkerSnapshot
+from traintop.collectors.snapshot import Collective, Ending, Frame, ProcState, WorkerSnapshot
 from traintop.diagnosis.model import (
     Finding,
     Hang,
@@ -99,12 +99,18 @@ def job_to_dict(v: JobVerdict) -> dict[str, Any]:
 
 def ending_to_dict(e: Ending | None) -> dict[str, Any] | None:
     """How a run ended: ``kind`` (finished, raised, signal, gone), ``detail`` (the exception,
-    the signal's name), ``frame`` (``[file, line, function]`` where it was) and ``exit_code``
-    (a signal's as ``-N``; None where unknown); None while it runs."""
+    the signal's name), ``frame`` (``[file, line, function]`` where it was), ``stack`` (the
+    frames it ended in, outermost first, ``frame`` the last) and ``exit_code`` (a signal's as
+    ``-N``; None where unknown); None while it runs."""
     if e is None:
         return None
-    frame = None if e.frame is None else [e.frame.file, e.frame.line, e.frame.function]
-    return {"kind": e.kind, "detail": e.detail, "frame": frame, "exit_code": e.exit_code}
+    frame = None if e.frame is None else _frame(e.frame)
+    return {"kind": e.kind, "detail": e.detail, "frame": frame,
+            "stack": [_frame(f) for f in e.stack], "exit_code": e.exit_code}  # fmt: skip
+
+
+def _frame(frame: Frame) -> list[Any]:
+    return [frame.file, frame.line, frame.function]
 
 
 def hang_to_dict(h: Hang) -> dict[str, Any]:

@@ -252,6 +252,7 @@ def test_each_ending_is_named_in_jobs_json(lives: Lives) -> None:
         assert {r["ending"]["detail"] for r in ranks} == {detail}, (name, ranks)
     raised = next(r for r in lives.jobs if r["name"] == "life-raise")["ending"]
     assert raised["frame"][0] == WORKLOAD and raised["frame"][2] == "check_batch"
+    assert raised["stack"][-1] == raised["frame"] and raised["stack"][-2][2] == "train"
     assert raised["exit_code"] == 1
     stopped = {r["name"]: r["ending"] for r in lives.jobs if r["ending"]["kind"] == "signal"}
     assert stopped["life-sigint"]["exit_code"] == -signal.SIGINT

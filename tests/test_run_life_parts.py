@@ -24,6 +24,7 @@ from traintop.collectors.jobs import JobCollector
 from traintop.collectors.ring_reader import open_segment
 from traintop.collectors.snapshot import Ending, Frame, JobSnapshot, ProcState, RankStack
 from traintop.collectors.warmup import Warmup, on_cpu, read_stat
+from traintop.diagnosis.export import ending_to_dict
 from traintop.diagnosis.job_groups import split_live
 from traintop.diagnosis.life_tally import LifeTally
 from traintop.diagnosis.model import Finding
@@ -333,6 +334,10 @@ def test_an_ending_inside_a_library_names_the_users_line_and_the_call_it_made() 
     assert ending_place(alone) == " in _engine_run_backward (torch/autograd)"
     own = Ending("raised", "ValueError", stack[1], 1, stack=stack[:2])  # raised in their line
     assert ending_place(own) == " in train_step (train.py:42)"
+    listed = ending_to_dict(ctrl_c)  # `traintop jobs --json`, `diagnose --json`
+    assert listed["stack"][1] == ["/src/train.py", 42, "train_step"]
+    assert listed["frame"] == listed["stack"][-1] == [f"{TORCH}/autograd/graph.py", 979,
+                                                      "_engine_run_backward"]  # fmt: skip
 
 
 def test_the_rank_that_raised_first_explains_the_job() -> None:
