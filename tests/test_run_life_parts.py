@@ -34,6 +34,7 @@ from traintop.probe import Probe
 from traintop.ring import RingWriter
 from traintop.ring_format import FIRST_STEP_WORD
 from traintop.run_token import tagged
+from traintop.tui.screens.details import stack_items
 
 TORCHRUN = ["/venv/bin/python", "-m", "torch.distributed.run", "--nproc_per_node=2", "t.py"]
 
@@ -375,7 +376,8 @@ def test_an_ended_job_says_how_it_ended_and_what_it_was_for_most_of_its_life() -
     for start in range(1040, 1052, 2):
         stab.update(starved.window(start=float(start)))
     stopped = starved.but(state="stopped", last_step_age=3.0, workers=0)
-    ending = Ending("signal", "SIGTERM", Frame("/src/train.py", 88, "step"), -15)
+    at = Frame("/src/train.py", 88, "step")
+    ending = Ending("signal", "SIGTERM", at, -15, stack=(at,))
     verdict = stab.update(_with_ending(stopped.window(start=1052.0), ending))
     (job,) = verdict.per_job
     assert not job.live and job.ending == ending
@@ -386,6 +388,13 @@ def test_an_ended_job_says_how_it_ended_and_what_it_was_for_most_of_its_life() -
     texts = [e.text for e in job.primary.evidence]
     assert texts[0] == "stopped by SIGTERM in step (train.py:88)"
     assert texts[1].startswith("compute for ") and " it was watched running" in texts[1]
+    items = [str(body) for _, body in stack_items(verdict)]  # the details screen's stacks
+    assert items == [f"{job.name}: where it ended: stopped by SIGTERM",
+                     'File "/src/train.py", line 88, in step']  # fmt: skip
+    about = stack_items(replace(verdict, job_id=job.job_id))  # `traintop --job PID` on it
+    assert str(about[0][1]) == "where it ended: stopped by SIGTERM"
+    finished = stab.update(_with_ending(stopped.window(start=1054.0), Ending("finished")))
+    assert stack_items(finished) == []  # nothing to say of a run that finished
 
 
 def test_a_monitor_lists_a_starting_run_and_hides_a_parent_that_only_spawned(tmp_path) -> None:

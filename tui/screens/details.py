@@ -20,6 +20,8 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from traintop.diagnosis.api import Finding, JobVerdict, Verdict
+from traintop.diagnosis.run_life import short_ending
+from traintop.diagnosis.stack_text import stack_lines
 from traintop.diagnosis.verdict_history import METRICS, Metric, VerdictPoint, runs, stats
 from traintop.diagnosis.verdict_runner import VerdictUpdate
 from traintop.tui.widgets.hanging_list import HangingList, Item
@@ -33,7 +35,7 @@ LABEL_WIDTH = 11
 SECTIONS = (
     ("evidence", "Evidence"),
     ("remedies", "Remedies, most effective first"),
-    ("stacks", "Every rank's stack, innermost frame last"),
+    ("stacks", "Stacks, innermost frame last"),
     ("also", "Also holds"),
     ("jobs", "Jobs on this box"),
 )
@@ -157,15 +159,28 @@ def evidence_items(finding: Finding) -> list[Item]:
 
 
 def stack_items(verdict: Verdict) -> list[Item]:
-    """Each rank of a stopped job with its whole stack (none for a job that steps)."""
+    """Each rank of a stopped job with its whole stack, and the stack an ended job ended in
+    (its exception's traceback, the frames a signal stopped it in): for the job the verdict is
+    about, else for every ended job on the box; none for jobs that step or finished."""
     job = focus_job(verdict)
-    if job is None or job.hang is None:
-        return []
+    stacks = every_stack(job.hang) if job is not None and job.hang is not None else []
+    ended = (job,) if job is not None else [j for j in verdict.per_job if not j.live]
+    for each in ended:
+        stacks += _ending_stack(each, named=job is None)
     items: list[Item] = []
-    for heading, lines in every_stack(job.hang):
+    for heading, lines in stacks:
         items.append(("• ", Content.styled(heading, "bold")))
         items += [("    ", Content.styled(line, _stack_style(line))) for line in lines]
     return items
+
+
+def _ending_stack(job: JobVerdict, named: bool) -> list[tuple[str, list[str]]]:
+    """(heading, lines) of the stack ``job`` ended in; ``named``: the heading says which job."""
+    ending = job.ending
+    if ending is None or not ending.stack or ending.kind == "finished":
+        return []
+    heading = f"where it ended: {short_ending(ending)}"
+    return [(f"{job.name}: {heading}" if named else heading, stack_lines(ending.stack))]
 
 
 def _stack_style(line: str) -> str:
