@@ -280,5 +280,8 @@ def test_waiting_on_a_slow_peer_is_comm_and_the_slow_rank_is_not(ring: Path, how
             index = segment.header.phases.index(COMM_PHASE)
             waits = [r.phase_ns[index] / 1e6 for r in list(segment.last(64))[5:]]
             comm[segment.header.rank] = statistics.median(waits)
-    assert comm[0] > 30, comm  # rank 0 waits for rank 1's sleep inside the all-reduce
-    assert comm[1] < 10, comm  # rank 1 arrives last: its peers are already there
+    # Rank 0 waits for rank 1's 40 ms sleep inside the all-reduce; rank 1 arrives last, its
+    # peer already there: both pay the reduction itself (a few ms, more on a loaded 2-core box:
+    # 13 ms once beside a full CI), only rank 0 the straggle, so the gap between them is it.
+    assert comm[0] - comm[1] > 30, comm
+    assert comm[1] < comm[0] / 2, comm  # the slow rank's own sleep is never its comm
