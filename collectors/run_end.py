@@ -66,11 +66,10 @@ def _end_file(segment: Path) -> Ending | None:
     if kind not in STATE_OF:
         return None
     code, taken = body.get("exit_code"), body.get("taken_ns")
-    frame, stack = _frame(body.get("frame")), _stack(body.get("stack"))
-    return Ending(kind, str(body.get("detail") or "")[:200], frame,
+    return Ending(kind, str(body.get("detail") or "")[:200], _frame(body.get("frame")),
                   code if isinstance(code, int) else None,
                   taken / 1e9 if isinstance(taken, int) else None,
-                  stack or ((frame,) if frame is not None else ()))  # fmt: skip
+                  _stack(body.get("stack")))  # fmt: skip
 
 
 def _frame(raw: object) -> Frame | None:

@@ -426,6 +426,12 @@ class Ending:
     at: float | None = None
     stack: tuple[Frame, ...] = ()  # outermost first, ``frame`` its innermost; () where unknown
 
+    @property
+    def frames(self) -> tuple[Frame, ...]:
+        """The stack it ended in, else its one frame: an ending read before stacks were kept
+        (an older probe's ``.end``, an older recording) is known by that frame alone."""
+        return self.stack or ((self.frame,) if self.frame is not None else ())
+
 
 @dataclass(frozen=True, slots=True)
 class JobSnapshot:

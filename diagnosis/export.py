@@ -106,7 +106,7 @@ def ending_to_dict(e: Ending | None) -> dict[str, Any] | None:
         return None
     frame = None if e.frame is None else _frame(e.frame)
     return {"kind": e.kind, "detail": e.detail, "frame": frame,
-            "stack": [_frame(f) for f in e.stack], "exit_code": e.exit_code}  # fmt: skip
+            "stack": [_frame(f) for f in e.frames], "exit_code": e.exit_code}  # fmt: skip
 
 
 def _frame(frame: Frame) -> list[Any]:

@@ -139,7 +139,7 @@ def ending_place(ending: Ending) -> str:
     inside a library call, the call (", calling backward (_tensor.py)"): a Ctrl+C or a SIGTERM
     lands in torch's frames as often as not, and the user asks which of their lines it was.
     A stack with no frame of the user's names its innermost frame."""
-    frames = ending.stack or ((ending.frame,) if ending.frame is not None else ())
+    frames = ending.frames
     if not frames:
         return ""
     index = innermost_user(frames)

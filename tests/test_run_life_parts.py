@@ -222,7 +222,7 @@ def test_an_end_file_without_a_stack_or_with_a_bad_one_keeps_its_frame(tmp_path:
         body = {"kind": "signal", "detail": "SIGINT", "frame": frame, "exit_code": -2}
         run_end.write_end(segment, body if stack is None else {**body, "stack": stack})
         ending = read_end.ending_of(segment, None, "finished")
-        assert ending.stack == (Frame("/src/train.py", 88, "save", ""),) == (ending.frame,)
+        assert ending.frames == (Frame("/src/train.py", 88, "save", ""),) == (ending.frame,)
 
 
 def test_a_run_id_keeps_its_token_whatever_its_length() -> None:

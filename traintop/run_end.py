@@ -50,7 +50,7 @@ from typing import Any, NoReturn
 from traintop import ring_paths
 from traintop.ring import segment_words
 from traintop.ring_format import HEAD_WORD
-from traintop.stack_helper import OWN  # traintop's frames, left out of what a user is shown
+from traintop.stack_helper import OWN, frames_out  # traintop's frames left out of what is shown
 
 REGION = 1 << 16  # bytes of ``<segment>.sig`` per signal number; region 0: a fatal error
 TERMINATING = ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGXCPU")
@@ -206,7 +206,7 @@ def exit_ending(status: object, caught: BaseException | None, caller: FrameType)
     code_of = caller.f_code
     return {"kind": "exited", "detail": f"sys.exit({status!r})"[:MAX_DETAIL],
             "frame": [code_of.co_filename, caller.f_lineno, code_of.co_name],
-            "stack": frames_out(caller), "exit_code": code}  # fmt: skip
+            "stack": frames_out(caller, MAX_STACK), "exit_code": code}  # fmt: skip
 
 
 def _signal_of(value: BaseException) -> int | None:
@@ -231,18 +231,6 @@ def stack_of(tb: TracebackType | None) -> list[list]:
             frames.append(last)
         tb = tb.tb_next
     return frames[-MAX_STACK:] or ([last] if last is not None else [])
-
-
-def frames_out(frame: FrameType | None) -> list[list]:
-    """``[file, line, function]`` of ``frame`` and its callers, outermost first (the innermost
-    ``MAX_STACK``), traintop's left out: the stack of a line that called ``sys.exit``."""
-    frames = []
-    while frame is not None and len(frames) < MAX_STACK:
-        code = frame.f_code
-        if not code.co_filename.startswith(OWN):
-            frames.append([code.co_filename, frame.f_lineno, code.co_name])
-        frame = frame.f_back
-    return frames[::-1]
 
 
 def write_end(segment: Path, ending: dict) -> None:

@@ -38,6 +38,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from traintop import flight_recorder, ring_paths
@@ -219,14 +220,21 @@ class StackHelper:
 def training_stack(ident: int, limit: int = MAX_FRAMES) -> list[list]:
     """The thread's stack, outermost first, as ``[file, line, function, source line]``; no
     locals, and none of traintop's own frames (its hooks sit between the user and torch)."""
-    frame = sys._current_frames().get(ident)
+    frames = frames_out(sys._current_frames().get(ident), limit)
+    for frame in frames:
+        frame.append(linecache.getline(frame[0], frame[1]).strip()[:MAX_CODE])
+    return frames
+
+
+def frames_out(frame: FrameType | None, limit: int) -> list[list]:
+    """``[file, line, function]`` of ``frame`` and its callers, outermost first: the innermost
+    ``limit`` of them, none of traintop's own (also the stack of a line that calls
+    ``sys.exit``, traintop/run_end.py)."""
     frames = []
     while frame is not None and len(frames) < limit:
         code = frame.f_code
         if not code.co_filename.startswith(OWN):
-            line = frame.f_lineno or 0
-            text = linecache.getline(code.co_filename, line).strip()[:MAX_CODE]
-            frames.append([code.co_filename, line, code.co_name, text])
+            frames.append([code.co_filename, frame.f_lineno or 0, code.co_name])
         frame = frame.f_back
     frames.reverse()
     return frames

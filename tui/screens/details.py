@@ -177,10 +177,10 @@ def stack_items(verdict: Verdict) -> list[Item]:
 def _ending_stack(job: JobVerdict, named: bool) -> list[tuple[str, list[str]]]:
     """(heading, lines) of the stack ``job`` ended in; ``named``: the heading says which job."""
     ending = job.ending
-    if ending is None or not ending.stack or ending.kind == "finished":
+    if ending is None or not ending.frames or ending.kind == "finished":
         return []
     heading = f"where it ended: {short_ending(ending)}"
-    return [(f"{job.name}: {heading}" if named else heading, stack_lines(ending.stack))]
+    return [(f"{job.name}: {heading}" if named else heading, stack_lines(ending.frames))]
 
 
 def _stack_style(line: str) -> str:
