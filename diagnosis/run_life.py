@@ -143,11 +143,9 @@ def ending_place(ending: Ending) -> str:
     if not frames:
         return ""
     index = innermost_user(frames)
-    if index is None:
-        return f" in {frames[-1].function} ({_where(frames[-1])})"
-    frame = frames[index]
-    text = f" in {frame.function} ({os.path.basename(frame.file)}:{frame.line})"
-    called = called_past(frames[index + 1 :])
+    frame = frames[-1] if index is None else frames[index]
+    text = f" in {frame.function} ({_where(frame)})"
+    called = None if index is None else called_past(frames[index + 1 :])
     if called is None:
         return text
     return f"{text}, calling {called.function} ({os.path.basename(called.file)})"
