@@ -60,9 +60,3 @@ def _nvml_gpu(nvml: Any, clock: Callable[[], float]) -> GpuSource:
     from traintop.collectors.gpu import GpuCollector
 
     return GpuCollector(nvml=nvml, clock=clock)
-
-
-def monitor_collectors(jobs: JobCollector | None = None) -> Collectors:
-    """Every collector the monitor, `snapshot`, `diagnose` and `record` sample, jobs included;
-    a caller that focuses the job collector or asks it for stack samples passes its own."""
-    return build_collectors(jobs=jobs if jobs is not None else JobCollector())

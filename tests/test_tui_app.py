@@ -53,7 +53,7 @@ async def test_a_first_snapshot_is_in_the_first_frame():
     async with app.run_test(size=(200, 50)):
         assert text(app, GpuPanel).count("H100 80GB HBM3") == 8
         assert source.started and source.emitted == 0
-        assert app.verdicts.runner.runs == 1
+        assert app.pipeline.runner.runs == 1
 
 
 @async_test

@@ -1,9 +1,10 @@
-"""Glue between the verdict runner and the screen: banner, evidence marks, details screen.
+"""Glue between the verdicts the pipeline delivers and the screen: banner, evidence marks,
+details screen.
 
-The sampler thread calls :meth:`VerdictView.judge` for every snapshot and the app carries the
-result to the UI thread with the snapshot itself; there :meth:`VerdictView.receive` decides
-what is shown, inside the same ``batch_update()`` as the panels, so one tick is one frame.
-While the display is paused the newest verdict is kept but not shown, so the banner freezes
+The pipeline judges every snapshot on the sampler thread and the app carries the verdict to
+the UI thread with the snapshot itself; there :meth:`VerdictView.receive` decides what is
+shown, inside the same ``batch_update()`` as the panels, so one tick is one frame.  While the
+display is paused the newest verdict is kept but not shown, so the banner freezes
 with the panels and catches up on resume.  The banner is looked up once at start:
 ``App.query`` only sees the active screen, and the main screen must keep updating its marks
 even when the details screen covers it.
@@ -11,30 +12,19 @@ even when the details screen covers it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from textual.app import App
 
-from traintop.collectors.snapshot import Snapshot
-from traintop.diagnosis.verdict_runner import VerdictRunner, VerdictUpdate
+from traintop.diagnosis.verdict_runner import VerdictUpdate
 from traintop.tui.evidence import EvidenceHighlight, evidence_marks
 from traintop.tui.screens.details import DetailsScreen
 from traintop.tui.widgets.verdict import VerdictBanner
 
 
 class VerdictView:
-    """Owns the :class:`VerdictRunner` of one app and shows what it computes."""
+    """Shows the verdicts of one app: the newest received, and the one on screen."""
 
-    def __init__(
-        self,
-        app: App,
-        *,
-        job_pid: int | None = None,
-        sample: Callable[[int, str], None] | None = None,
-    ) -> None:
-        """``sample``: how to ask for a rank's stack samples (see :class:`VerdictRunner`)."""
+    def __init__(self, app: App) -> None:
         self._app = app
-        self.runner = VerdictRunner(job_pid=job_pid, sample=sample)
         self.latest: VerdictUpdate | None = None
         self.shown: VerdictUpdate | None = None
         self._banner: VerdictBanner | None = None
@@ -42,10 +32,6 @@ class VerdictView:
 
     def start(self) -> None:
         self._banner = self._app.query_one(VerdictBanner)
-
-    def judge(self, snapshot: Snapshot) -> VerdictUpdate:
-        """Runs on the sampler thread, the only one that touches the runner."""
-        return self.runner.update(snapshot)
 
     def receive(self, update: VerdictUpdate, *, paused: bool) -> None:
         self.latest = update
