@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import Center, Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from traintop.collectors.snapshot import Snapshot
 from traintop.diagnosis.verdict_runner import VerdictUpdate
@@ -33,6 +33,7 @@ from traintop.tui.widgets.dataloader import DataLoaderPanel
 from traintop.tui.widgets.disk import DiskPanel
 from traintop.tui.widgets.gpu import GpuPanel
 from traintop.tui.widgets.header import HeaderBar
+from traintop.tui.widgets.key_bar import KeyBar
 from traintop.tui.widgets.memory import MemoryPanel
 from traintop.tui.widgets.network import NetworkPanel
 from traintop.tui.widgets.panel import Panel
@@ -44,6 +45,7 @@ from traintop.tui.widgets.verdict import VerdictBanner
 from traintop.views.source import next_interval
 
 if TYPE_CHECKING:
+    from traintop.collectors.jobs import JobCollector
     from traintop.store.tap import RecordingTap
 
 _STYLES = Path(__file__).parent / "styles"
@@ -192,9 +194,10 @@ class TraintopApp(App[None]):
             with Vertical(id="process-box"):
                 yield ProcessTable(id="processes")
         yield StatusLine(id="status")
-        yield Footer(compact=True)
+        yield KeyBar()
 
     def on_mount(self) -> None:
+        self._size_classes()
         # Looked up once: two DOM queries per tick cost as much as drawing a panel.
         self._panels = list(self.query(Panel))
         # Attach mode came for the job: its table takes the keys; otherwise the processes.
@@ -210,6 +213,15 @@ class TraintopApp(App[None]):
             self.on_snapshot_ready(SnapshotReady(*first))
         self.pipeline.start(self._deliver)
         self.call_after_refresh(_settle_gc)
+
+    def _size_classes(self) -> None:
+        """The breakpoint classes of the terminal's size, before the first layout: Textual
+        sets them on the screen's first Resize, after the first paint, and each was a restyle,
+        a second layout and a second paint of the whole screen."""
+        for size, points in zip(self.size, (self.HORIZONTAL_BREAKPOINTS, self.VERTICAL_BREAKPOINTS),
+                                strict=True):  # fmt: skip
+            reached = max((p for p in points if size >= p[0]), default=None)
+            self.screen.update_classes({name: (at, name) == reached for at, name in points})
 
     def on_unmount(self) -> None:
         self.pipeline.stop()
@@ -357,10 +369,12 @@ def build_app(
     hostname: str | None = None,
     focus_job: int | None = None,
     first: Snapshot | None = None,
+    job_collector: JobCollector | None = None,
 ) -> TraintopApp:
     """The one factory the CLI, the tests and the screenshot script all use: the CLI's live
     pipeline, or a pipeline made here over a scripted source (``first``: a snapshot shown in
-    the very first frame, as the sampler's own first sample is)."""
+    the very first frame, as the sampler's own first sample is; ``job_collector``: the one
+    told the job on screen)."""
     if not isinstance(source, Pipeline):
-        source = Pipeline(source, job_pid=focus_job, first=first)
+        source = Pipeline(source, jobs=job_collector, job_pid=focus_job, first=first)
     return TraintopApp(source, clock=clock, hostname=hostname, focus_job=focus_job)

@@ -13,6 +13,8 @@ from typing import ClassVar
 from textual.binding import Binding
 from textual.content import Content
 from textual.events import Click
+from textual.geometry import Size
+from textual.strip import Strip
 
 from traintop.diagnosis.api import Finding, Verdict
 from traintop.tui.widgets.panel import LineWidget
@@ -45,6 +47,7 @@ class VerdictBanner(LineWidget, can_focus=True):
         super().__init__(id=id, classes="-unknown")
         self.verdict: Verdict | None = None
         self._tone = "unknown"
+        self._built = Size(0, 0)  # the size the lines were made for
 
     def show(self, verdict: Verdict) -> None:
         """Display ``verdict``; restyles only on a severity change, repaints only on new text."""
@@ -58,6 +61,14 @@ class VerdictBanner(LineWidget, can_focus=True):
     def on_resize(self) -> None:
         self._rebuild()
 
+    def render_line(self, y: int) -> Strip:
+        size = self.content_size
+        if size != self._built and size.width > 0:
+            # The first paint after a layout comes before the Resize event (see Panel): the
+            # lines of the size being painted, not a relayout and a second paint for them.
+            self._lines, self._strips, self._built = self._for(size), {}, size
+        return super().render_line(y)
+
     async def on_click(self, event: Click) -> None:
         event.stop()
         await self.run_action("app.details")
@@ -69,10 +80,13 @@ class VerdictBanner(LineWidget, can_focus=True):
             self._tone = new
 
     def _rebuild(self) -> None:
-        width = self.content_size.width
-        if width <= 0:
-            return
-        self.set_lines(banner_lines(self.verdict, width, two_lines=self.content_size.height >= 2))
+        size = self.content_size
+        if size.width > 0:
+            self._built = size
+            self.set_lines(self._for(size))
+
+    def _for(self, size: Size) -> list[Content]:
+        return banner_lines(self.verdict, size.width, two_lines=size.height >= 2)
 
 
 def banner_lines(verdict: Verdict | None, width: int, *, two_lines: bool = False) -> list[Content]:
