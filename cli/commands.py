@@ -7,6 +7,7 @@ inside the handlers so that a subcommand only loads what it needs.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -17,10 +18,12 @@ EXIT_NO_JOB = 1
 
 
 def _run_monitor(interval_s: float, focus_job: int | None = None, on_exit=None) -> int:
+    require_terminal()
+    # No cyclic collection until the first frame is up (the app's _settle_gc turns it back
+    # on): the start-up makes only objects that live on, which full passes walked in vain.
+    gc.disable()
     from traintop.pipeline.live import live_pipeline
     from traintop.tui.app import build_app
-
-    require_terminal()
 
     pipeline = live_pipeline(interval_s, job_pid=focus_job)
     app = build_app(pipeline, focus_job=focus_job)

@@ -70,6 +70,7 @@ class Pipeline:
         self._ask = jobs.sample_phase if jobs is not None and ask_stacks else None
         self._recorded = source if isinstance(source, RecordedSource) else None
         self._first = first
+        self._unjudged: Snapshot | None = None  # shown in the first frame, not judged yet
         self._runner: VerdictRunner | None = None
 
     @property
@@ -99,18 +100,25 @@ class Pipeline:
         if self.jobs is not None:
             self.jobs.focus = job_id
 
-    def first(self) -> tuple[Snapshot, VerdictUpdate] | None:
-        """The first frame's snapshot, judged, before the source starts: the one given, else
-        the sampler's (without the process scan: ``Sampler.sample_first``)."""
+    def first(self) -> Snapshot | None:
+        """The first frame's snapshot, before the source starts: the one given, else the
+        sampler's (without the process scan: ``Sampler.sample_first``).  It is judged on the
+        sampler thread, just before the first tick: its verdict could only say that data is
+        being collected (one snapshot spans no time), and the diagnosis it needs (the engine
+        and every rule, 0.05 s to import) would hold up the first frame."""
         snapshot = self._first
         if snapshot is None and self.sampler is not None:
             snapshot = self.sampler.sample_first()
-        return None if snapshot is None else (snapshot, self.judge(snapshot))
+        self._unjudged = snapshot
+        return snapshot
 
     def judge(self, snapshot: Snapshot) -> VerdictUpdate:
         """The verdict on ``snapshot`` (a replay's recorded one), kept by a recording in
         progress; runs on the thread that delivers snapshots."""
         recorded = self._recorded.verdict_for(snapshot) if self._recorded is not None else None
+        if recorded is None and self._unjudged is not None:
+            self.runner.update(self._unjudged)  # the first frame's, in the window before this
+            self._unjudged = None
         update = recorded or self.runner.update(snapshot)
         tap = self.tap
         if tap is not None:

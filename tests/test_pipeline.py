@@ -13,6 +13,7 @@ from tests.diagnosis_factories import Scene
 from tests.snapshot_fixtures import ScriptedSource, machine, series
 from tests.test_sampler import _collectors
 from traintop.collectors.sampler import Sampler
+from traintop.diagnosis.verdict_runner import VerdictRunner
 from traintop.pipeline.live import Pipeline
 
 DATA_CPU = Scene(data_wait=0.62, worker_cpu=98)
@@ -51,15 +52,16 @@ def test_each_snapshot_is_delivered_with_its_verdict_and_recorded_with_it():
     assert got[-1][1].verdict.primary.bottleneck == "data_cpu"
 
 
-def test_the_first_frame_s_snapshot_is_judged_before_the_source_starts():
+def test_the_first_frame_s_snapshot_is_judged_with_the_first_tick():
+    """Shown before any verdict (one snapshot spans no time), in the window from the start."""
     first, *rest = DATA_CPU.window(n=3)
     source = ScriptedSource(rest)
-    pipeline = Pipeline(source, first=first)
-    snapshot, update = pipeline.first() or (None, None)
-    assert snapshot is first and not source.started
-    assert update is not None and len(update.history) == 1
-    pipeline.start(lambda snapshot, update: None)
-    assert pipeline.runner.runs == 3  # the first one's window goes on
+    pipeline, got = Pipeline(source, first=first), []
+    assert pipeline.first() is first and not source.started
+    assert pipeline._runner is None  # nothing judged, the diagnosis not even imported
+    pipeline.start(lambda snapshot, update: got.append(update))
+    assert pipeline.runner.runs == 3
+    assert [len(u.history) for u in got] == [2, 3]
 
 
 class Replay(ScriptedSource):
@@ -74,8 +76,7 @@ class Replay(ScriptedSource):
 
 
 def test_a_replay_s_recorded_verdicts_are_handed_on_not_judged_again():
-    _, recorded = Pipeline(ScriptedSource([]), first=machine()).first() or (None, None)
-    assert recorded is not None
+    recorded = VerdictRunner().update(machine())
     pipeline, got = Pipeline(Replay(series(3), recorded)), []
     pipeline.start(lambda snapshot, update: got.append(update))
     assert got == [recorded] * 3

@@ -22,11 +22,9 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from traintop.collectors.snapshot import Snapshot
-from traintop.diagnosis.verdict_runner import VerdictUpdate
 from traintop.pipeline.live import Pipeline
 from traintop.pipeline.source import SnapshotSource
 from traintop.tui.driver import QuietLinuxDriver
-from traintop.tui.screens.help import HelpScreen
 from traintop.tui.verdict_view import VerdictView
 from traintop.tui.widgets.cpu import CpuPanel
 from traintop.tui.widgets.dataloader import DataLoaderPanel
@@ -46,6 +44,7 @@ from traintop.views.source import next_interval
 
 if TYPE_CHECKING:
     from traintop.collectors.jobs import JobCollector
+    from traintop.diagnosis.verdict_runner import VerdictUpdate
     from traintop.store.tap import RecordingTap
 
 _STYLES = Path(__file__).parent / "styles"
@@ -68,7 +67,8 @@ class SnapshotReady(Message):
     """A new snapshot and its verdict from the sampler thread; a newer one replaces it if
     still queued (the verdict's history already covers the skipped ticks)."""
 
-    def __init__(self, snapshot: Snapshot, verdict: VerdictUpdate) -> None:
+    def __init__(self, snapshot: Snapshot, verdict: VerdictUpdate | None) -> None:
+        """``verdict``: None for the first frame's snapshot, shown before any verdict."""
         super().__init__()
         self.snapshot = snapshot
         self.verdict = verdict
@@ -94,6 +94,7 @@ def _settle_gc() -> None:
     """
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+    gc.enable()  # the CLI turns it off while the monitor starts
 
 
 class TraintopApp(App[None]):
@@ -209,8 +210,8 @@ class TraintopApp(App[None]):
         if first is not None:
             # Shown before the first paint, so the first frame is a full one: no "waiting"
             # frame, no relayout when the panels fill, no sampling while that frame is drawn.
-            # The runner is still this thread's alone: the sampler thread starts below.
-            self.on_snapshot_ready(SnapshotReady(*first))
+            # Its verdict comes with the first tick (Pipeline.first).
+            self.on_snapshot_ready(SnapshotReady(first, None))
         self.pipeline.start(self._deliver)
         self.call_after_refresh(_settle_gc)
 
@@ -238,7 +239,8 @@ class TraintopApp(App[None]):
         for panel in self._panels:
             panel.record(message.snapshot)
         with self.batch_update():
-            self.verdicts.receive(message.verdict, paused=self.paused)
+            if message.verdict is not None:
+                self.verdicts.receive(message.verdict, paused=self.paused)
             if not self.paused:
                 self.snapshot = message.snapshot
                 self._show_header()
@@ -354,6 +356,8 @@ class TraintopApp(App[None]):
             training.focus()
 
     def action_help(self) -> None:
+        from traintop.tui.screens.help import HelpScreen  # at the first `?`: none at start
+
         table_keys = [*help_bindings(TrainingPanel), *help_bindings(ProcessTable)]
         self.push_screen(HelpScreen([*self.BINDINGS, *table_keys]))
 

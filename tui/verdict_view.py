@@ -12,12 +12,16 @@ even when the details screen covers it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.app import App
 
-from traintop.diagnosis.verdict_runner import VerdictUpdate
 from traintop.tui.evidence import EvidenceHighlight, evidence_marks
-from traintop.tui.screens.details import DetailsScreen
 from traintop.tui.widgets.verdict import VerdictBanner
+
+if TYPE_CHECKING:
+    from traintop.diagnosis.verdict_runner import VerdictUpdate
+    from traintop.tui.screens.details import DetailsScreen
 
 
 class VerdictView:
@@ -29,6 +33,7 @@ class VerdictView:
         self.shown: VerdictUpdate | None = None
         self._banner: VerdictBanner | None = None
         self._highlight = EvidenceHighlight()
+        self._details: DetailsScreen | None = None  # imported at the first `d`: none at start
 
     def start(self) -> None:
         self._banner = self._app.query_one(VerdictBanner)
@@ -48,9 +53,12 @@ class VerdictView:
         if self._banner is not None:
             self._banner.show(update.verdict)
             self._highlight.apply(self._banner.screen, evidence_marks(update.verdict))
-        if isinstance(self._app.screen, DetailsScreen):
-            self._app.screen.show(update)
+        if self._details is not None and self._app.screen is self._details:
+            self._details.show(update)
 
     def open_details(self) -> None:
-        if not isinstance(self._app.screen, DetailsScreen):
-            self._app.push_screen(DetailsScreen(self.shown))
+        if self._details is None or self._app.screen is not self._details:
+            from traintop.tui.screens.details import DetailsScreen
+
+            self._details = DetailsScreen(self.shown)
+            self._app.push_screen(self._details)

@@ -16,7 +16,7 @@ from textual.events import Click
 from textual.geometry import Size
 from textual.strip import Strip
 
-from traintop.diagnosis.api import Finding, Verdict
+from traintop.diagnosis.model import Finding, Verdict
 from traintop.tui.widgets.panel import LineWidget
 from traintop.views.verdict_text import (
     evidence_line,
@@ -31,7 +31,7 @@ from traintop.views.verdict_text import (
     verdict_facts,
 )
 
-WAITING = Finding("unknown", 0.0, "info", "waiting for the first sample")
+WAITING = Finding("unknown", 0.0, "info", "collecting data")  # before the first verdict
 DETAILS_HINT = "d: details"
 SEPARATOR = " · "
 MIN_EVIDENCE = 32  # keep a first sentence up to this long whole before keeping facts
@@ -90,7 +90,7 @@ class VerdictBanner(LineWidget, can_focus=True):
 
 
 def banner_lines(verdict: Verdict | None, width: int, *, two_lines: bool = False) -> list[Content]:
-    """The banner's lines for ``verdict`` (None: nothing sampled yet) fitted to ``width``."""
+    """The banner's lines for ``verdict`` (None: none judged yet) fitted to ``width``."""
     if verdict is not None and live_hang(verdict):
         return hang_banner(verdict, width, two_lines=two_lines)
     head = headline(verdict) if verdict else label("unknown")
