@@ -19,6 +19,7 @@ from textual.binding import Binding
 from textual.containers import Center, Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
+from textual.screen import Screen
 from textual.widgets import Static
 
 from traintop.collectors.snapshot import Snapshot
@@ -163,6 +164,7 @@ class TraintopApp(App[None]):
         self._latest: Snapshot | None = None
         self._rec_failure: tuple[str, bool] | None = None
         self._panels: list[Panel] = []
+        self._first: Snapshot | None = None  # the pipeline's, taken as the screen is made
         self.verdicts = VerdictView(self)
 
     @property
@@ -197,8 +199,16 @@ class TraintopApp(App[None]):
         yield StatusLine(id="status")
         yield KeyBar()
 
+    def get_default_screen(self) -> Screen:
+        """The main screen, born with the classes of the terminal's size and, when the first
+        snapshot holds jobs, ``-jobs``: its widgets are styled once, as they mount.  Textual
+        sets the size classes at the screen's first Resize, after the first paint; set in
+        ``on_mount``, the two classes restyled every widget of the screen twice over."""
+        self._first = self.pipeline.first()
+        jobs = ["-jobs"] if self._first is not None and self._first.jobs else []
+        return Screen(id="_default", classes=" ".join([*self._size_classes(), *jobs]))
+
     def on_mount(self) -> None:
-        self._size_classes()
         # Looked up once: two DOM queries per tick cost as much as drawing a panel.
         self._panels = list(self.query(Panel))
         # Attach mode came for the job: its table takes the keys; otherwise the processes.
@@ -206,7 +216,7 @@ class TraintopApp(App[None]):
         self.query_one(focus).focus(scroll_visible=False)
         self._show_header()
         self.verdicts.start()
-        first = self.pipeline.first()
+        first = self._first
         if first is not None:
             # Shown before the first paint, so the first frame is a full one: no "waiting"
             # frame, no relayout when the panels fill, no sampling while that frame is drawn.
@@ -215,14 +225,14 @@ class TraintopApp(App[None]):
         self.pipeline.start(self._deliver)
         self.call_after_refresh(_settle_gc)
 
-    def _size_classes(self) -> None:
-        """The breakpoint classes of the terminal's size, before the first layout: Textual
-        sets them on the screen's first Resize, after the first paint, and each was a restyle,
-        a second layout and a second paint of the whole screen."""
-        for size, points in zip(self.size, (self.HORIZONTAL_BREAKPOINTS, self.VERTICAL_BREAKPOINTS),
-                                strict=True):  # fmt: skip
-            reached = max((p for p in points if size >= p[0]), default=None)
-            self.screen.update_classes({name: (at, name) == reached for at, name in points})
+    def _size_classes(self) -> list[str]:
+        """The breakpoint classes of the terminal's size, as Textual picks them."""
+        return [
+            max(p for p in points if size >= p[0])[1]
+            for size, points in zip(
+                self.size, (self.HORIZONTAL_BREAKPOINTS, self.VERTICAL_BREAKPOINTS), strict=True
+            )
+        ]
 
     def on_unmount(self) -> None:
         self.pipeline.stop()
