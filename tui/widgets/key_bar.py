@@ -48,7 +48,8 @@ class KeyBar(LineWidget):
         self.screen.bindings_updated_signal.unsubscribe(self)
 
     def on_resize(self) -> None:
-        self._rebuild()
+        if self.content_size != self._built:  # not at the size painted (see Panel)
+            self._rebuild()
 
     def render_line(self, y: int) -> Strip:
         size = self.content_size

@@ -59,7 +59,8 @@ class VerdictBanner(LineWidget, can_focus=True):
         self._rebuild()
 
     def on_resize(self) -> None:
-        self._rebuild()
+        if self.content_size != self._built:  # not at the size painted (see Panel)
+            self._rebuild()
 
     def render_line(self, y: int) -> Strip:
         size = self.content_size
