@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from traintop.collectors.sampler import Collectors, Sampler
 from traintop.collectors.snapshot import Snapshot
+from traintop.pipeline.job_source import JobsWhenPresent
 from traintop.pipeline.source import RecordedSource, SnapshotSource
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class Pipeline:
         source: SnapshotSource,
         *,
         collectors: Collectors | None = None,
-        jobs: JobCollector | None = None,
+        jobs: JobCollector | JobsWhenPresent | None = None,
         job_pid: int | None = None,
         ask_stacks: bool = True,
         first: Snapshot | None = None,
@@ -64,10 +65,10 @@ class Pipeline:
         self.source = source
         self.sampler = source if isinstance(source, Sampler) else None
         self.collectors = collectors
-        self.jobs = jobs
+        self._jobs = jobs
         self.job_pid = job_pid
         self.tap: Tap | None = None  # swapped from any thread, read once per tick
-        self._ask = jobs.sample_phase if jobs is not None and ask_stacks else None
+        self._ask = self._sample_phase if jobs is not None and ask_stacks else None
         self._recorded = source if isinstance(source, RecordedSource) else None
         self._first = first
         self._unjudged: Snapshot | None = None  # shown in the first frame, not judged yet
@@ -85,6 +86,17 @@ class Pipeline:
     @runner.setter
     def runner(self, runner: VerdictRunner) -> None:
         self._runner = runner
+
+    @property
+    def jobs(self) -> JobCollector | None:
+        """The live job collector (made now if the pipeline waited for a segment)."""
+        jobs = self._jobs
+        return jobs.collector if isinstance(jobs, JobsWhenPresent) else jobs
+
+    def _sample_phase(self, pid: int, phase: str | None) -> None:
+        """A verdict's wish for a rank's stack samples, passed to the job collector."""
+        if (jobs := self.jobs) is not None:
+            jobs.sample_phase(pid, phase)
 
     @property
     def interval_s(self) -> float:
@@ -179,12 +191,17 @@ def live_pipeline(
     on every tick and judged first; ``reply_wait_s``: how long a stalled rank's stack helper
     is waited for before its faulthandler is signalled (``JobCollector``)."""
     from traintop.collectors.factory import build_collectors
-    from traintop.collectors.jobs import JobCollector
 
-    jobs = JobCollector()
-    if reply_wait_s is not None:
-        jobs.reply_wait_s = reply_wait_s
-    jobs.focus_pid = job_pid  # until the jobs table's cursor moves (the monitor)
+    def make_jobs() -> JobCollector:
+        from traintop.collectors.jobs import JobCollector
+
+        jobs = JobCollector()
+        if reply_wait_s is not None:
+            jobs.reply_wait_s = reply_wait_s
+        jobs.focus_pid = job_pid  # until the jobs table's cursor moves (the monitor)
+        return jobs
+
+    jobs = JobsWhenPresent(make_jobs)
     collectors = build_collectors(jobs=jobs)
     return Pipeline(Sampler(collectors, interval_s=interval_s), collectors=collectors, jobs=jobs,
                     job_pid=job_pid, ask_stacks=ask_stacks)  # fmt: skip

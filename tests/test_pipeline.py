@@ -10,10 +10,12 @@ import sys
 
 from tests import import_graph
 from tests.diagnosis_factories import Scene
+from tests.ring_helpers import make_segment
 from tests.snapshot_fixtures import ScriptedSource, machine, series
 from tests.test_sampler import _collectors
 from traintop.collectors.sampler import Sampler
 from traintop.diagnosis.verdict_runner import VerdictRunner
+from traintop.pipeline.job_source import JobsWhenPresent
 from traintop.pipeline.live import Pipeline
 
 DATA_CPU = Scene(data_wait=0.62, worker_cpu=98)
@@ -38,6 +40,9 @@ class Jobs:
 
     def sample_phase(self, pid: int, phase: str | None = None) -> None:
         self.asked.append((pid, phase))
+
+    def collect(self) -> tuple:
+        return ()
 
 
 def test_each_snapshot_is_delivered_with_its_verdict_and_recorded_with_it():
@@ -88,9 +93,22 @@ def test_focus_and_stack_asks_reach_the_job_collector_unless_told_not_to():
     pipeline = Pipeline(ScriptedSource([]), jobs=jobs)  # pyright: ignore[reportArgumentType]
     pipeline.focus_job("run:tcp://10.0.0.1:29500/8")
     assert jobs.focus == "run:tcp://10.0.0.1:29500/8"
-    assert pipeline.runner._sample == jobs.sample_phase
+    pipeline.runner._sample(4242, "data")  # what a verdict's wish for samples calls
+    assert jobs.asked == [(4242, "data")]
     quiet = Pipeline(ScriptedSource([]), jobs=jobs, ask_stacks=False)  # pyright: ignore[reportArgumentType]
     assert quiet.runner._sample is None
+
+
+def test_the_job_collector_is_made_once_a_segment_exists(tmp_path, monkeypatch):
+    """Until a ring segment appears a tick lists the ring directory and finds nothing; the
+    first segment (or a recording, which needs the collector itself) makes the collector."""
+    monkeypatch.setenv("TRAINTOP_RING_DIR", str(tmp_path))
+    made: list = []
+    source = JobsWhenPresent(lambda: made.append(Jobs()) or made[-1])  # pyright: ignore[reportArgumentType]
+    assert source.collect() == () and made == []
+    make_segment(tmp_path).close()
+    assert source.collect() == () and len(made) == 1
+    assert source.collector is made[0]  # made once
 
 
 def test_a_tick_samples_judges_and_records_now():
