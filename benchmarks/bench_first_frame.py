@@ -14,10 +14,13 @@ NVML.  Usage::
     python benchmarks/bench_first_frame.py [--rounds 5] [--states "no job,one 8-rank job"]
         [--tree SOURCE_TREE ...] [--paints]
 
-``--tree`` (repeatable) adds traintop run from another source tree (``git worktree add`` or
-``git archive`` of a commit) to the same interleaved rounds, as ``traintop@NAME``: a before and
-after in one run.  ``--paints`` also prints, per state, the median count of bursts of output
-traintop wrote up to its first complete frame (a pause of 20 ms or more between two).
+``--callgrind`` counts instead the instructions each traintop and the Textual app execute up to
+the last byte of their first frame (benchmarks/frame_count.py under valgrind's callgrind, in the
+same pty): the same figure on a loaded box as on an idle one, where wall times move by tens of
+percent.  ``--tree`` (repeatable) adds traintop run from another source tree (``git worktree
+add`` or ``git archive`` of a commit) to the same interleaved rounds, as ``traintop@NAME``: a
+before and after in one run.  ``--paints`` also prints, per state, the median count of bursts
+of output traintop wrote up to its first complete frame (a pause of 20 ms or more between two).
 """
 
 from __future__ import annotations
@@ -172,6 +175,54 @@ def measure(state: str, args: argparse.Namespace, env: dict[str, str]) -> dict[s
     return frames
 
 
+def count_frame(tool: str, tree: str | None, env: dict[str, str]) -> int:
+    """Instructions ``tool`` (traintop, or textual: the one-line app) executes up to the last
+    write of its first frame, under callgrind."""
+    out = Path(tempfile.mkdtemp(prefix="tt-frame-cg-"))
+    argv = ["valgrind", "--tool=callgrind", "--dump-instr=no", f"--callgrind-out-file={out}/cg",
+            sys.executable, str(Path(__file__).with_name("frame_count.py")), tool]  # fmt: skip
+    if tree is not None:
+        argv = ["env", "-C", tree, f"PYTHONPATH={tree}", *argv]
+    proc, master = _spawn(argv, {**env, "PYTHONHASHSEED": "0"})
+    try:
+        while _read(master, 600) is not None:
+            pass
+    finally:
+        _end(proc, master)
+    total = 0
+    for dump in out.glob("cg.*"):
+        text = dump.read_text(errors="replace")
+        if "Client Request: write " in text:
+            total += next(int(line.split()[1]) for line in text.splitlines()
+                          if line.startswith(("summary:", "totals:")))  # fmt: skip
+    shutil.rmtree(out, ignore_errors=True)
+    return total
+
+
+def count(state: str, args: argparse.Namespace, env: dict[str, str]) -> None:
+    """Print each tool's first frame in instructions, and traintop's ratio to the app's."""
+    with tempfile.TemporaryDirectory(prefix="tt-first-frame-") as tmp:
+        ring = os.path.join(tmp, "ring")
+        os.mkdir(ring, 0o700)
+        writers = start_jobs(ring, 1, 8, 20.0, 1800) if state != "no job" else []
+        if writers:
+            wait_for_segments(ring, 8)
+        env = {**env, "TRAINTOP_RING_DIR": ring}
+        try:
+            counts = {"textual": count_frame("textual", None, env)}
+            counts["traintop"] = count_frame("traintop", None, env)
+            for tree in args.tree:
+                counts[f"traintop@{Path(tree).name}"] = count_frame("traintop", tree, env)
+        finally:
+            for proc in writers:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait()
+    print(f"\n{state}: first frame in instructions (callgrind, to its last write)")
+    for tool, total in counts.items():
+        ratio = "" if tool == "textual" else f"  {total / counts['textual']:.2f}x the Textual app"
+        print(f"  {tool:<14} {total / 1e6:7.0f} M{ratio}")
+
+
 def report(state: str, frames: dict[str, list[Frame]], paints: bool) -> bool:
     """Print one state's medians and ratios; whether traintop met the target."""
     median = {tool: statistics.median(f.seconds for f in runs) for tool, runs in frames.items()}
@@ -200,6 +251,8 @@ def main() -> int:
     parser.add_argument("--tree", action="append", default=[],
                         help="also run traintop from this source tree (repeatable)")  # fmt: skip
     parser.add_argument("--paints", action="store_true", help="count traintop's paints too")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="count instructions to the first frame, not time")  # fmt: skip
     args = parser.parse_args()
     states = [s.strip() for s in args.states.split(",") if s.strip()]
     unknown = [s for s in states if s not in STATES]
@@ -208,6 +261,10 @@ def main() -> int:
     for tree in [ROOT, *map(Path, args.tree)]:
         compile_tree(tree)
     env = fake_nvml_env()
+    if args.callgrind:
+        for state in states:
+            count(state, args, env)
+        return 0
     print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     met = [report(state, measure(state, args, env), args.paints) for state in states]
     print("load average after:  {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
