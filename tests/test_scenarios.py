@@ -4,8 +4,9 @@ Each test starts a real, bounded training workload under `traintop run` (zero-co
 for its ring segment, runs `traintop diagnose --for 12 --json` as a subprocess and checks that the
 primary verdict names the bottleneck the workload was built to have, with measured numbers in
 its evidence, in time (15 s from the job's start is the target the matrix reports; the suite
-allows ``SUITE_SLACK`` times it).  Only `network` adds explicit probe phases.  The jobs that need
-the CPUs to themselves run in the suite's ``cpu_bound`` group, one after another.
+allows ``SUITE_SLACK`` times it).  Only `network` adds explicit probe phases.  Every verdict
+depends on the CPU time the job gets, so the suite runs these tests ``solo``: one after
+another, with the CPUs to themselves.
 Setting TRAINTOP_SCENARIO_RESULTS to a file appends one JSON line per scenario (the source of
 docs/scenarios.md).
 """
@@ -36,7 +37,7 @@ from tests.scenarios.harness import (
 )
 from tests.scenarios.netns import SlowLink, slow_link
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.solo, pytest.mark.timeout(180)]
 
 VERDICT_DEADLINE_S = 15.0
 DATA_FILES = 100
@@ -86,7 +87,6 @@ def _single(scenario: str, script: str, ring_dir: Path, tmp_path: Path, *args: s
         _check(scenario, jobs[0], run_diagnose(env, job_pid=next(iter(pids))))
 
 
-@pytest.mark.xdist_group("cpu_bound")
 def test_data_cpu(ring_dir: Path, tmp_path: Path) -> None:
     _single("data_cpu", "data_cpu.py", ring_dir, tmp_path)
 
@@ -95,12 +95,10 @@ def test_data_starved(ring_dir: Path, tmp_path: Path) -> None:
     _single("data_starved", "data_starved.py", ring_dir, tmp_path)
 
 
-@pytest.mark.xdist_group("cpu_bound")
 def test_compute(ring_dir: Path, tmp_path: Path) -> None:
     _single("compute", "compute.py", ring_dir, tmp_path)
 
 
-@pytest.mark.xdist_group("cpu_bound")
 def test_periodic_stall(ring_dir: Path, tmp_path: Path) -> None:
     """Checkpoints go to the real disk under tmp_path, removed afterwards (205 MB each)."""
     ckpt = tmp_path / "checkpoints"
@@ -122,7 +120,6 @@ def test_data_io(ring_dir: Path, tmp_path: Path, slow_disk: ThrottledDisk) -> No
         _check("data_io", jobs[0], run_diagnose(env, job_pid=next(iter(pids))))
 
 
-@pytest.mark.xdist_group("cpu_bound")
 def test_oversubscribed(ring_dir: Path, tmp_path: Path) -> None:
     """Three trainers of 4 threads each on two cores; diagnose focuses on the first, and must
     see all three."""

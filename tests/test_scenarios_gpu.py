@@ -48,7 +48,7 @@ from tests.tmux import TmuxSession
 from traintop.ring_paths import ENV_DIR
 from traintop.views.verdict_text import label
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.solo, pytest.mark.timeout(180)]  # the trainers' CPU shares are the cases'
 
 VERDICT_DEADLINE_S = 15.0
 DIAGNOSE_FOR_S = 10.0

@@ -47,7 +47,7 @@ from tests.scenarios.harness import (
     wait_for_segments,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.solo, pytest.mark.timeout(240)]
 
 VERDICT_DEADLINE_S = 15.0
 OFFCPU_RANKS = 8
@@ -83,7 +83,6 @@ def _ranks(script: str, ring_dir: Path, tmp_path: Path, world: int, *args: str) 
     ]
 
 
-@pytest.mark.xdist_group("cpu_bound")
 def test_straggler(ring_dir: Path, tmp_path: Path) -> None:
     with running(_ranks("ddp_straggler.py", ring_dir, tmp_path, 2, "--slow-rank", "1")) as jobs:
         wait_for_segments(ring_dir, 2, jobs)
@@ -117,7 +116,6 @@ def _ended_runs(ring_dir: Path, tmp_path: Path) -> set[int]:
     return {done.pid, killed.pid}
 
 
-@pytest.mark.xdist_group("cpu_bound")
 def test_ended_beside_live(ring_dir: Path, tmp_path: Path) -> None:
     ended = _ended_runs(ring_dir, tmp_path)
     argv = traintop_run("ddp_spawn.py", "--port", str(free_port()))
@@ -133,7 +131,6 @@ def test_ended_beside_live(ring_dir: Path, tmp_path: Path) -> None:
     assert all(": was " in j["summary"] for j in past), past
 
 
-@pytest.mark.xdist_group("cpu_bound")
 def test_offcpu_ranks(ring_dir: Path, tmp_path: Path) -> None:
     with running(_ranks("ddp_offcpu.py", ring_dir, tmp_path, OFFCPU_RANKS)) as jobs:
         wait_for_segments(ring_dir, OFFCPU_RANKS, jobs, timeout_s=60)

@@ -276,15 +276,38 @@ def describe(run: DiagnoseRun) -> str:
     return json.dumps(run.verdict, indent=1)[:4000]
 
 
+_GIVEN_PORTS: set[int] = set()
+
+
 def free_port(low: int = 29700, high: int = 29800) -> int:
-    """A TCP port in ``[low, high)`` nothing listens on now, for a job's rendezvous."""
+    """A TCP port in ``[low, high)`` nothing listens on now, for a job's rendezvous.
+
+    Under pytest-xdist each worker takes its own slice of the range, so two tests running side
+    by side never pick the same port between this check and their job's bind; and a port given
+    once is not given again by this process, since a job seen to end may still hold it while
+    its processes exit on a busy box (the next job's rendezvous then failed: EADDRINUSE)."""
     import socket
 
+    low, high = _worker_slice(low, high)
     for port in range(low, high):
+        if port in _GIVEN_PORTS:
+            continue
         with socket.socket() as sock, suppress(OSError):
             sock.bind(("127.0.0.1", port))
+            _GIVEN_PORTS.add(port)
             return port
     raise ScenarioUnavailable(f"no free TCP port in {low}-{high - 1}")
+
+
+def _worker_slice(low: int, high: int) -> tuple[int, int]:
+    """This pytest-xdist worker's share of ``[low, high)``; the whole of it outside xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count <= 1:
+        return low, high
+    width = (high - low) // count
+    start = low + int(worker[2:]) * width
+    return start, start + width
 
 
 def rank_env(ring_dir: Path, rank: int, world: int, port: int) -> dict[str, str]:
