@@ -75,7 +75,7 @@ ENDINGS = {
 # parent stops rank 0 with SIGTERM (or rank 0's collective raises first: gloo saw it go)
 SPAWN = ["--steps", "0", "--spawn", "2", "--raise-at", "40", "--raise-rank", "1"]
 CKPT = ["--steps", "0", "--busy-ms", "30", "--save-after-s", "35", "--save-s", "300"]
-COMPUTE = ["--seconds", "20", "--busy-ms", "40"]
+COMPUTE = ["--seconds", "60", "--busy-ms", "40"]
 WARM = ["--steps", "60", "--warm-s", str(WARM_S)]
 TIMEOUT_S = "45"  # `timeout` stops life-sigterm this long after it started
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.polling import eventually
 from tests.scenarios.harness import (
     NO_LIVE_JOB,
     DiagnoseRun,
@@ -109,7 +110,8 @@ def _ended_runs(ring_dir: Path, tmp_path: Path) -> set[int]:
     done = start_workload(_named("earlier-finished", "--seconds", "3"), env, tmp_path / "f.log")
     killed = start_workload(_named("earlier-crashed"), env, tmp_path / "crashed.log")
     with running([done, killed]):
-        wait_for_segments(ring_dir, 2, [killed])
+        both = {done.pid, killed.pid}  # (the live job's segments come meanwhile)
+        assert eventually(lambda: both <= segment_pids(ring_dir).keys(), 60.0), killed.log_tail()
         done.proc.wait(timeout=60)
         time.sleep(2.0)  # a few more starved steps on the one about to crash
         os.kill(killed.pid, signal.SIGKILL)
@@ -117,9 +119,11 @@ def _ended_runs(ring_dir: Path, tmp_path: Path) -> set[int]:
 
 
 def test_ended_beside_live(ring_dir: Path, tmp_path: Path) -> None:
-    ended = _ended_runs(ring_dir, tmp_path)
+    """The live job starts with the two that end (it imports torch while they starve, as a
+    sweep's next run does); it is diagnosed once both have ended."""
     argv = traintop_run("ddp_spawn.py", "--port", str(free_port()))
     with running([start_workload(argv, scenario_env(ring_dir), tmp_path / "spawn.log")]) as jobs:
+        ended = _ended_runs(ring_dir, tmp_path)
         wait_for_segments(ring_dir, len(ended) + 2, jobs, timeout_s=60)
         run = run_diagnose(scenario_env(ring_dir))
         verdict = _check("ended_beside_live", "compute", jobs[0], run, SPAWN_DEADLINE_S)
