@@ -140,3 +140,23 @@ def test_a_module_s_slow_tests_share_one_worker(tmp_path: Path) -> None:
                            "--dist", "loadgroup"], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout + done.stderr
+
+
+TERMINAL = """
+import os
+
+def test_a_worker_has_the_terminal_size_of_its_controller():
+    assert (os.environ.get("COLUMNS"), os.environ.get("LINES")) == (None, "33")
+"""
+
+
+def test_a_worker_has_the_terminal_size_of_its_controller(tmp_path: Path) -> None:
+    """xdist gives its workers COLUMNS=80 LINES=24: a monitor started in a 200x50 tmux pane
+    drew 80 columns, and its e2e tests timed out waiting for the panels that did not fit."""
+    env = _inner(tmp_path, TERMINAL)
+    env.pop("COLUMNS", None)
+    env["LINES"] = "33"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "1"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr

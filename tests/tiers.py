@@ -66,7 +66,27 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         config.option.numprocesses = max(2, min(QUICK_WORKERS_MAX, os.cpu_count() or 1))
 
 
+TERMINAL_ENV = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist starts its workers with ``COLUMNS=80 LINES=24`` in their environment: a
+    monitor a test starts in a 200x50 tmux pane, or a ``traintop jobs`` whose table fits the
+    terminal, would take them over the terminal's own size.  Each worker gets the controller's."""
+    node.workerinput["terminal_env"] = {name: os.environ.get(name) for name in TERMINAL_ENV}
+
+
+def _terminal_env_of_the_controller(config: pytest.Config) -> None:
+    for name, value in getattr(config, "workerinput", {}).get("terminal_env", {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _terminal_env_of_the_controller(config)
     _Guard.folder = Path(tempfile.mkdtemp(prefix="traintop-quick-guard-"))
     (_Guard.folder / "reports").mkdir()
     (_Guard.folder / "refusing" / "torch").mkdir(parents=True)
