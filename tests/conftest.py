@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ("tests.tiers",)  # the quick and slow tiers, and the quick tier's guard
+pytest_plugins = ("tests.tiers", "tests.budget")  # the tiers, the quick guard, the time budget
 
 # ---- fake NVML (tests/fakenvml): a C libnvidia-ml.so.1 driven through ctypes ----------------
 

@@ -28,7 +28,7 @@ from tests.scenarios.harness import (
     wait_for_segments,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.solo, pytest.mark.timeout(180)]
 
 SECONDS = ("--seconds", "30")
 

@@ -182,9 +182,8 @@ def test_the_job_collector_fills_each_live_ranks_limit(tmp_path: Path) -> None:
     assert ended.cpu_limit is None
 
 
-@pytest.mark.slow
+@pytest.mark.solo
 @pytest.mark.timeout(180)
-@pytest.mark.xdist_group("cpu_bound")
 def test_a_loader_bound_job_in_a_one_cpu_quota(ring_dir: Path, tmp_path: Path) -> None:
     """The issue's case on this VM: the data_cpu workload (two augmenting workers) inside a
     quota of one CPU.  It must read data_cpu and advise workers by the job's CPUs, not the

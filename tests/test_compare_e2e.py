@@ -21,7 +21,7 @@ TRAIN = str(ROOT / "tests" / "workloads" / "slow_loader.py")
 TRAINTOP = [sys.executable, "-m", "traintop.cli.main"]
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.slow  # real training jobs under `traintop run --record`
+pytestmark = pytest.mark.solo  # real jobs under `traintop run --record`, a measured gain
 
 
 def _start(tmp_path: Path, name: str, workers: int) -> tuple[Path, subprocess.Popen]:

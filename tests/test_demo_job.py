@@ -36,7 +36,7 @@ def ring(tmp_path: Path) -> Path:
     return private_dir(tmp_path / "ring")
 
 
-@pytest.mark.slow
+@pytest.mark.solo  # how much of a step is data wait depends on the CPU the workers get
 @pytest.mark.parametrize(("bottleneck", "data_bound"), [("data", True), ("compute", False)])
 def test_bottleneck_shows_in_the_data_wait_share(ring: Path, bottleneck: str, data_bound: bool):
     proc = start(ring, "--bottleneck", bottleneck, "--seconds", "3")

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -27,6 +28,13 @@ class Clock:
 
     def __call__(self) -> float:
         return self.t
+
+
+def _past_ns() -> int:
+    """A start for scripted steps a minute before now on the real clock: a segment's close
+    stamps the real clock, which must come after its steps (at a fixed 10^12 ns, a test run
+    in a VM's first 1,000 s of uptime saw the job close before it stepped)."""
+    return time.monotonic_ns() - 60 * 10**9
 
 
 def _steps(w, first_step, t0_ns, n, data_ms=2, fwd_ms=3, bwd_ms=5):
@@ -89,7 +97,7 @@ def test_window_slides_and_slow_data_shows(setup):
 
 def test_stalled_finished_crashed_and_restarted(setup, tmp_path):
     w, clock, col = setup
-    end = _steps(w, 0, 10**12, 100)
+    end = _steps(w, 0, _past_ns(), 100)
     clock.t = end / 1e9 + 4.0
     assert col.collect()[0].state == "live"
     clock.t = end / 1e9 + 6.0
@@ -225,7 +233,7 @@ def test_many_steps_per_tick_give_exact_rates_and_shares(setup):
 def _ended_then_later(setup):
     """An ended job's snapshot 1 s after its last step, its job, and the snapshot 30 s on."""
     w, clock, col = setup
-    end = _steps(w, 0, 10**12, 100)
+    end = _steps(w, 0, _past_ns(), 100)
     w.close()
     clock.t = end / 1e9 + 1.0
     (first,) = col.collect()
@@ -286,7 +294,7 @@ class _Table:
 
 def test_workers_come_from_the_shared_process_scan_for_live_jobs_only(setup):
     w, clock, col = setup
-    end = _steps(w, 0, 10**12, 10)
+    end = _steps(w, 0, _past_ns(), 10)
     kid = WorkerSnapshot(4242, 55.0, 1 << 20, 1e6)
     table = _Table({os.getpid(): (kid,)})
     col.share_process_scan(table)

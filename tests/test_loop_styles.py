@@ -35,7 +35,7 @@ RATE_TOLERANCE = 0.10
 LOOP_SECONDS = "5"
 LISTED_WITHIN_S = 5  # from the loop's own first iteration to `traintop jobs` listing every rank
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.solo  # rates and phase shares against the loop's own, and a 5 s listing
 
 
 @dataclass

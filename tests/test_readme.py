@@ -16,7 +16,7 @@ def _bash_blocks(text: str) -> list[str]:
 def test_ci_runs_exactly_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     ci_lines = [ln for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln.strip()]
-    test_cmd = next(b for b in _bash_blocks(readme) if "pytest" in b)
+    test_cmd = next(b for b in _bash_blocks(readme) if "tests.suite" in b)
     assert ci_lines[-1].strip() == test_cmd
 
 
@@ -41,9 +41,9 @@ def test_readme_commands_install_what_torch_needs():
 
 
 def test_the_test_command_type_checks_after_ruff_and_before_the_suite():
-    command = next(b for b in _bash_blocks((ROOT / "README.md").read_text()) if "pytest" in b)
+    command = next(b for b in _bash_blocks((ROOT / "README.md").read_text()) if "tests.suite" in b)
     assert command.index("&& ruff check . &&") < command.index("&& pyright &&")
-    assert command.index("&& pyright &&") < command.index("python3 -m pytest")
+    assert command.index("&& pyright &&") < command.index("python3 -m tests.suite")
     extras = (ROOT / "pyproject.toml").read_text()
     assert re.search(r'^\s*"pyright\[nodejs\]==[\d.]+",', extras, re.M)  # Node.js from PyPI
 
@@ -60,7 +60,7 @@ def test_ci_runs_in_a_fresh_virtualenv():
     """CI must not pass thanks to packages the machine's own Python happens to have."""
     script = (ROOT / ".ci" / "run").read_text()
     made = script.index("python3 -m venv")
-    assert made < script.index("/bin/activate") < script.rindex("python3 -m pytest")
+    assert made < script.index("/bin/activate") < script.rindex("python3 -m tests.suite")
 
 
 def _links(doc: Path) -> list[Path]:

@@ -38,6 +38,7 @@ from tests.scenarios.harness import (
     DiagnoseRun,
     Workload,
     describe,
+    diagnose_for_s,
     in_time,
     run_diagnose,
     time_to_verdict,
@@ -48,7 +49,7 @@ from tests.tmux import TmuxSession
 from traintop.ring_paths import ENV_DIR
 from traintop.views.verdict_text import label
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.solo, pytest.mark.timeout(180)]  # the trainers' CPU shares are the cases'
 
 VERDICT_DEADLINE_S = 15.0
 DIAGNOSE_FOR_S = 10.0
@@ -90,7 +91,7 @@ def _observe(run: CaseRun, env: dict[str, str], check: str) -> None:
     """Once the trainer's segment exists: diagnose it, or watch the monitor's banner."""
     wait_for_segments(Path(env[ENV_DIR]), 1, [run.job])
     if check == "diagnose":
-        run.diagnose = run_diagnose(env, job_pid=run.job.pid, for_s=DIAGNOSE_FOR_S)
+        run.diagnose = run_diagnose(env, job_pid=run.job.pid, for_s=diagnose_for_s(DIAGNOSE_FOR_S))
     else:
         _watch(run, env)
 

@@ -7,17 +7,20 @@ scenario's CPU figures, and a wrong time-to-verdict would make the docs lie.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.polling import eventually
 from tests.scenarios import report
 from tests.scenarios.harness import (
     WORKLOADS,
     DiagnoseRun,
+    free_port,
     kill_tree,
     segment_pids,
     start_workload,
@@ -120,3 +123,19 @@ def test_report_bad_input_is_one_line(tmp_path: Path) -> None:
     bad.write_text("{not json\n")
     assert report.main([str(bad)]) == 1
     assert report.main([]) == 2
+
+
+def test_each_xdist_worker_gives_ports_of_its_own_slice_and_never_one_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two tests side by side on two workers cannot race for one port; a job seen to end may
+    still hold the port it was given, so the next job of this worker gets another."""
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw2")
+    first, second = free_port(40000, 40100), free_port(40000, 40100)
+    assert 40050 <= first < 40075 and 40050 <= second < 40075 and first != second
+    with socket.socket() as held:  # a port something listens on is passed over
+        held.bind(("127.0.0.1", 40010))
+        held.listen()
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+        assert free_port(40010, 40020) not in (40010, first, second)

@@ -16,7 +16,7 @@ import pytest
 from tests.scenarios.harness import ScenarioUnavailable, describe, in_time, record
 from tests.scenarios.net_cases import CASES, NetCase, run_case
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.solo, pytest.mark.timeout(180)]
 
 VERDICT_DEADLINE_S = 15.0
 

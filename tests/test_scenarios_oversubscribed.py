@@ -17,7 +17,7 @@ import pytest
 from tests.scenarios.cpu_cases import CASES, CpuCase, run_case
 from tests.scenarios.harness import describe, in_time, record
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.xdist_group("cpu_bound")]
+pytestmark = [pytest.mark.solo, pytest.mark.timeout(180)]
 
 VERDICT_DEADLINE_S = 15.0
 WAIT_EVIDENCE = re.compile(r"^\d jobs \(\d+ threads\) want [\d.]+ CPUs of \d+ and wait for one")

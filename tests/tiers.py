@@ -2,9 +2,11 @@
 in CI.
 
 A test is ``slow`` when it starts a training process (a Python process that imports torch), a
-tmux session or a Prometheus server: mark it ``@pytest.mark.slow`` (``e2e`` implies slow; a
-module's ``pytestmark`` marks all its tests).  Every other test is marked ``quick`` here, at
-collection, so a new test lands in the quick tier by default.
+tmux session or a Prometheus server: mark it ``@pytest.mark.slow`` (``e2e`` and ``solo`` imply
+slow; a module's ``pytestmark`` marks all its tests).  A slow test is ``solo`` when what it
+asserts depends on the CPU time real processes get (a real job's verdict, its step timing): the
+whole suite (tests/suite.py) runs those after the others, one at a time.  Every other test is
+marked ``quick`` here, at collection, so a new test lands in the quick tier by default.
 
 The quick tier checks itself, so that a test in the wrong tier fails instead of slowing the
 tier down: while a quick test (its fixtures included) sets up and runs, starting ``tmux`` or
@@ -56,15 +58,35 @@ QUICK_WORKERS_MAX = 8
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """``-m quick`` alone runs on one worker per CPU (pytest-xdist, 2 to 8): its tests hold no
-    wall-clock deadline, so they may share the CPUs.  The full suite stays in one process, where
-    the real training jobs' verdicts need the CPU time they measure.  ``-n`` chooses otherwise."""
+    wall-clock deadline, so they may share the CPUs.  The whole suite is tests/suite.py (its
+    parallel part, then the solo tests alone); ``-n`` chooses otherwise."""
     if config.option.markexpr != "quick" or hasattr(config, "workerinput"):
         return
     if getattr(config.option, "numprocesses", 0) is None:  # xdist is there and -n was not given
         config.option.numprocesses = max(2, min(QUICK_WORKERS_MAX, os.cpu_count() or 1))
 
 
+TERMINAL_ENV = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist starts its workers with ``COLUMNS=80 LINES=24`` in their environment: a
+    monitor a test starts in a 200x50 tmux pane, or a ``traintop jobs`` whose table fits the
+    terminal, would take them over the terminal's own size.  Each worker gets the controller's."""
+    node.workerinput["terminal_env"] = {name: os.environ.get(name) for name in TERMINAL_ENV}
+
+
+def _terminal_env_of_the_controller(config: pytest.Config) -> None:
+    for name, value in getattr(config, "workerinput", {}).get("terminal_env", {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _terminal_env_of_the_controller(config)
     _Guard.folder = Path(tempfile.mkdtemp(prefix="traintop-quick-guard-"))
     (_Guard.folder / "reports").mkdir()
     (_Guard.folder / "refusing" / "torch").mkdir(parents=True)
@@ -79,12 +101,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test ``quick`` or ``slow`` before ``-m`` selects among them."""
+    """Mark each test ``quick`` or ``slow`` before ``-m`` selects among them (``e2e`` and
+    ``solo`` imply ``slow``), and keep a module's slow tests on one worker of a parallel run."""
     for item in items:
-        if item.get_closest_marker("e2e") is not None:
+        if any(item.get_closest_marker(name) is not None for name in ("e2e", "solo")):
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.quick)
+        elif item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(_module_of(item)))
+
+
+def _module_of(item: pytest.Item) -> str:
+    """A slow test's group under ``--dist loadgroup``: its module, so that the training jobs,
+    tmux sessions or Prometheus a module-scoped fixture starts are started once, by the one
+    worker that runs all of the module's tests (spread over workers, each would start its own)."""
+    return item.nodeid.split("::", 1)[0]
 
 
 @pytest.hookimpl(wrapper=True)
