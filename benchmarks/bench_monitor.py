@@ -51,8 +51,8 @@ SCENARIO = ROOT / "tests" / "fakenvml" / "scenarios" / "h100x8_throttle.txt"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-PACKAGE_DIRS = ("traintop", "cli", "collectors", "diagnosis", "exporter", "fleet", "store", "tui",
-                "views")  # fmt: skip
+PACKAGE_DIRS = ("traintop", "cli", "collectors", "diagnosis", "exporter", "fleet", "pipeline",
+                "store", "tui", "views")  # fmt: skip
 
 
 def compile_tree(tree: Path = ROOT) -> None:

@@ -25,6 +25,7 @@ SOURCE = r"""
 int cg_running(void) { return RUNNING_ON_VALGRIND; }
 void cg_start(void) { CALLGRIND_START_INSTRUMENTATION; CALLGRIND_ZERO_STATS; }
 void cg_stop(const char *label) { CALLGRIND_DUMP_STATS_AT(label); CALLGRIND_STOP_INSTRUMENTATION; }
+void cg_dump(const char *label) { CALLGRIND_DUMP_STATS_AT(label); }
 """
 OUT_ENV = "BENCH_CALLGRIND_OUT"  # where the dumps go (set by ``under_callgrind``)
 

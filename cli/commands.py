@@ -7,10 +7,10 @@ inside the handlers so that a subcommand only loads what it needs.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
-import time
 
 from traintop.cli.terminal import package_version, require_terminal, sigterm_as_interrupt
 
@@ -18,24 +18,20 @@ EXIT_NO_JOB = 1
 
 
 def _run_monitor(interval_s: float, focus_job: int | None = None, on_exit=None) -> int:
-    from traintop.collectors.factory import monitor_collectors
-    from traintop.collectors.jobs import JobCollector
-    from traintop.collectors.sampler import Sampler
+    require_terminal()
+    # No cyclic collection until the first frame is up (the app's _settle_gc turns it back
+    # on): the start-up makes only objects that live on, which full passes walked in vain.
+    gc.disable()
+    from traintop.pipeline.live import live_pipeline
     from traintop.tui.app import build_app
 
-    require_terminal()
-
-    jobs = JobCollector()
-    collectors = monitor_collectors(jobs)
-    jobs.focus_pid = focus_job  # attach mode: until the jobs table's cursor moves
-    sampler = Sampler(collectors, interval_s=interval_s)
-    app = build_app(sampler, focus_job=focus_job, first=sampler.sample_first(), job_collector=jobs)
+    pipeline = live_pipeline(interval_s, job_pid=focus_job)
+    app = build_app(pipeline, focus_job=focus_job)
     try:
         with sigterm_as_interrupt():
             app.run()
     finally:
-        sampler.stop()
-        collectors.close()
+        pipeline.close()
         if on_exit is not None:
             on_exit()
     return app.return_code or 0
@@ -48,43 +44,22 @@ def monitor(args: argparse.Namespace) -> int:
 
 def snapshot(args: argparse.Namespace) -> int:
     """`traintop snapshot --json`: one sample of everything, no TTY needed."""
-    from traintop.collectors.export import snapshot_to_dict, take_snapshot
-    from traintop.collectors.factory import monitor_collectors
+    from traintop.collectors.export import snapshot_to_dict
+    from traintop.pipeline.live import SETTLE_S, live_pipeline
 
-    snap = take_snapshot(monitor_collectors())
+    with live_pipeline(SETTLE_S) as pipeline:
+        snap = pipeline.settled()
     json.dump(snapshot_to_dict(snap), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
 
 
-def _current_jobs(stacks: bool = False):
-    """One reading of every job; with ``stacks``, what a rank that stopped stepping is doing is
-    waited for, ``STACK_WAIT_S`` at most: its stack (its helper answers at once, else its
-    faulthandler dump follows ``ONE_SHOT_REPLY_WAIT_S`` later), its worker's, and a second
-    reading of its CPU time (working or stuck)."""
-    from traintop.collectors.jobs import JobCollector
-    from traintop.collectors.stacks import ONE_SHOT_REPLY_WAIT_S
-
-    collector = JobCollector(reply_wait_s=ONE_SHOT_REPLY_WAIT_S)
-    try:
-        jobs = collector.collect()
-        deadline = time.monotonic() + STACK_WAIT_S
-        while stacks and collector.stacks_pending() and time.monotonic() < deadline:
-            time.sleep(0.2)
-            jobs = collector.collect()
-        return jobs
-    finally:
-        collector.close()
-
-
-STACK_WAIT_S = 2.0
-
-
 def jobs(args: argparse.Namespace) -> int:
     """`traintop jobs [--ranks] [--json]`: the training jobs this user can attach to."""
     from traintop.cli.jobs import print_jobs
+    from traintop.pipeline.one_shot import current_jobs
 
-    print_jobs(_current_jobs(stacks=True), args.json, args.ranks, sys.stdout)
+    print_jobs(current_jobs(stacks=True), args.json, args.ranks, sys.stdout)
     return 0
 
 
@@ -124,8 +99,9 @@ def attach(args: argparse.Namespace) -> int:
             )
             return EXIT_NO_JOB
     from traintop.cli.jobs import no_job_message, select_job
+    from traintop.pipeline.one_shot import current_jobs
 
-    found = _current_jobs()
+    found = current_jobs()
     focus = select_job(found, args.job, pid)
     if focus is None:
         print(no_job_message(found, args.job), file=sys.stderr)
@@ -155,9 +131,8 @@ def diagnose(args: argparse.Namespace) -> int:
 
 def exporter(args: argparse.Namespace) -> int:
     """`traintop exporter`: headless; serves the latest sample to Prometheus until stopped."""
-    from traintop.collectors.factory import build_collectors
-    from traintop.collectors.jobs import JobCollector
     from traintop.exporter.run import ExporterConfig, ListenError, serve
+    from traintop.pipeline.live import live_pipeline
 
     if (args.tls_cert_file is None) != (args.tls_key_file is None):
         print("traintop: error: --tls-cert-file and --tls-key-file go together", file=sys.stderr)
@@ -166,17 +141,18 @@ def exporter(args: argparse.Namespace) -> int:
     config = ExporterConfig(
         args.listen, args.interval, args.host_metrics, package_version(), tls, args.keep_ended
     )
-    collectors = build_collectors(jobs=JobCollector())
+    # the verdicts' wishes for stack samples are the monitor's: a scrape serves no stacks
+    pipeline = live_pipeline(args.interval, ask_stacks=False)
     try:
         with sigterm_as_interrupt():
-            serve(config, collectors)
+            serve(config, pipeline)
     except ListenError as exc:
         print(f"traintop: {exc}", file=sys.stderr)
         return EXIT_NO_JOB
     except KeyboardInterrupt:
         return 0
     finally:
-        collectors.close()
+        pipeline.close()
     return 0
 
 
@@ -200,8 +176,9 @@ def record(args: argparse.Namespace) -> int:
         match, focus = JobMatch(pid=pid), pid
     elif args.job is not None:
         from traintop.cli.jobs import select_job
+        from traintop.pipeline.one_shot import current_jobs
 
-        match, focus = JobMatch(name=args.job), select_job(_current_jobs(), args.job, None)
+        match, focus = JobMatch(name=args.job), select_job(current_jobs(), args.job, None)
     else:
         match, focus = JobMatch(), None
     interval = args.interval if args.interval is not None else 1.0

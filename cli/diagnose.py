@@ -21,36 +21,25 @@ STACK_WAIT_S = 2.0
 
 
 def _observe(for_s: float, interval_s: float, job_pid: int | None) -> list:
-    """Run the real sampler for `for_s` seconds and return every snapshot it produced; the
+    """Run the live pipeline for `for_s` seconds and return every snapshot it produced; the
     job of ``job_pid`` is summarised on every tick, however many ranks run beside it."""
-    from traintop.collectors.factory import monitor_collectors
-    from traintop.collectors.jobs import JobCollector
-    from traintop.collectors.sampler import Sampler
     from traintop.collectors.stacks import ONE_SHOT_REPLY_WAIT_S
-    from traintop.diagnosis.verdict_runner import VerdictRunner
+    from traintop.pipeline.live import live_pipeline
 
     window: list = []
     lock = threading.Lock()
-    jobs = JobCollector()
-    collectors = monitor_collectors(jobs)
-    # judged as it goes too, so that a rank whose time no rule places has its stacks sampled
-    # while the observation lasts (the verdict printed is the whole window's, below)
-    runner = VerdictRunner(job_pid=job_pid, sample=jobs.sample_phase)
 
-    def keep(snap) -> None:
-        runner.update(snap)
+    def keep(snap, _update) -> None:
+        # judged as it goes too (the pipeline does), so that a rank whose time no rule places
+        # has its stacks sampled while the observation lasts (the verdict printed is the whole
+        # window's, below)
         with lock:
             window.append(snap)
 
-    jobs.focus_pid = job_pid
-    jobs.reply_wait_s = ONE_SHOT_REPLY_WAIT_S
-    sampler = Sampler(collectors, interval_s=interval_s)
-    sampler.start(keep)
-    try:
+    with live_pipeline(interval_s, job_pid=job_pid, reply_wait_s=ONE_SHOT_REPLY_WAIT_S) as pipeline:
+        pipeline.start(keep)
         threading.Event().wait(for_s)
-        _settle(collectors.jobs, lock, window)
-    finally:
-        sampler.stop()
+        _settle(pipeline.jobs, lock, window)
     with lock:
         return list(window)
 

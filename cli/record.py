@@ -20,32 +20,25 @@ EXIT_FAILED = 1
 def run_record(path: Path, *, interval_s: float, for_s: float | None,
                match: JobMatch, focus_pid: int | None, watch_pid: int | None) -> int:  # fmt: skip
     """Record until ``for_s`` passes, the watched process exits, or SIGINT/SIGTERM."""
-    from traintop.collectors.factory import monitor_collectors
-    from traintop.collectors.jobs import JobCollector
-    from traintop.collectors.sampler import Sampler
-    from traintop.diagnosis.verdict_runner import VerdictRunner
+    from traintop.pipeline.live import live_pipeline
 
     try:
         recorder = Recorder(path, interval_s=interval_s)
     except StoreError as exc:
         print(f"traintop: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    jobs = JobCollector()
-    collectors = monitor_collectors(jobs)
-    jobs.focus_pid = focus_pid  # the verdict's job: summarised on every tick
-    tap = RecordingTap(recorder, jobs, match)
-    runner = VerdictRunner(job_pid=focus_pid, sample=jobs.sample_phase)
-    sampler = Sampler(collectors, interval_s=interval_s)
-    sampler.start(lambda snap: tap.add(snap, runner.update(snap).verdict))
+    pipeline = live_pipeline(interval_s, job_pid=focus_pid)  # the verdict's job, every tick
+    tap = pipeline.tap = RecordingTap(recorder, pipeline.jobs, match)
+    pipeline.start(lambda snapshot, update: None)  # the tap keeps both
     try:
         _wait(for_s, watch_pid, recorder)
         if watch_pid is not None:  # the job ended: one last tick reads its final records
-            snap = sampler.sample_once()
-            tap.add(snap, runner.update(snap).verdict)
+            pipeline.stop()
+            pipeline.tick()
     finally:
-        sampler.stop()
+        pipeline.stop()
         error = tap.stop()
-        collectors.close()
+        pipeline.close()
     print(f"traintop: {error}" if error else summary(recorder), file=sys.stderr)
     return EXIT_FAILED if error else 0
 

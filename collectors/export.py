@@ -6,27 +6,11 @@ Field names are the dataclass field names, which already carry their units
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict
 from typing import Any
 
 from traintop.collectors.gpu_reasons import decode_reasons
-from traintop.collectors.sampler import Collectors, Sampler
 from traintop.collectors.snapshot import GpuSnapshot, Snapshot
-
-DEFAULT_SETTLE_S = 0.25
-
-
-def take_snapshot(collectors: Collectors, settle_s: float = DEFAULT_SETTLE_S) -> Snapshot:
-    """Two samples ``settle_s`` apart, returning the second, so that every rate is a number.
-
-    A single sample cannot have rates (they need a previous reading); a short settle keeps the
-    command quick while giving counters time to move.
-    """
-    sampler = Sampler(collectors, interval_s=settle_s)
-    sampler.sample_once()
-    time.sleep(settle_s)
-    return sampler.sample_once()
 
 
 def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from traintop.collectors.cpu import CpuCollector
 from traintop.collectors.disks import DiskCollector
 from traintop.collectors.host import HostCollector
 from traintop.collectors.job_nics import JobNicCollector
-from traintop.collectors.jobs import JobCollector
 from traintop.collectors.memory import MemoryCollector
 from traintop.collectors.nics import NicCollector
 from traintop.collectors.processes import ProcessCollector
@@ -35,11 +34,12 @@ def build_collectors(
     ``nvml`` is handed to the GPU collector (``None`` = the real pynvml); ``gpu`` replaces that
     collector outright, for tests and for hosts where another GPU source is wanted.
     ``include_virtual`` shows loop/dm/zram disks and container NICs; ``jobs`` is an optional
-    ``JobCollector`` whose training jobs land in ``Snapshot.jobs``.
+    ``JobCollector`` (or a source that makes one) whose training jobs land in ``Snapshot.jobs``.
     """
     processes = ProcessCollector(ps=ps, clock=clock, top_n=top_processes)
-    if isinstance(jobs, JobCollector):  # DataLoader workers from the same scan, not a second one
-        jobs.share_process_scan(processes)
+    share = getattr(jobs, "share_process_scan", None)
+    if share is not None:  # DataLoader workers from the same scan, not a second one
+        share(processes)
     return Collectors(
         gpu=gpu if gpu is not None else _nvml_gpu(nvml, clock),
         cpu=CpuCollector(ps=ps, clock=clock),
@@ -60,9 +60,3 @@ def _nvml_gpu(nvml: Any, clock: Callable[[], float]) -> GpuSource:
     from traintop.collectors.gpu import GpuCollector
 
     return GpuCollector(nvml=nvml, clock=clock)
-
-
-def monitor_collectors(jobs: JobCollector | None = None) -> Collectors:
-    """Every collector the monitor, `snapshot`, `diagnose` and `record` sample, jobs included;
-    a caller that focuses the job collector or asks it for stack samples passes its own."""
-    return build_collectors(jobs=jobs if jobs is not None else JobCollector())

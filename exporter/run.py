@@ -1,4 +1,4 @@
-"""``traintop exporter``: sample on the sampler thread, serve the latest sample over HTTP.
+"""``traintop exporter``: the pipeline samples and judges, the latest sample is served over HTTP.
 
 Headless, the exporter samples every 5 s by default instead of the monitor's 1 s: Prometheus
 scrapes every 15-60 s, so faster sampling would only be thrown away, and step rates come from
@@ -13,15 +13,15 @@ from dataclasses import dataclass
 
 from prometheus_client.registry import CollectorRegistry
 
-from traintop.collectors.sampler import Collectors, Sampler
 from traintop.collectors.snapshot import Snapshot
-from traintop.diagnosis.api import VerdictWindow
+from traintop.diagnosis.verdict_runner import VerdictUpdate
 from traintop.exporter.collector import SnapshotCollector
 from traintop.exporter.ended import DEFAULT_KEEP_ENDED_S, EndedRuns
 from traintop.exporter.listen import ListenAddress
 from traintop.exporter.published import Latest, Published
 from traintop.exporter.server import MetricsApp, bind
 from traintop.exporter.verdicts import exported
+from traintop.pipeline.live import Pipeline
 
 DEFAULT_INTERVAL_S = 5.0
 
@@ -43,17 +43,16 @@ class ExporterConfig:
 
 
 class Publisher:
-    """The sampler's callback: verdicts for the snapshot and what of it a scrape serves (ended
-    runs only for their grace period), then one reference swap."""
+    """What the pipeline delivers, as a scrape serves it: the snapshot, its verdicts, ended
+    runs only for their grace period; then one reference swap."""
 
     def __init__(self, latest: Latest, keep_ended_s: float = DEFAULT_KEEP_ENDED_S) -> None:
         self._latest = latest
-        self._verdicts = VerdictWindow()
         self._ended = EndedRuns(keep_ended_s)
         self._versions = itertools.count()
 
-    def __call__(self, snapshot: Snapshot) -> None:
-        verdict = self._verdicts.update(snapshot)
+    def __call__(self, snapshot: Snapshot, update: VerdictUpdate) -> None:
+        verdict = update.verdict
         ranks = self._ended.ranks(snapshot)
         finals = self._ended.verdicts(verdict, snapshot.timestamp)
         version = next(self._versions)
@@ -69,8 +68,9 @@ def build_metrics_app(config: ExporterConfig, latest: Latest) -> MetricsApp:
     return MetricsApp(registry, latest)
 
 
-def serve(config: ExporterConfig, collectors: Collectors) -> None:
-    """Bind, start sampling, serve until interrupted (Ctrl+C or SIGTERM as KeyboardInterrupt)."""
+def serve(config: ExporterConfig, pipeline: Pipeline) -> None:
+    """Bind, start the pipeline, serve until interrupted (Ctrl+C or SIGTERM as
+    KeyboardInterrupt)."""
     latest = Latest()
     app = build_metrics_app(config, latest)
     try:
@@ -78,10 +78,9 @@ def serve(config: ExporterConfig, collectors: Collectors) -> None:
     except OSError as exc:
         where = config.listen.url(tls=config.tls is not None)
         raise ListenError(f"cannot serve {where}: {exc.strerror or exc}") from None
-    sampler = Sampler(collectors, interval_s=config.interval_s)
     publish = Publisher(latest, config.keep_ended_s)
-    publish(sampler.sample_once())  # the first scrape already has data
-    sampler.start(publish)
+    publish(*pipeline.tick())  # the first scrape already has data
+    pipeline.start(publish)
     url = config.listen.url(server.server_address[1], tls=config.tls is not None)
     print(
         f"traintop exporter: serving {url}/metrics, sampling every {config.interval_s:g} s",
@@ -92,4 +91,4 @@ def serve(config: ExporterConfig, collectors: Collectors) -> None:
         server.serve_forever(poll_interval=0.5)
     finally:
         server.server_close()
-        sampler.stop()
+        pipeline.stop()

@@ -1,6 +1,6 @@
 """The fleet's snapshot source: polls Prometheus on its own thread, beside the live sampler.
 
-It has the shape of :class:`traintop.views.source.SnapshotSource`
+It has the shape of :class:`traintop.pipeline.source.SnapshotSource`
 (``start``/``stop``/``interval_s``) but delivers :class:`FleetSnapshot`; HTTP never runs on the UI
 thread.  A failed refresh keeps the last good data and carries the one-line error, so the screen
 says what is wrong instead of going blank.

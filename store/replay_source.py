@@ -2,10 +2,10 @@
 
 One thread of its own decodes frames and delivers them at the recording's pace times the speed,
 so the UI thread never touches the file.  Each sample comes with the verdict that was shown
-when it was recorded (the app asks :meth:`ReplaySource.verdict_for` instead of judging again),
-so the banner and details are those of that moment, even right after a jump.  After a jump the
-samples before the new position are handed over first (``on_history``), so sparklines and the
-verdict history read as they did live.
+when it was recorded (the pipeline asks :meth:`ReplaySource.verdict_for` instead of judging
+again), so the banner and details are those of that moment, even right after a jump.  After a
+jump the samples before the new position are handed over first (``on_history``), so sparklines
+and the verdict history read as they did live.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from tests.snapshot_fixtures import ddp_job, ddp_rank, hung_job, machine
+from tests.snapshot_fixtures import ScriptedSource, ddp_job, ddp_rank, hung_job, machine
 from tests.test_exporter import parse_openmetrics
 from traintop.collectors.snapshot import Snapshot
 from traintop.exporter.listen import ListenAddress
@@ -18,6 +18,7 @@ from traintop.exporter.published import Latest
 from traintop.exporter.run import ExporterConfig, Publisher, build_metrics_app
 from traintop.fleet.build import QUERIES, Answers, build_fleet
 from traintop.fleet.model import FleetSnapshot
+from traintop.pipeline.live import Pipeline
 
 SCRAPE_JOB = "traintop"
 
@@ -34,9 +35,7 @@ NOW = 1_750_000_100.0
 def scrape(snapshots: list[Snapshot]) -> dict[str, list]:
     """The exporter's samples after publishing ``snapshots`` (text format, as Prometheus 2)."""
     latest = Latest()
-    publish = Publisher(latest)
-    for snap in snapshots:
-        publish(snap)
+    Pipeline(ScriptedSource(snapshots)).start(Publisher(latest))
     app = build_metrics_app(ExporterConfig(ListenAddress("127.0.0.1", 0)), latest)
     return parse_openmetrics(app.metrics("", "")[2].decode(), openmetrics=False)
 

@@ -4,8 +4,9 @@ import json
 
 import psutil
 
-from traintop.collectors.export import snapshot_to_dict, take_snapshot
+from traintop.collectors.export import snapshot_to_dict
 from traintop.collectors.factory import build_collectors
+from traintop.collectors.sampler import Sampler
 from traintop.collectors.snapshot import (
     CollectorError,
     CpuCore,
@@ -15,6 +16,7 @@ from traintop.collectors.snapshot import (
     HostInfo,
     Snapshot,
 )
+from traintop.pipeline.live import Pipeline
 
 KEYS = {
     "timestamp", "host", "gpu_status", "gpus", "cpu", "memory",
@@ -64,8 +66,9 @@ def test_json_round_trip_is_strict():
     assert json.loads(text)["host"]["hostname"] == "node"
 
 
-def test_take_snapshot_has_rates_from_real_collectors():
-    snap = take_snapshot(build_collectors(gpu=FakeGpu()), settle_s=0.1)
+def test_a_settled_snapshot_has_rates_from_real_collectors():
+    collectors = build_collectors(gpu=FakeGpu())
+    snap = Pipeline(Sampler(collectors), collectors=collectors).settled(settle_s=0.1)
     data = json.loads(json.dumps(snapshot_to_dict(snap), allow_nan=False))
     assert set(data) == KEYS
     assert data["cpu"]["total"]["busy_pct"] is not None

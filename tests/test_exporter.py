@@ -19,11 +19,12 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from tests.isolation import no_gpu_env
-from tests.snapshot_fixtures import EPOCH, MIB, ddp_job, machine, series, sweep_run
+from tests.snapshot_fixtures import EPOCH, MIB, ScriptedSource, ddp_job, machine, series, sweep_run
 from traintop.diagnosis.api import BOTTLENECKS
 from traintop.exporter.listen import DEFAULT_PORT, ListenAddress, parse_listen
 from traintop.exporter.published import Latest
 from traintop.exporter.run import ExporterConfig, Publisher, build_metrics_app
+from traintop.pipeline.live import Pipeline
 
 TRAINTOP = str(Path(sys.executable).with_name("traintop"))
 FIXTURE = Path(__file__).parent / "exporter_fixtures" / "dcgm_fields.txt"
@@ -46,11 +47,9 @@ def parse_openmetrics(text: str, openmetrics: bool = True) -> dict[str, list]:
 
 
 def _published(snapshots, keep_ended_s: float = 900.0) -> Latest:
-    """What the sampler thread would have published after ``snapshots``."""
+    """What the exporter's pipeline would have published after ``snapshots``."""
     latest = Latest()
-    publish = Publisher(latest, keep_ended_s)
-    for snap in snapshots:
-        publish(snap)
+    Pipeline(ScriptedSource(snapshots)).start(Publisher(latest, keep_ended_s))
     return latest
 
 
@@ -288,14 +287,14 @@ def test_plain_text_format_for_old_scrapers_keeps_the_names():
 
 def test_parallel_scrapes_of_one_sample_format_once():
     latest = Latest()
-    publish = Publisher(latest)
-    publish(machine(gpus=8, jobs=ddp_job(world=8)))
+    source = ScriptedSource([machine(gpus=8, jobs=ddp_job(world=8))])
+    Pipeline(source).start(Publisher(latest))
     app = build_metrics_app(ExporterConfig(ListenAddress("127.0.0.1", 0)), latest)
     bodies = {app.metrics(OPENMETRICS, "")[2] for _ in range(100)}
     assert len(bodies) == 1 and app.formatted == 1
     zipped = app.metrics(OPENMETRICS, "gzip")[2]
     assert gzip.decompress(zipped) == bodies.pop() and app.formatted == 2
-    publish(machine(gpus=8, tick=1))
+    source.push(machine(gpus=8, tick=1))
     app.metrics(OPENMETRICS, "")
     assert app.formatted == 3  # a new sample is formatted again
 

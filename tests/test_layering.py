@@ -1,5 +1,5 @@
-"""Layering: imports run one way, probe -> collectors -> diagnosis -> store, exporter, fleet,
-views -> tui -> cli, with no circles, and ``tui/`` holds only modules that draw.
+"""Layering: imports run one way, probe -> collectors -> diagnosis -> pipeline -> store,
+exporter, fleet, views -> tui -> cli, with no circles, and ``tui/`` holds only modules that draw.
 
 The direction and the circles are read from the source (``tests/import_graph.py``: every import,
 lazy and ``TYPE_CHECKING`` ones included), so a new module is covered without editing this.
@@ -21,6 +21,7 @@ LAYERS = (
     ("probe",),
     ("collectors",),
     ("diagnosis",),
+    ("pipeline",),
     ("store", "exporter", "fleet", "views"),
     ("tui",),
     ("cli",),
@@ -72,6 +73,7 @@ def test_the_graph_sees_every_room() -> None:
     rooms = {room_of(m) for m in import_graph.modules()}
     assert rooms == ROOMS
     assert "traintop.collectors.snapshot" in import_graph.graph()["traintop.tui.app"]
+    assert "traintop.pipeline.live" in import_graph.graph()["traintop.exporter.run"]
     assert "ext:textual" in import_graph.graph()["traintop.tui.app"]
 
 
@@ -112,6 +114,7 @@ UI = {"textual", "rich"}
         # the probe runs inside training processes: standard library (and the user's torch)
         ("traintop", UI | {"psutil", "prometheus_client", "numpy"}),
         ("traintop.collectors,traintop.diagnosis", UI | {"torch", "prometheus_client"}),
+        ("traintop.pipeline", UI | {"torch", "prometheus_client"}),  # every surface runs it
         ("traintop.store,traintop.fleet,traintop.views", UI | {"torch"}),
         ("traintop.exporter", UI | {"torch"}),  # headless under systemd
         ("traintop.cli", {"torch"}),

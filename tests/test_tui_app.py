@@ -23,6 +23,7 @@ from traintop.tui.widgets.gpu import GpuPanel
 from traintop.tui.widgets.header import HeaderBar
 from traintop.tui.widgets.process_table import ProcessTable
 from traintop.tui.widgets.status import StatusLine
+from traintop.tui.widgets.verdict import VerdictBanner
 
 
 def async_test(test):
@@ -47,13 +48,18 @@ def text(app, widget_type) -> str:
 @async_test
 async def test_a_first_snapshot_is_in_the_first_frame():
     """The monitor hands over a sample taken before start: panels are full before the source
-    delivers anything, and the verdict runner has seen it."""
-    first, *_ = series(1, gpus=8)
+    delivers anything; the verdict runner judges it with the first tick, before that tick's
+    (one snapshot spans no time: its verdict could only be "collecting data")."""
+    first, second, *_ = series(2, gpus=8)
     source, app = make([], first=first)
-    async with app.run_test(size=(200, 50)):
+    async with app.run_test(size=(200, 50)) as pilot:
         assert text(app, GpuPanel).count("H100 80GB HBM3") == 8
         assert source.started and source.emitted == 0
-        assert app.verdicts.runner.runs == 1
+        assert app.pipeline._runner is None  # nothing judged, the diagnosis not even loaded
+        assert "collecting data" in app.query_one(VerdictBanner).lines[0].plain
+        await feed(pilot, source, [second])
+        assert app.pipeline.runner.runs == 2
+        assert "collecting data: 1.0 of 3 s" in app.query_one(VerdictBanner).lines[0].plain
 
 
 @async_test

@@ -208,7 +208,7 @@ async def test_one_message_carries_the_snapshot_and_its_verdict():
 async def test_a_failing_engine_shows_in_the_banner_and_snapshots_still_arrive():
     window = DATA_CPU.window()
     source, app = make(window[0])
-    app.verdicts.runner = VerdictRunner(stabilizer=_Broken())
+    app.pipeline.runner = VerdictRunner(stabilizer=_Broken())
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, source, window[:4])
         assert app.snapshot is window[3]

@@ -63,11 +63,8 @@ def test_second_line_has_summary_remedy_and_other_findings():
     )
 
 
-def test_banner_before_any_sample():
-    assert (
-        banner_lines(None, 80)[0].plain
-        == "◇ NO VERDICT YET — waiting for the first sample · d: details"
-    )
+def test_banner_before_any_verdict():
+    assert banner_lines(None, 80)[0].plain == "◇ NO VERDICT YET — collecting data · d: details"
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from typing import Any
 
-ROOMS = ("cli", "collectors", "diagnosis", "exporter", "fleet", "store", "tui", "views")
+ROOMS = ("cli", "collectors", "diagnosis", "exporter", "fleet", "pipeline", "store", "tui", "views")
 
 
 def find_rooms(path: Sequence[str], init_file: str) -> list[str]:

@@ -1,9 +1,9 @@
-"""The traintop monitor: one App fed by a SnapshotSource, panels toggled by number keys.
+"""The traintop monitor: one App fed by the pipeline, panels toggled by number keys.
 
-The sampler thread calls ``on_snapshot`` from its own thread; the app diagnoses the snapshot
-there and turns both into one ``SnapshotReady`` message (thread-safe, and replaceable so a slow
-UI skips stale frames), lets every panel record history, and, unless paused, updates panels,
-header and verdict banner inside one ``batch_update()`` so each tick paints a single frame.
+The pipeline hands each snapshot and its verdict over on the sampler thread; the app turns both
+into one ``SnapshotReady`` message (thread-safe, and replaceable so a slow UI skips stale
+frames), lets every panel record history, and, unless paused, updates panels, header and
+verdict banner inside one ``batch_update()`` so each tick paints a single frame.
 """
 
 from __future__ import annotations
@@ -19,18 +19,20 @@ from textual.binding import Binding
 from textual.containers import Center, Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Footer, Static
+from textual.screen import Screen
+from textual.widgets import Static
 
 from traintop.collectors.snapshot import Snapshot
-from traintop.diagnosis.verdict_runner import VerdictUpdate
+from traintop.pipeline.live import Pipeline
+from traintop.pipeline.source import SnapshotSource
 from traintop.tui.driver import QuietLinuxDriver
-from traintop.tui.screens.help import HelpScreen
 from traintop.tui.verdict_view import VerdictView
 from traintop.tui.widgets.cpu import CpuPanel
 from traintop.tui.widgets.dataloader import DataLoaderPanel
 from traintop.tui.widgets.disk import DiskPanel
 from traintop.tui.widgets.gpu import GpuPanel
 from traintop.tui.widgets.header import HeaderBar
+from traintop.tui.widgets.key_bar import KeyBar
 from traintop.tui.widgets.memory import MemoryPanel
 from traintop.tui.widgets.network import NetworkPanel
 from traintop.tui.widgets.panel import Panel
@@ -39,10 +41,11 @@ from traintop.tui.widgets.status import StatusLine
 from traintop.tui.widgets.table import help_bindings
 from traintop.tui.widgets.training import TrainingPanel
 from traintop.tui.widgets.verdict import VerdictBanner
-from traintop.views.source import RecordedSource, SnapshotSource, next_interval
+from traintop.views.source import next_interval
 
 if TYPE_CHECKING:
     from traintop.collectors.jobs import JobCollector
+    from traintop.diagnosis.verdict_runner import VerdictUpdate
     from traintop.store.tap import RecordingTap
 
 _STYLES = Path(__file__).parent / "styles"
@@ -65,7 +68,8 @@ class SnapshotReady(Message):
     """A new snapshot and its verdict from the sampler thread; a newer one replaces it if
     still queued (the verdict's history already covers the skipped ticks)."""
 
-    def __init__(self, snapshot: Snapshot, verdict: VerdictUpdate) -> None:
+    def __init__(self, snapshot: Snapshot, verdict: VerdictUpdate | None) -> None:
+        """``verdict``: None for the first frame's snapshot, shown before any verdict."""
         super().__init__()
         self.snapshot = snapshot
         self.verdict = verdict
@@ -91,6 +95,7 @@ def _settle_gc() -> None:
     """
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+    gc.enable()  # the CLI turns it off while the monitor starts
 
 
 class TraintopApp(App[None]):
@@ -142,32 +147,35 @@ class TraintopApp(App[None]):
 
     def __init__(
         self,
-        source: SnapshotSource,
+        pipeline: Pipeline,
         *,
         clock: Callable[[], float] = time.time,
         hostname: str | None = None,
         focus_job: int | None = None,
-        first: Snapshot | None = None,
-        job_collector: JobCollector | None = None,
     ) -> None:
         super().__init__(driver_class=QuietLinuxDriver if QuietLinuxDriver.suits() else None)
-        # The live job collector: `R` records its step records, and it is told which job is on
+        # Snapshots and their verdicts; `R` records through it, and it is told which job is on
         # screen (summarised every tick; see collectors/turns.py).
-        self._job_collector = job_collector
-        self.recording: RecordingTap | None = None  # while `R` records
-        self.source = source
-        # Asked once: an isinstance check against a runtime Protocol walks its members, 0.15 ms
-        # on every tick.
-        self._recorded = source if isinstance(source, RecordedSource) else None
-        self._first = first
+        self.pipeline = pipeline
+        self._recording: RecordingTap | None = None
         self._clock = clock
         self._hostname = hostname
         self._focus_job = focus_job
         self._latest: Snapshot | None = None
         self._rec_failure: tuple[str, bool] | None = None
         self._panels: list[Panel] = []
-        sample = job_collector.sample_phase if job_collector is not None else None
-        self.verdicts = VerdictView(self, job_pid=focus_job, sample=sample)
+        self._first: Snapshot | None = None  # the pipeline's, taken as the screen is made
+        self.verdicts = VerdictView(self)
+
+    @property
+    def recording(self) -> RecordingTap | None:
+        """The recording `R` started, while it runs."""
+        return self._recording
+
+    @recording.setter
+    def recording(self, tap: RecordingTap | None) -> None:
+        """Handed to the pipeline too, which feeds it on the sampler thread every tick."""
+        self._recording = self.pipeline.tap = tap
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(self._clock, self._hostname, id="header")
@@ -189,7 +197,16 @@ class TraintopApp(App[None]):
             with Vertical(id="process-box"):
                 yield ProcessTable(id="processes")
         yield StatusLine(id="status")
-        yield Footer(compact=True)
+        yield KeyBar()
+
+    def get_default_screen(self) -> Screen:
+        """The main screen, born with the classes of the terminal's size and, when the first
+        snapshot holds jobs, ``-jobs``: its widgets are styled once, as they mount.  Textual
+        sets the size classes at the screen's first Resize, after the first paint; set in
+        ``on_mount``, the two classes restyled every widget of the screen twice over."""
+        self._first = self.pipeline.first()
+        jobs = ["-jobs"] if self._first is not None and self._first.jobs else []
+        return Screen(id="_default", classes=" ".join([*self._size_classes(), *jobs]))
 
     def on_mount(self) -> None:
         # Looked up once: two DOM queries per tick cost as much as drawing a panel.
@@ -199,27 +216,32 @@ class TraintopApp(App[None]):
         self.query_one(focus).focus(scroll_visible=False)
         self._show_header()
         self.verdicts.start()
-        if self._first is not None:
+        first = self._first
+        if first is not None:
             # Shown before the first paint, so the first frame is a full one: no "waiting"
             # frame, no relayout when the panels fill, no sampling while that frame is drawn.
-            # The runner is still this thread's alone: the sampler thread starts below.
-            self.on_snapshot_ready(SnapshotReady(self._first, self.verdicts.judge(self._first)))
-        self.source.start(self._deliver)
+            # Its verdict comes with the first tick (Pipeline.first).
+            self.on_snapshot_ready(SnapshotReady(first, None))
+        self.pipeline.start(self._deliver)
         self.call_after_refresh(_settle_gc)
 
-    def on_unmount(self) -> None:
-        self.source.stop()
-        if self.recording is not None:  # quitting ends a recording: the file is left whole
-            self.recording.stop()
+    def _size_classes(self) -> list[str]:
+        """The breakpoint classes of the terminal's size, as Textual picks them."""
+        return [
+            max(p for p in points if size >= p[0])[1]
+            for size, points in zip(
+                self.size, (self.HORIZONTAL_BREAKPOINTS, self.VERTICAL_BREAKPOINTS), strict=True
+            )
+        ]
 
-    def _deliver(self, snapshot: Snapshot) -> None:
-        """Runs on the sampler thread: diagnose (~1 ms; a replay brings its recorded verdict),
-        queue both for a recording in progress, then hand both to the UI thread."""
-        recorded = self._recorded.verdict_for(snapshot) if self._recorded is not None else None
-        update = recorded or self.verdicts.judge(snapshot)
-        tap = self.recording
-        if tap is not None:
-            tap.add(snapshot, update.verdict)
+    def on_unmount(self) -> None:
+        self.pipeline.stop()
+        tap, self.recording = self.recording, None
+        if tap is not None:  # quitting ends a recording: the file is left whole
+            tap.stop()
+
+    def _deliver(self, snapshot: Snapshot, update: VerdictUpdate) -> None:
+        """Runs on the sampler thread: hand the snapshot and its verdict to the UI thread."""
         self.post_message(SnapshotReady(snapshot, update))
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
@@ -227,7 +249,8 @@ class TraintopApp(App[None]):
         for panel in self._panels:
             panel.record(message.snapshot)
         with self.batch_update():
-            self.verdicts.receive(message.verdict, paused=self.paused)
+            if message.verdict is not None:
+                self.verdicts.receive(message.verdict, paused=self.paused)
             if not self.paused:
                 self.snapshot = message.snapshot
                 self._show_header()
@@ -255,8 +278,7 @@ class TraintopApp(App[None]):
         processes = snapshot.processes if snapshot is not None else ()
         training = self.query_one(TrainingPanel)
         group = training.focused
-        if self._job_collector is not None:
-            self._job_collector.focus = group.ranks[0].job_id if group is not None else None
+        self.pipeline.focus_job(group.ranks[0].job_id if group is not None else None)
         loader = self.query_one(DataLoaderPanel)
         loader.show_group(group, processes, training.selected_rank)
 
@@ -271,7 +293,7 @@ class TraintopApp(App[None]):
     def _show_header(self) -> None:
         header = self.query_one(HeaderBar)
         header.show(
-            self.snapshot or self._latest, self.source.interval_s, self.paused, self._rec_state()
+            self.snapshot or self._latest, self.pipeline.interval_s, self.paused, self._rec_state()
         )
 
     def _rec_state(self) -> tuple[str, bool] | None:
@@ -305,12 +327,12 @@ class TraintopApp(App[None]):
 
         path = default_path()
         try:
-            recorder = Recorder(path, interval_s=self.source.interval_s)
+            recorder = Recorder(path, interval_s=self.pipeline.interval_s)
         except StoreError as exc:
             self.notify(str(exc), severity="error", timeout=10)
             return None, (str(exc), True)
         self.notify(f"recording to {path.resolve()} (R stops)")
-        return RecordingTap(recorder, self._job_collector), None
+        return RecordingTap(recorder, self.pipeline.jobs), None
 
     def _finish_recording(self, tap: RecordingTap) -> None:
         """Runs in a worker thread: finishing the file may take a second."""
@@ -326,7 +348,7 @@ class TraintopApp(App[None]):
 
     def action_change_interval(self, step: int) -> None:
         """Move the sampler one preset step slower (+1) or faster (-1)."""
-        self.source.interval_s = next_interval(self.source.interval_s, step)
+        self.pipeline.interval_s = next_interval(self.pipeline.interval_s, step)
         self._show_header()
 
     def action_toggle_panel(self, panel_id: str) -> None:
@@ -344,6 +366,8 @@ class TraintopApp(App[None]):
             training.focus()
 
     def action_help(self) -> None:
+        from traintop.tui.screens.help import HelpScreen  # at the first `?`: none at start
+
         table_keys = [*help_bindings(TrainingPanel), *help_bindings(ProcessTable)]
         self.push_screen(HelpScreen([*self.BINDINGS, *table_keys]))
 
@@ -353,7 +377,7 @@ class TraintopApp(App[None]):
 
 
 def build_app(
-    source: SnapshotSource,
+    source: Pipeline | SnapshotSource,
     *,
     clock: Callable[[], float] = time.time,
     hostname: str | None = None,
@@ -361,8 +385,10 @@ def build_app(
     first: Snapshot | None = None,
     job_collector: JobCollector | None = None,
 ) -> TraintopApp:
-    """The one factory the CLI, the tests and the screenshot script all use; ``first`` is a
-    snapshot the source took just before, shown in the very first frame; ``job_collector`` is
-    the live one, whose step records `R` records and which learns the job on screen."""
-    return TraintopApp(source, clock=clock, hostname=hostname, focus_job=focus_job, first=first,
-                       job_collector=job_collector)  # fmt: skip
+    """The one factory the CLI, the tests and the screenshot script all use: the CLI's live
+    pipeline, or a pipeline made here over a scripted source (``first``: a snapshot shown in
+    the very first frame, as the sampler's own first sample is; ``job_collector``: the one
+    told the job on screen)."""
+    if not isinstance(source, Pipeline):
+        source = Pipeline(source, jobs=job_collector, job_pid=focus_job, first=first)
+    return TraintopApp(source, clock=clock, hostname=hostname, focus_job=focus_job)

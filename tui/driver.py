@@ -14,11 +14,9 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
-import re
 import selectors
 import sys
 import threading
-import time
 
 from textual._time import get_time
 from textual._xterm_parser import XTermParser
@@ -38,14 +36,6 @@ class _WakingEvent(threading.Event):
         super().set()
         with contextlib.suppress(OSError):
             os.write(self._wake_fd, b"\0")
-
-
-# The start-up paints come tens of milliseconds apart (the first layout, the first samples'
-# restyles, the footer's keys once focus settles); the first tick comes an interval later.
-STARTUP_QUIET_S = 0.15
-STARTUP_HOLD_MAX_S = 0.6
-# What a held paint may carry besides cells: terminal modes, OSC strings, keyboard protocol.
-_MODES = re.compile(r"\x1b\[\?[0-9;]*[hl]|\x1b\][^\x07]*\x07|\x1b\[[<>=][0-9;]*u")
 
 
 def erases_in_background(term: str | None = None) -> bool:
@@ -79,60 +69,7 @@ class QuietLinuxDriver(LinuxDriver):
         os.set_blocking(self._wake_read, False)
         os.set_blocking(wake_write, False)  # a full pipe already wakes the thread
         self.exit_event = _WakingEvent(wake_write)
-        self._hold_lock = threading.Lock()
-        self._held: list[str] | None = None  # start-up paints held back (see below)
-        self._last_held = 0.0
         chops.install(erase_blanks=erases_in_background())
-
-    def write(self, data: str) -> None:
-        """What goes to the terminal, unless the start-up paints are being held back."""
-        with self._hold_lock:
-            if self._held is not None:
-                self._held.append(data)
-                self._last_held = time.monotonic()
-                return
-        super().write(data)
-
-    def start_application_mode(self) -> None:
-        """Enter the alternate screen, then hold the start-up paints until they settle.
-
-        Textual paints the screen five or six times in its first half second (a layout, a
-        relayout once the panels know their heights, restyles, the footer recomposing as focus
-        settles): 100 KiB over SSH, where one full screen is 20 KiB.  The paints are held
-        until the output is quiet for ``STARTUP_QUIET_S`` (at most ``STARTUP_HOLD_MAX_S``),
-        dropped, and the settled screen is painted once.
-        """
-        super().start_application_mode()
-        with self._hold_lock:
-            self._held = []
-            self._last_held = started = time.monotonic()
-        threading.Thread(target=self._release_when_quiet, args=(started,), daemon=True).start()
-
-    def stop_application_mode(self) -> None:
-        self._release()
-        super().stop_application_mode()
-
-    def _release_when_quiet(self, started: float) -> None:
-        """Sleep until the moment the paints have been quiet long enough (or the hold is at
-        its longest), not in steps: a step's slack was up to a third of the quiet time added
-        to the first frame."""
-        while self._held is not None:
-            due = min(self._last_held + STARTUP_QUIET_S, started + STARTUP_HOLD_MAX_S)
-            wait = due - time.monotonic()
-            if wait <= 0:
-                if self._release():
-                    with contextlib.suppress(RuntimeError):  # the app stopped meanwhile
-                        self._app.call_from_thread(self._app.screen.refresh)
-                return
-            time.sleep(wait + 0.001)
-
-    def _release(self) -> bool:
-        """Stop holding; pass on the modes the held paints set, drop their cells."""
-        with self._hold_lock:
-            held, self._held = self._held, None
-        if held:
-            super().write("".join(_MODES.findall("".join(held))))
-        return held is not None
 
     def run_input_thread(self) -> None:
         """Read stdin and dispatch events until the stop event is set."""

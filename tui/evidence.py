@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from textual.css.query import NoMatches
 from textual.dom import DOMNode
 
-from traintop.diagnosis.api import Verdict
-from traintop.diagnosis.model import PANELS
+from traintop.diagnosis.model import PANELS, Verdict
 
 # Severity -> the class that colours the panel border (styled in styles/verdict.tcss).
 EVIDENCE_CLASSES: dict[str, str] = {

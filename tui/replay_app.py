@@ -16,6 +16,7 @@ from textual.binding import Binding
 from textual.message import Message
 
 from traintop.collectors.snapshot import Snapshot
+from traintop.pipeline.live import Pipeline
 from traintop.store.ranges import parse_goto
 from traintop.store.reader import Recording
 from traintop.store.replay_source import ReplaySource
@@ -56,7 +57,7 @@ class ReplayApp(TraintopApp, inherit_bindings=False):
     ]
 
     def __init__(self, source: ReplaySource) -> None:
-        super().__init__(source, clock=lambda: source.position().t)
+        super().__init__(Pipeline(source), clock=lambda: source.position().t)
         self.replay = source
         changes = _change_indexes(source.recording)
         self._changes = changes

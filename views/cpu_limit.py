@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 from traintop.collectors.snapshot import CpuLimit, JobSnapshot
 from traintop.diagnosis.cpu_pool import limiting
-from traintop.diagnosis.job_cpus import THROTTLED_SHARE, amount, source
 from traintop.diagnosis.text import rank_list
 
 LIVE = ("live", "stalled", "starting")
@@ -31,6 +30,8 @@ def tightest(jobs: Sequence[JobSnapshot]) -> tuple[JobSnapshot, int] | None:
 
 def _cpus(limit: CpuLimit) -> str:
     """``1.0 CPU (cgroup quota)``, ``CPUs 0-3 (cgroup cpuset)``."""
+    from traintop.diagnosis.job_cpus import amount, source  # with the rules: none at start
+
     if source(limit) == "cgroup cpuset" and limit.cpuset is not None:
         return f"CPUs {rank_list(list(limit.cpuset)).replace(', ', ',')} (cgroup cpuset)"
     return f"{amount(limit)} (cgroup quota)"
@@ -42,6 +43,8 @@ def limit_line(jobs: Sequence[JobSnapshot], host_cpus: int) -> tuple[str, bool] 
     found = tightest(jobs)
     if found is None:
         return None
+    from traintop.diagnosis.job_cpus import THROTTLED_SHARE
+
     job, ranks = found
     limit = job.cpu_limit
     assert limit is not None

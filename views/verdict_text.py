@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from traintop.diagnosis.api import Finding, JobVerdict, Verdict
+from traintop.diagnosis.model import Finding, JobVerdict, Verdict
 from traintop.views.format import truncate
 
 LABELS: dict[str, str] = {

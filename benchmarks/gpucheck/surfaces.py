@@ -26,6 +26,7 @@ from traintop.collectors.gpu import GpuCollector
 from traintop.collectors.jobs import JobCollector
 from traintop.collectors.sampler import Sampler
 from traintop.exporter.gpu_families import GPU_METRICS
+from traintop.pipeline.live import Pipeline
 from traintop.views.format import short_gpu_name
 
 # dcgm-exporter name -> the nvidia-smi field it must agree with (in that field's unit)
@@ -185,12 +186,12 @@ def screenshot(ctx: Context, job_pid: int | None, job_name: str | None) -> Resul
     collectors = build_collectors(jobs=jobs)
     sampler = Sampler(collectors, interval_s=1.0)
     first = sampler.sample_once()
-    app = build_app(sampler, first=first, focus_job=job_pid, job_collector=jobs)
+    pipeline = Pipeline(sampler, collectors=collectors, jobs=jobs, job_pid=job_pid, first=first)
+    app = build_app(pipeline, focus_job=job_pid)
     try:
         svg = asyncio.run(_shoot(app, SCREEN_S))
     finally:
-        sampler.stop()
-        collectors.close()
+        pipeline.close()
     path = ctx.out / "gpu-panel.svg"
     path.write_text(svg, encoding="utf-8")
     text = svg.replace("&#160;", " ")

@@ -59,8 +59,8 @@ class FittedLines(LineWidget):
         return self._natural
 
     def on_resize(self) -> None:
-        super().on_resize()
-        self.redraw()
+        if self.content_size != self._built:  # not at the size painted (see Panel)
+            self.redraw()
 
     def on_focus(self) -> None:
         """How the cursor row is drawn depends on whether the table has the keys."""

@@ -223,6 +223,7 @@ class LineWidget(Widget):
         self._painted: list[Content] | None = None  # the lines the terminal shows, if known
         self._keys: Sequence[Hashable] | None = None
         self._strips: dict[int, Strip] = {}
+        self._cut = 0  # the width the strips were cut to
         self._run_styles: dict[tuple[str | Style | None, int, int], RichStyle] = {}
         # The app's ANSI-to-truecolor filters and the background they blend dim text into.
         self._truecolor: tuple[list[ANSIToTruecolor], RichColor] | None = None
@@ -314,10 +315,13 @@ class LineWidget(Widget):
         self._painted = self._lines
 
     def render_line(self, y: int) -> Strip:
+        width = self.content_size.width
+        if width != self._cut:  # the strips were cut to another width; run styles hold
+            self._strips, self._cut = {}, width
         strip = self._strips.get(y)
         if strip is None:
             line = self._lines[y] if y < len(self._lines) else Content("")
-            strip = self._strips[y] = self._to_strip(line, self.content_size.width, y)
+            strip = self._strips[y] = self._to_strip(line, width, y)
         return strip
 
     def _to_strip(self, line: Content, width: int, y: int) -> Strip:
@@ -384,9 +388,6 @@ class LineWidget(Widget):
         super().notify_style_update()
         self._strips, self._run_styles, self._truecolor = {}, {}, None
 
-    def on_resize(self) -> None:
-        self._strips, self._run_styles, self._truecolor = {}, {}, None
-
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self._lines)
 
@@ -403,6 +404,7 @@ class Panel(LineWidget):
         self._snapshot: Snapshot | None = None
         self._lines = [Content("waiting for the first sample…")]
         self._built_width = 0
+        self._made: tuple[Snapshot, int, list[Content]] | None = None  # see _lines_at
 
     def record(self, snapshot: Snapshot) -> None:
         """Keep history from every snapshot, also while the display is paused."""
@@ -417,25 +419,36 @@ class Panel(LineWidget):
         raise NotImplementedError
 
     def on_resize(self) -> None:
-        super().on_resize()
-        self._rebuild(self.content_size.width)
+        # Textual's first Resize comes after the first paint, at the width painted
+        # (render_line): the lines of that width are already on screen.
+        if self.content_size.width != self._built_width:
+            self._rebuild(self.content_size.width)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         if self._snapshot is None:
             return 1
-        return len(self.build_lines(self._snapshot, width))
+        return len(self._lines_at(self._snapshot, width))
 
     def render_line(self, y: int) -> Strip:
         width = self.content_size.width
         if self._snapshot is not None and 0 < width != self._built_width:
             # The first paint after a layout comes before the Resize event: draw the snapshot
             # at the width being painted, not the lines of the old width (or "waiting").
-            self._lines, self._strips = self.build_lines(self._snapshot, width), {}
+            self._lines, self._strips = self._lines_at(self._snapshot, width), {}
             self._built_width = width
         return super().render_line(y)
 
     def _rebuild(self, width: int) -> None:
         if self._snapshot is None or width <= 0:
             return
-        self.set_lines(self.build_lines(self._snapshot, width))
+        self.set_lines(self._lines_at(self._snapshot, width))
         self._built_width = width
+
+    def _lines_at(self, snapshot: Snapshot, width: int) -> list[Content]:
+        """The lines of ``snapshot`` at ``width``, built once: a layout measures the panel
+        by them (``get_content_height``) and the paint after it draws them, and Textual lays
+        the screen out four times as it starts."""
+        made = self._made
+        if made is None or made[0] is not snapshot or made[1] != width:
+            made = self._made = (snapshot, width, self.build_lines(snapshot, width))
+        return made[2]

@@ -171,8 +171,8 @@ class ProcessTable(LineWidget, can_focus=True):
         return max(1, len(self._rows) + 1)
 
     def on_resize(self) -> None:
-        super().on_resize()
-        self._redraw()
+        if self.content_size != self._built_size:  # not at the size painted (see Panel)
+            self._redraw()
 
     def action_cycle_sort(self) -> None:
         """Next sort column: CPU%, WAIT%, RSS, GPU memory, I/O, PID."""

@@ -13,8 +13,10 @@ from typing import ClassVar
 from textual.binding import Binding
 from textual.content import Content
 from textual.events import Click
+from textual.geometry import Size
+from textual.strip import Strip
 
-from traintop.diagnosis.api import Finding, Verdict
+from traintop.diagnosis.model import Finding, Verdict
 from traintop.tui.widgets.panel import LineWidget
 from traintop.views.verdict_text import (
     evidence_line,
@@ -29,7 +31,7 @@ from traintop.views.verdict_text import (
     verdict_facts,
 )
 
-WAITING = Finding("unknown", 0.0, "info", "waiting for the first sample")
+WAITING = Finding("unknown", 0.0, "info", "collecting data")  # before the first verdict
 DETAILS_HINT = "d: details"
 SEPARATOR = " · "
 MIN_EVIDENCE = 32  # keep a first sentence up to this long whole before keeping facts
@@ -45,6 +47,7 @@ class VerdictBanner(LineWidget, can_focus=True):
         super().__init__(id=id, classes="-unknown")
         self.verdict: Verdict | None = None
         self._tone = "unknown"
+        self._built = Size(0, 0)  # the size the lines were made for
 
     def show(self, verdict: Verdict) -> None:
         """Display ``verdict``; restyles only on a severity change, repaints only on new text."""
@@ -56,7 +59,16 @@ class VerdictBanner(LineWidget, can_focus=True):
         self._rebuild()
 
     def on_resize(self) -> None:
-        self._rebuild()
+        if self.content_size != self._built:  # not at the size painted (see Panel)
+            self._rebuild()
+
+    def render_line(self, y: int) -> Strip:
+        size = self.content_size
+        if size != self._built and size.width > 0:
+            # The first paint after a layout comes before the Resize event (see Panel): the
+            # lines of the size being painted, not a relayout and a second paint for them.
+            self._lines, self._strips, self._built = self._for(size), {}, size
+        return super().render_line(y)
 
     async def on_click(self, event: Click) -> None:
         event.stop()
@@ -69,14 +81,17 @@ class VerdictBanner(LineWidget, can_focus=True):
             self._tone = new
 
     def _rebuild(self) -> None:
-        width = self.content_size.width
-        if width <= 0:
-            return
-        self.set_lines(banner_lines(self.verdict, width, two_lines=self.content_size.height >= 2))
+        size = self.content_size
+        if size.width > 0:
+            self._built = size
+            self.set_lines(self._for(size))
+
+    def _for(self, size: Size) -> list[Content]:
+        return banner_lines(self.verdict, size.width, two_lines=size.height >= 2)
 
 
 def banner_lines(verdict: Verdict | None, width: int, *, two_lines: bool = False) -> list[Content]:
-    """The banner's lines for ``verdict`` (None: nothing sampled yet) fitted to ``width``."""
+    """The banner's lines for ``verdict`` (None: none judged yet) fitted to ``width``."""
     if verdict is not None and live_hang(verdict):
         return hang_banner(verdict, width, two_lines=two_lines)
     head = headline(verdict) if verdict else label("unknown")
