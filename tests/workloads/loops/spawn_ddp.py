@@ -7,6 +7,7 @@ join the process group, as a job that creates its group lazily would)
 
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -67,11 +68,36 @@ def train(rank: int, port: int, late: bool) -> None:
         optimizer.zero_grad()
     clock.starts.pop()  # the last check was no iteration
     clock.report(rank=rank, batch=BATCH)
-    # Let gloo's work threads go idle first: destroying the group while one of them still
-    # wants the GIL to drop its last tensor deadlocks in the group's destructor (seen once
-    # under load with the main thread joining that thread).
+    # torch's gloo can deadlock at exit: a work thread that drops its last reference to a
+    # tensor made in Python needs the GIL, which the main thread holds while it joins that
+    # thread in the group's destructor (DDP's Reducer frees the group): 2 runs of 21 on a
+    # loaded box, with no traintop.  The barrier's work is dropped after the barrier returns,
+    # so the main thread sleeps (without the GIL) until gloo's threads are idle.
     dist.barrier()
+    _until_gloo_idle()
     dist.destroy_process_group()
+    del model
+
+
+def _until_gloo_idle(timeout_s: float = 10.0) -> None:
+    """Sleep until no other thread of this process is running or runnable (gloo's workers
+    have dropped their works), ``timeout_s`` at most."""
+    me, deadline = threading.get_native_id(), time.monotonic() + timeout_s
+    time.sleep(0.05)
+    while time.monotonic() < deadline and _busy_threads(me):
+        time.sleep(0.05)
+
+
+def _busy_threads(me: int) -> bool:
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as stat:
+                state = stat.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if int(tid) != me and state == "R":
+            return True
+    return False
 
 
 if __name__ == "__main__":
