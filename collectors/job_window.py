@@ -223,7 +223,10 @@ class JobWindow:
         # the step's ends, time with work queued (launch and sync gaps included), never "busy":
         # collectors/gpu_truth.py reads busy from the card.  Divided by the whole window, the
         # timed steps' GPU time read 16 times too low, and a compute-bound job as GPU-starved.
-        gpu = gpu_ns / gpu_steps / _NS * steps / span if gpu_steps else None
+        # The mean step is the steps' own time, not the window's span over the count: the span
+        # runs to now, through the step in progress, and read a 99 % span as 97 % on slow steps.
+        step_ns = sum(self._phase_totals) / steps if steps else 0
+        gpu = gpu_ns / gpu_steps / step_ns if gpu_steps and step_ns else None
         return {
             "steps_per_s": measured(steps / span),
             # A loop that counts no samples (no DataLoader, no tensor input found) has no rate:

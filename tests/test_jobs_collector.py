@@ -85,6 +85,20 @@ def test_gpu_queued_share_comes_from_the_steps_the_probe_timed(setup):
     assert job.gpu_queued_share == pytest.approx(0.95)
 
 
+def test_gpu_queued_share_is_the_steps_own_not_diluted_by_the_step_in_progress(setup):
+    """Read halfway into a 100 ms step, five 100 ms steps queued 99 % still read 99 %: the
+    window's span runs through the step in progress, the steps' time does not (the span's count
+    read 90 % here, and a 99 % job on a loaded box 97 %)."""
+    w, clock, col = setup
+    t = 1000 * 10**9
+    for k in range(5):
+        w.record(k, t, (10 * MS, 40 * MS, 50 * MS), 8, gpu_ns=99 * MS, flags=FLAG_GPU_VALID)
+        t += 100 * MS
+    clock.t = (t + 50 * MS) / 1e9
+    (job,) = col.collect()
+    assert job.gpu_queued_share == pytest.approx(0.99)
+
+
 def test_window_slides_and_slow_data_shows(setup):
     w, clock, col = setup
     end = _steps(w, 0, 10**12, 1000)  # 10 s fast
