@@ -1,0 +1,118 @@
+"""Every Python thread of the rank, sampled: its name, where it is, and whether it can run
+without the interpreter (the stack helper's ``threads`` request, traintop/stack_helper.py).
+
+The monitor sees a rank's threads in the kernel (``/proc/PID/task``: CPU time, state) but not
+their Python names, nor whether a busy one holds the GIL.  The helper can tell both.  For each
+sample it holds the GIL itself for ``WINDOW_S`` (a Python loop keeps it), then lets go of it
+for as long (it sleeps), and reads each thread's CPU-time clock around both: a thread that
+needs the GIL to run (pure Python, or C code that keeps it) runs only while the GIL is free; a
+thread in C code that released it (a NumPy or torch kernel, a socket call, NCCL's or gloo's
+loops) runs in both alike, as much as the CPUs let it.  The two sums are compared, not the
+first alone: on a crowded box a thread that is not in the GIL's way may still wait for a CPU.
+The clock is the thread's own (``pthread_getcpuclockid``): the kernel brings a running thread's
+time up to date when asked, where ``schedstat`` and ``stat`` lag by up to a scheduler tick.
+
+Stdlib only.  A sample holds the GIL about 0.6 ms, ten a request (6 ms of the interpreter),
+and a monitor asks at most every 10 s, only while a thread other than the training one is busy.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+MAX_STACKS = 3  # the most frequent stacks kept per thread
+WINDOW_S = 0.0005  # each sample holds the GIL this long, then frees it this long
+
+
+def cpu_ns(ident: int) -> int | None:
+    """Nanoseconds of CPU the thread ``ident`` has used, to the instant; None: gone."""
+    try:
+        return time.clock_gettime_ns(time.pthread_getcpuclockid(ident))
+    except (OSError, OverflowError, ValueError):
+        return None
+
+
+def _cpu(idents: list[int]) -> dict[int, int | None]:
+    return {ident: cpu_ns(ident) for ident in idents}
+
+
+def _ran(before: dict[int, int | None], after: dict[int, int | None]) -> dict[int, int]:
+    return {i: max(0, a - b) for i, b in before.items() if b is not None and (a := after[i])}
+
+
+def held_and_free(idents: list[int]) -> tuple[dict[int, int], dict[int, int], int, int]:
+    """How long each thread ran while this one held the GIL (``WINDOW_S``, busy in Python),
+    then while it left it free (``WINDOW_S`` asleep): ``(ran held, ran free, held ns, free ns)``."""
+    start = time.perf_counter_ns()
+    first = _cpu(idents)
+    while time.perf_counter_ns() - start < WINDOW_S * 1e9:
+        pass
+    middle, held_end = _cpu(idents), time.perf_counter_ns()
+    time.sleep(WINDOW_S)
+    last, end = _cpu(idents), time.perf_counter_ns()
+    return _ran(first, middle), _ran(middle, last), held_end - start, end - held_end
+
+
+class _Tally:
+    """What the samples found, by thread ident."""
+
+    def __init__(self) -> None:
+        self.stacks: dict[int, Counter[tuple]] = {}
+        self.held: Counter[int] = Counter()
+        self.free: Counter[int] = Counter()
+        self.held_ns = 0
+        self.free_ns = 0
+
+    def sample(self, stack: Callable[[int], list[list]]) -> None:
+        """Each thread's stack, then what it ran with the GIL held and free."""
+        me = threading.get_ident()
+        idents = [t.ident for t in threading.enumerate()
+                  if t.ident is not None and t.ident != me and t.native_id]  # fmt: skip
+        for ident in sys._current_frames():
+            if ident in idents:
+                frames = tuple(map(tuple, stack(ident)))
+                self.stacks.setdefault(ident, Counter())[frames] += 1
+        held, free, held_ns, free_ns = held_and_free(idents)
+        self.held.update(held)
+        self.free.update(free)
+        self.held_ns += held_ns
+        self.free_ns += free_ns
+
+
+def threads_sampled(
+    training: int, count: int, interval: float, stack: Callable[[int], list[list]]
+) -> dict[str, Any]:
+    """``count`` samples ``interval`` s apart of every Python thread but the helper (the caller),
+    each thread's frames as ``stack(ident)`` gives them: ``{"taken": n, "held_ns", "free_ns",
+    "threads": [{"tid", "name", "daemon", "training", "samples", "ran_held_ns",
+    "ran_free_ns", "stacks": [{"frames", "count"}, ...]}, ...]}``."""
+    tally = _Tally()
+    for i in range(count):
+        if i:
+            time.sleep(interval)
+        tally.sample(stack)
+    named = {t.ident: t for t in threading.enumerate()}
+    threads = [_thread(named.get(i), i, tally, training) for i in tally.stacks]
+    return {"taken": count, "held_ns": tally.held_ns, "free_ns": tally.free_ns,
+            "threads": threads}  # fmt: skip
+
+
+def _thread(thread: threading.Thread | None, ident: int, tally: _Tally,
+            training: int) -> dict[str, Any]:  # fmt: skip
+    seen = tally.stacks[ident]
+    top = [{"frames": [list(f) for f in k], "count": n} for k, n in seen.most_common(MAX_STACKS)]
+    return {
+        "tid": (thread.native_id or 0) if thread is not None else 0,
+        "name": thread.name if thread is not None else "",
+        "daemon": bool(thread.daemon) if thread is not None else False,
+        "training": ident == training,
+        "samples": sum(seen.values()),
+        "ran_held_ns": tally.held[ident],
+        "ran_free_ns": tally.free[ident],
+        "stacks": top,
+    }
