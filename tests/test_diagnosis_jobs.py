@@ -391,9 +391,9 @@ def test_a_box_wide_finding_is_about_every_live_job() -> None:
     swapping = CPU_BOX.but(swap_bytes_per_s=80e6)
     jobs = [rank(200, wait=0.002), rank(400, wait=0.002), rank(300, state="crashed")]
     verdict = diagnose(window(jobs, {200: 395.0, 400: 395.0}, swapping))
-    assert verdict.primary.bottleneck == "memory"
+    assert verdict.primary.bottleneck == "host_memory"
     assert sorted(j.pid for j in verdict.jobs) == [200, 400]
-    assert [j.primary.bottleneck for j in verdict.per_job[:2]] == ["memory", "memory"]
+    assert [j.primary.bottleneck for j in verdict.per_job[:2]] == ["host_memory", "host_memory"]
 
 
 def test_ended_segments_that_repeat_a_rank_are_separate_runs() -> None:
