@@ -24,8 +24,10 @@ from traintop.collectors import run_end, stall, warmup
 from traintop.collectors.cgroup import CgroupReader
 from traintop.collectors.job_facts import FactsReader
 from traintop.collectors.job_memory import JobMemoryReader
+from traintop.collectors.job_sockets import SocketQueues
 from traintop.collectors.job_window import NEWEST, JobWindow
 from traintop.collectors.loader_workers import with_state
+from traintop.collectors.phase_names import is_comm_phase
 from traintop.collectors.proc_state import ProcReader, children
 from traintop.collectors.rates import measured
 from traintop.collectors.ring_header import SegmentHeader
@@ -56,6 +58,7 @@ THREAD_ASK_PCT = 20.0
 THREADS_EVERY_S = 10.0
 THREADS_KEEP_S = 30.0
 THREAD_SAMPLES = (10, 50)  # samples, ms apart
+PEER_WAIT_SHARE = 0.1  # a rank waiting on its peers this share: its sockets are read
 _NS = 1e9
 
 
@@ -244,6 +247,7 @@ class JobCollector:
         self.cgroups = CgroupReader()  # each live rank's CPU limit (collectors/cgroup.py)
         # ... its memory and PSI, and the kernel's word on a rank gone (collectors/job_memory.py)
         self.memory = JobMemoryReader(self.cgroups, clock)
+        self.sockets = SocketQueues(clock=clock)  # what its connections hold, while it waits
         # The kernel's view of the ranks that stopped stepping (collectors/stall_watch.py); an
         # unanswered stack request is followed by the signal after ``reply_wait_s``.
         self._procs, self.reply_wait_s = ProcReader(), reply_wait_s
@@ -281,7 +285,9 @@ class JobCollector:
                 job.how_ended = self.memory.witness.word(
                     job.header.pid, job.how_ended, workers, job.end_s
                 )
-        self.memory.forget({job.header.pid for job in jobs if job.liveness == "live"})
+        live = {job.header.pid for job in jobs if job.liveness == "live"}
+        self.memory.forget(live)
+        self.sockets.forget(live)
 
     def _tend_warmups(self, jobs: list[_Job], now: float, workers: dict) -> None:
         """Read what each rank that has not stepped yet is doing (collectors/warmup.py)."""
@@ -454,7 +460,16 @@ class JobCollector:
             return {}
         pid = job.header.pid
         kids = [w.pid for w in workers.get(pid, ())]
-        return {"memory": self.memory.read(pid, kids), "pressure": self.memory.pressure(pid)}
+        queued = self.sockets.read(pid) if _waits_on_peers(job.shown) else None
+        return {"memory": self.memory.read(pid, kids), "pressure": self.memory.pressure(pid),
+                "send_queue_bytes": queued}  # fmt: skip
+
+
+def _waits_on_peers(shown: JobSnapshot | None) -> bool:
+    """Whether a rank spent ``PEER_WAIT_SHARE`` of its recent steps waiting on its peers."""
+    if shown is None or shown.world_size < 2:
+        return False
+    return sum(p.share for p in shown.phases if is_comm_phase(p.name)) >= PEER_WAIT_SHARE
 
 
 def _turn_order(job: _Job) -> tuple[str, int]:

@@ -547,6 +547,10 @@ class JobSnapshot:
     memory: JobMemory | None = None  # its memory cgroup and, while a concern, its unique memory
     pressure: PressureSet | None = None  # its cgroup v2 group's own PSI (None: v1, or root)
     threads: tuple[PyThread, ...] = ()  # its Python threads, sampled while one is busy
+    # Bytes its TCP connections hold unsent or unacknowledged this tick, read while it waits on
+    # its peers (collectors/job_sockets.py): full while the link is the limit, empty while a
+    # peer is late; None where not read
+    send_queue_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
