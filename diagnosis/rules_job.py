@@ -15,6 +15,7 @@ from traintop.diagnosis.network_signals import (
     comm_on_network,
     cpu_queued_share,
     job_traffic,
+    link_backlogged,
 )
 from traintop.diagnosis.signals import (
     DATA_WAIT_SHARE,
@@ -207,11 +208,14 @@ def _timed(job: JobView) -> bool:
 
 def network(ctx: Context) -> Candidate | None:
     """Communication is the limit: waiting on peers that the CPU queueing of the job's slowest
-    rank does not explain takes a large share of the step (network_signals), or a NIC at link
-    speed while the GPUs wait (multi-rank jobs, or system mode).  The job's own namespace
-    traffic is quoted as evidence."""
+    rank does not explain takes a large share of the step (network_signals) *and* the link shows
+    it is the limit: the rank's connections hold data they cannot send, or a NIC runs near its
+    link's rate while the GPUs wait (multi-rank jobs, or system mode).  Time in a collective is
+    time waiting for the slowest peer: without the link's own witness it is the peer's (a
+    checkpoint, a quota), never the network's.  The job's namespace traffic is quoted."""
     lost, facts = comm_on_network(ctx)
-    lost = lost if facts else 0.0
+    backlog = link_backlogged(ctx) if facts else ()
+    lost, facts = (lost, facts + backlog) if backlog else (0.0, ())
     nics = nic_busy(ctx)
     multi = ctx.job is None or ctx.job.job.world_size > 1
     if nics and multi and gpu_gaps(ctx):
