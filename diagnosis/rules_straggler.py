@@ -24,6 +24,7 @@ from traintop.diagnosis.context import Context, RankResult
 from traintop.diagnosis.findings import candidate
 from traintop.diagnosis.model import Candidate, Evidence, Straggler
 from traintop.diagnosis.stats import share_true
+from traintop.diagnosis.straggler_cause import slow_remedies, what_slows
 from traintop.diagnosis.text import pct, seconds
 from traintop.diagnosis.views import comm_share_of
 from traintop.diagnosis.where import how_to_look, where_time_goes
@@ -50,7 +51,7 @@ def held_back(
         summary=f"Rank {slow.job.rank} holds back the job: the other ranks wait for it "
         f"{pct(claim)} of their time",
         evidence=_facts(results, slow, straggler, own),
-        remedies=_remedies(slow, own),
+        remedies=_remedies(results, slow, own),
         lost=claim,
         steady=_held(results, slow),
     )
@@ -68,18 +69,25 @@ def _facts(
     own: tuple[Candidate, ...],
 ) -> tuple[Evidence, ...]:  # fmt: skip
     """Who it is, where its own time goes, and its own cause."""
+    cause = _own_cause(own, slow, results)
+    more = tuple(e for e in what_slows(slow, results) if e.text not in cause.text)
     return (
         Evidence(straggler.text, "straggler_gap", straggler.gap, "training"),
         *where_time_goes(slow.ctx, own_time=True),
-        _own_cause(own, slow, results),
+        cause,
+        *more,
     )
 
 
-def _remedies(slow: RankResult, own: tuple[Candidate, ...]) -> tuple[str, ...]:
+def _remedies(
+    results: Sequence[RankResult], slow: RankResult, own: tuple[Candidate, ...]
+) -> tuple[str, ...]:
     """Its own cause's remedies first, then what to look at on that rank."""
     cause = _costed(own)
     first = cause.finding.remedies if cause is not None else ()
-    return (*first, *remedies.straggler(slow.job.rank), *how_to_look(slow.ctx, own_time=True))
+    own_fix = slow_remedies(slow, what_slows(slow, results))
+    return (*first, *own_fix, *remedies.straggler(slow.job.rank),
+            *how_to_look(slow.ctx, own_time=True))  # fmt: skip
 
 
 def _comm(ctx: Context) -> float | None:
@@ -101,6 +109,10 @@ def _own_cause(
         first = f.evidence[0].text if f.evidence else f.summary
         text = f"its own cause: {f.bottleneck} ({first})"
         return Evidence(text, f"straggler.{f.bottleneck}", cause.lost_share, "training")
+    slows = what_slows(slow, results)
+    if slows:
+        return Evidence(f"its own cause: {slows[0].text}", slows[0].metric, slows[0].value,
+                        slows[0].panel)  # fmt: skip
     computes = any(c.finding.bottleneck == "compute" for c in own)
     head = "more work than the others (compute)" if computes else "none a rule names"
     mine = _own_work_s(slow.ctx)
