@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from traintop.collectors.memory_state import Pressure, PressureSet
 from traintop.collectors.snapshot import Snapshot
+from traintop.diagnosis.model import Evidence
 from traintop.diagnosis.stats import mean_of
+from traintop.diagnosis.text import pct
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,3 +73,24 @@ def host_view(snaps: Sequence[Snapshot]) -> HostView | None:
         memory=memory,
         io=io,
     )
+
+
+PSI_EVIDENCE = 0.10  # tasks stalled on a resource a tenth of the time: it explains a stall
+WORDS = {"cpu": ("CPU", "waited for a CPU", "cpu"), "memory": ("memory", "stalled on memory",
+         "memory"), "io": ("I/O", "stalled on I/O", "disk")}  # fmt: skip
+
+
+def psi_evidence(own: PressureSet | None, host: HostView | None, resource: str) -> tuple:
+    """``CPU pressure (PSI, its cgroup's): some task waited for a CPU 62 % of the time``: the
+    job's own cgroup's PSI where cgroup v2 keeps it, else the host's, from ``PSI_EVIDENCE``."""
+    mine = getattr(own, resource) if own is not None else None
+    stall = Stall(mine.some, mine.full) if mine is not None and mine.some is not None else None
+    whose = "its cgroup's" if stall is not None else "the host's"
+    if stall is None and host is not None:
+        stall = getattr(host, resource)
+    if stall is None or stall.some is None or stall.some < PSI_EVIDENCE:
+        return ()
+    name, words, panel = WORDS[resource]
+    text = f"{name} pressure (PSI, {whose}): some task {words} {pct(stall.some)} of the time"
+    text += f", all tasks {pct(stall.full)}" if stall.full else ""
+    return (Evidence(text, f"psi_{resource}_some", stall.some, panel),)

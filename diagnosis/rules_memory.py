@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traintop.collectors.memory_state import CgroupMemory, UniqueMemory, time_left_s
+from traintop.collectors.memory_state import CgroupMemory, PressureSet, UniqueMemory, time_left_s
 from traintop.diagnosis import remedies_host
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.findings import candidate
-from traintop.diagnosis.host_view import Stall
+from traintop.diagnosis.host_view import psi_evidence
 from traintop.diagnosis.model import Candidate, Evidence
 from traintop.diagnosis.signals import DATA_WAIT_SHARE, data_wait
 from traintop.diagnosis.text import duration, pct, rate, size
@@ -177,26 +177,16 @@ def copies_grow(ctx: Context, lim: Limit | None) -> bool:
     return grown > 0 and (not total or grown >= COPIES_SHARE * total)
 
 
-def _stalled(ctx: Context) -> tuple[Stall | None, str]:
-    """Memory PSI: the job's own cgroup's (v2), else the host's."""
-    own = ctx.job.job.pressure if ctx.job else None
-    if own is not None and own.memory is not None and own.memory.some is not None:
-        return Stall(own.memory.some, own.memory.full), "its cgroup's"
-    cgroup = _cgroup(ctx)
-    if cgroup is not None and cgroup.pressure is not None and cgroup.pressure.some is not None:
-        return Stall(cgroup.pressure.some, cgroup.pressure.full), "its cgroup's"
-    host = ctx.box.host
-    return (host.memory if host is not None else None), "the host's"
-
-
 def _pressure(ctx: Context) -> tuple[float, tuple[Evidence, ...]]:
-    """Tasks stalled on memory (PSI) a large share of the time: reclaim, swap-in, thrashing."""
-    stall, whose = _stalled(ctx)
-    if stall is None or stall.some is None or stall.some < PSI_SOME:
-        return 0.0, ()
-    text = f"memory pressure ({whose} PSI): some task stalled on memory {pct(stall.some)} "
-    text += "of the time" + (f", all tasks {pct(stall.full)}" if stall.full else "")
-    return stall.some, (Evidence(text, "memory_psi_some", stall.some, "memory"),)
+    """Tasks stalled on memory (PSI) a large share of the time: reclaim, swap-in, thrashing;
+    the job's own cgroup's (v2: its group's, else its memory cgroup's) or the host's."""
+    own = ctx.job.job.pressure if ctx.job else None
+    cgroup = _cgroup(ctx)
+    if (own is None or own.memory is None) and cgroup is not None and cgroup.pressure:
+        own = PressureSet(None, cgroup.pressure, None)
+    facts = psi_evidence(own, ctx.box.host, "memory")
+    share = facts[0].value if facts else None
+    return (share or 0.0, facts) if share is not None and share >= PSI_SOME else (0.0, ())
 
 
 def _swapping(ctx: Context) -> tuple[float, tuple[Evidence, ...]]:
