@@ -4,9 +4,9 @@ memory of the rank and its DataLoader workers (docs/diagnosis.md, "Host memory")
 Cheap figures are read for every live rank: its memory cgroup every 2 s (collectors/memcg.py)
 and, where it sits in a cgroup v2 group of its own, that group's pressure files.  The costly
 one (each process's unique memory, collectors/unique_memory.py) only once memory is a
-*concern* for the rank: its cgroup's working set at ``CONCERN_SHARE`` of its limit or, at the
-current growth, ``CONCERN_S`` from it; or the host's available memory under ``CONCERN_SHARE``
-of its RAM or, at its trend, ``CONCERN_S`` from running out.
+*concern* for the rank: its cgroup's anonymous memory at ``CONCERN_SHARE`` of its limit or,
+at the current growth, ``CONCERN_S`` from it; or the host's RAM ``HOST_CONCERN_SHARE`` used
+or, at its trend, ``CONCERN_S`` from running out.
 """
 
 from __future__ import annotations
@@ -115,9 +115,9 @@ class JobMemoryReader:
 
 def _concern(cgroup: CgroupMemory | None) -> bool:
     """The rank's cgroup is half full or, at its growth, an hour from its limit."""
-    if cgroup is None or cgroup.limit_bytes is None or cgroup.working_set_bytes is None:
+    if cgroup is None or cgroup.limit_bytes is None or cgroup.anon_bytes is None:
         return False
-    if cgroup.working_set_bytes >= CONCERN_SHARE * cgroup.limit_bytes:
+    if cgroup.anon_bytes >= CONCERN_SHARE * cgroup.limit_bytes:
         return True
     left = time_left_s(cgroup.headroom_bytes, cgroup.growth_bytes_per_s)
     return left is not None and left <= CONCERN_S

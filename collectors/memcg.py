@@ -14,12 +14,13 @@ counts both: how often the limit was hit and how many of its processes the OOM k
   ``memory.events`` (``max``: the limit hit; ``oom``: the OOM killer invoked for the group;
   ``oom_kill``: processes killed, counted up the tree) and ``memory.pressure`` (PSI).
 
-The *working set* is the charge less the inactive page cache (what kubelet evicts on and what
-the kernel cannot drop without I/O); a job is out of memory when it reaches the limit.  Its
-growth is the least-squares slope of the working set over the last ``TREND_S`` of readings, so
-a minute's steady climb gives the time left at the current growth.  A group is read at most
-every ``READ_EVERY_S`` (a limit changes rarely; a climb to an OOM takes longer than that), once
-for all the ranks in it: about ten small files.
+What the kernel cannot reclaim is the group's anonymous and shared memory (``memory.stat``:
+v1 ``total_rss + total_shmem``, v2 ``anon + shmem``): the page cache is dropped at the limit
+(a group that reads files sits at its limit all the time, healthy), and the OOM killer acts when
+the anonymous memory alone no longer fits.  Its growth is the least-squares slope of the newest
+readings (collectors/trend.py), so a steady climb gives the time left at the current growth.
+A group is read every ``READ_EVERY_S``, every ``NEAR_EVERY_S`` once half full (a climb to the
+limit is then timed within seconds), once for all the ranks in it: about ten small files.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from traintop.collectors.pressure import PressureFile
 from traintop.collectors.trend import History
 
 READ_EVERY_S = 2.0
-NEAR_EVERY_S = 1.0  # ... every second once its working set is half its limit: a climb to it
+NEAR_EVERY_S = 1.0  # ... every second once its anonymous memory is half its limit: a climb to it
 NEAR_SHARE = 0.5
 UNLIMITED = 1 << 62  # v1 writes "no limit" as a page-rounded 2^63 - 1
 
@@ -78,10 +79,10 @@ def least_limit(mount: Mount, folder: Path) -> tuple[int | None, Path]:
     return best
 
 
-# Per version: the charge, its peak, and memory.stat's key of the inactive page cache
+# Per version: the charge, its peak, and memory.stat's keys of the memory it cannot reclaim
 FILES = {
-    1: ("memory.usage_in_bytes", "memory.max_usage_in_bytes", "total_inactive_file"),
-    2: ("memory.current", "memory.peak", "inactive_file"),
+    1: ("memory.usage_in_bytes", "memory.max_usage_in_bytes", ("total_rss", "total_shmem")),
+    2: ("memory.current", "memory.peak", ("anon", "shmem")),
 }
 
 
@@ -89,13 +90,12 @@ def read_group(mount: Mount, folder: Path, path: str) -> CgroupMemory:
     """The counters of the rank's cgroup ``folder`` (``path`` as /proc names it) and of the
     cgroup whose limit binds it."""
     limit, binding = least_limit(mount, folder)
-    usage_file, peak_file, inactive_key = FILES[mount.version]
+    usage_file, peak_file, anon_keys = FILES[mount.version]
     usage = _int(_read(binding / usage_file))
-    inactive = _stat_value(_read(binding / "memory.stat"), inactive_key)
+    anon = _sum(_read(binding / "memory.stat"), anon_keys)
     hits, ooms, kills = _events(mount.version, folder, binding)
     peak = _int(_read(binding / peak_file))
-    return CgroupMemory(path, mount.version, limit, usage, _less(usage, inactive), peak, hits,
-                        ooms, kills)  # fmt: skip
+    return CgroupMemory(path, mount.version, limit, usage, anon, peak, hits, ooms, kills)
 
 
 def _events(version: int, own: Path, binding: Path) -> tuple[int | None, ...]:
@@ -110,10 +110,10 @@ def _events(version: int, own: Path, binding: Path) -> tuple[int | None, ...]:
             _stat_value(own_events, "oom_kill"))  # fmt: skip
 
 
-def _less(usage: int | None, inactive: int | None) -> int | None:
-    if usage is None:
-        return None
-    return max(0, usage - (inactive or 0))
+def _sum(stat: str | None, keys: tuple[str, ...]) -> int | None:
+    """The sum of ``keys`` in a ``memory.stat`` text (None: the first is missing)."""
+    values = [_stat_value(stat, key) for key in keys]
+    return None if values[0] is None else sum(v or 0 for v in values)
 
 
 @dataclass(slots=True)
@@ -159,7 +159,7 @@ class MemcgReader:
         """Every ``every_s``; every ``NEAR_EVERY_S`` for a group half full: its trend then
         comes within a few seconds, in time to be said before the OOM killer acts."""
         limit = memory.limit_bytes if memory is not None else None
-        used = memory.working_set_bytes if memory is not None else None
+        used = memory.anon_bytes if memory is not None else None
         if limit is not None and used is not None and used >= NEAR_SHARE * limit:
             return min(self._every_s, NEAR_EVERY_S)
         return self._every_s
@@ -207,8 +207,8 @@ class MemcgReader:
             group.memory = None
             return group
         growth = None
-        if memory.working_set_bytes is not None:
-            growth = group.history.add(now, float(memory.working_set_bytes))
+        if memory.anon_bytes is not None:
+            growth = group.history.add(now, float(memory.anon_bytes))
         psi = group.pressure.read(now) if group.pressure is not None else None
         group.memory = replace(memory, growth_bytes_per_s=growth, pressure=psi)
         return group

@@ -42,20 +42,22 @@ class CgroupMemory:
     version: int
     limit_bytes: int | None  # the least limit from the rank's cgroup up; None: none set
     usage_bytes: int | None  # the charge of the cgroup that sets the limit (the rank's own else)
-    working_set_bytes: int | None  # that charge less its inactive page cache
+    # Of that charge, the memory the kernel cannot drop (anonymous and shared: only swap or
+    # the OOM killer frees it); the page cache it reclaims at the limit is left out
+    anon_bytes: int | None
     peak_bytes: int | None
     limit_hits: int | None  # v1 failcnt, v2 memory.events "max": charges that met the limit
     oom_events: int | None  # v2 memory.events "oom": the OOM killer invoked for the group
     oom_kills: int | None  # processes of the rank's own cgroup the OOM killer killed
-    growth_bytes_per_s: float | None = None  # the working set's trend (least squares)
+    growth_bytes_per_s: float | None = None  # the anonymous memory's trend (least squares)
     pressure: Pressure | None = None  # v2 memory.pressure of the group that sets the limit
 
     @property
     def headroom_bytes(self) -> int | None:
-        """What the working set may still grow before the limit (None: no limit)."""
-        if self.limit_bytes is None or self.working_set_bytes is None:
+        """What the anonymous memory may still grow before the limit (None: no limit)."""
+        if self.limit_bytes is None or self.anon_bytes is None:
             return None
-        return max(0, self.limit_bytes - self.working_set_bytes)
+        return max(0, self.limit_bytes - self.anon_bytes)
 
 
 @dataclass(frozen=True, slots=True)

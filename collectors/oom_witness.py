@@ -13,8 +13,8 @@ is found gone (never on a live one):
   counts every one (``/proc/vmstat``'s ``oom_kill``).  The monitor keeps their values from the
   last tick the rank was alive; a count that rose by the tick it was found gone says the OOM
   killer struck in between.  Whether the group's limit or the host's RAM ran out: the log's
-  constraint, else v2's ``oom`` event or v1's ``failcnt`` risen, or the working set within 10 %
-  of the limit at the last reading.
+  constraint, else v2's ``oom`` event or v1's ``failcnt`` risen, or the anonymous memory
+  within 10 % of the limit at the last reading.
 
 A rank the monitor watched, whose counters did not move and whose pid the log does not name,
 was killed by something else (a person's ``kill -9``, a scheduler's escalation): "killed
@@ -36,7 +36,7 @@ from traintop.collectors.snapshot import Ending, Kill
 KMSG = "/dev/kmsg"
 PROC_VMSTAT = "/proc/vmstat"
 MAX_RECORDS = 100_000  # the kernel's ring holds a few thousand; never read without end
-NEAR_LIMIT = 0.9  # a working set this close to its limit met it when the OOM killer came
+NEAR_LIMIT = 0.9  # anonymous memory this close to its limit met it when the OOM killer came
 _CONSTRAINT = re.compile(rb"oom-kill:constraint=(\w+),.*?task_memcg=([^,]*),.*?pid=(\d+)")
 _KILLED = re.compile(rb"(Memory cgroup out of memory|Out of memory[^:]*): Killed process (\d+)")
 
@@ -201,7 +201,7 @@ class OomWitness:
         before = None if seen is None else max(0.0, self._clock() - seen.at)
         memory = seen.memory if seen is not None else None
         if scope == "cgroup" and memory is not None:
-            return Kill("oom", scope, victim, memory.limit_bytes, memory.working_set_bytes,
+            return Kill("oom", scope, victim, memory.limit_bytes, memory.anon_bytes,
                         before, source)  # fmt: skip
         used = seen.host_used if seen is not None else None
         if scope == "host" and used is not None:
@@ -230,9 +230,9 @@ def _rose(before: CgroupMemory | None, after: CgroupMemory | None, field: str) -
 
 def _at_limit(before: CgroupMemory | None, after: CgroupMemory | None) -> bool:
     """The group's own limit ran out: v2 counted an OOM of the group, v1 a charge refused at
-    the limit, or the working set was within ``NEAR_LIMIT`` of it at the last reading."""
+    the limit, or the anonymous memory was within ``NEAR_LIMIT`` of it at the last reading."""
     if _rose(before, after, "oom_events") or _rose(before, after, "limit_hits"):
         return True
-    if before is None or before.limit_bytes is None or before.working_set_bytes is None:
+    if before is None or before.limit_bytes is None or before.anon_bytes is None:
         return False
-    return before.working_set_bytes >= NEAR_LIMIT * before.limit_bytes
+    return before.anon_bytes >= NEAR_LIMIT * before.limit_bytes

@@ -14,7 +14,7 @@ from itertools import pairwise
 from traintop.collectors.rates import measured
 
 TREND_S = 60.0  # the slope over this much of the newest readings
-TREND_MIN_S = 3.0  # ... once they span at least this long
+TREND_MIN_S = 2.0  # ... once they span at least this long (three readings a second apart)
 STEADY = 2 / 3  # of the steps between readings that must go the slope's way
 
 

@@ -7,7 +7,7 @@ pages: it reclaims the page cache and, with swap, swaps out; the job's tasks the
 memory (PSI ``memory``), and a loader that faults its samples back in from swap waits.  So the
 rule holds when:
 
-* **the limit will be reached soon**: the working set's growth over the last minute (the
+* **the limit will be reached soon**: the anonymous memory's growth over the last minute (the
   collector's least-squares slope) reaches the limit within ``SOON_S``; within ``URGENT_S``
   the run itself is at stake and the finding claims all of its time, as a hang does;
 * **memory is the limit now**: its tasks stalled on memory ``PSI_SOME`` of the time (the
@@ -65,8 +65,8 @@ def limits(ctx: Context) -> list[Limit]:
     """The rank's cgroup limit and the host's RAM, whichever are known."""
     found: list[Limit] = []
     cgroup = _cgroup(ctx)
-    if cgroup is not None and cgroup.limit_bytes and cgroup.working_set_bytes is not None:
-        found.append(Limit("cgroup", cgroup.limit_bytes, cgroup.working_set_bytes,
+    if cgroup is not None and cgroup.limit_bytes and cgroup.anon_bytes is not None:
+        found.append(Limit("cgroup", cgroup.limit_bytes, cgroup.anon_bytes,
                            cgroup.growth_bytes_per_s, cgroup))  # fmt: skip
     host = ctx.box.host
     if host is not None and host.total_bytes > 0:

@@ -24,7 +24,9 @@ PID = 4242
 MIB = 1 << 20
 V1_UNLIMITED = "9223372036854771712\n"
 V2_EVENTS = "low 0\nhigh 0\nmax 35\noom 1\noom_kill 1\noom_group_kill 0\n"
-V2_STAT = "anon 522624000\nfile 8192000\nkernel 9134080\nactive_file 4096000\ninactive_file 4096000\n"  # noqa: E501
+V2_STAT = (
+    "anon 522624000\nfile 8192000\nkernel 9134080\nactive_file 4096000\ninactive_file 4096000\n"
+)
 
 
 class Clock:
@@ -47,6 +49,12 @@ def _proc(tmp_path: Path, cgroup: str) -> Path:
     return tmp_path / "proc"
 
 
+def _stat(anon: int) -> str:
+    """A v1 memory.stat: 100 MiB of page cache beside ``anon`` bytes of anonymous memory."""
+    return (f"cache {100 * MIB}\nrss {anon}\nshmem 0\ntotal_cache {100 * MIB}\n"
+            f"total_rss {anon}\ntotal_shmem 0\ntotal_inactive_file {60 * MIB}\n")  # fmt: skip
+
+
 def _v1(tmp_path: Path, usage: int = 900 * MIB, failcnt: int = 0, kills: int = 0) -> Path:
     root = tmp_path / "cg"
     _write(root, {
@@ -56,8 +64,9 @@ def _v1(tmp_path: Path, usage: int = 900 * MIB, failcnt: int = 0, kills: int = 0
         "memory/slurm/job7/memory.usage_in_bytes": f"{usage}\n",
         "memory/slurm/job7/memory.max_usage_in_bytes": f"{1100 * MIB}\n",
         "memory/slurm/job7/memory.failcnt": f"{failcnt}\n",
-        "memory/slurm/job7/memory.stat": f"cache 0\nrss 0\ntotal_inactive_file {100 * MIB}\n",
-        "memory/slurm/job7/memory.oom_control": f"oom_kill_disable 0\nunder_oom 0\noom_kill {kills}\n",
+        "memory/slurm/job7/memory.stat": _stat(usage - 100 * MIB),
+        "memory/slurm/job7/memory.oom_control": f"oom_kill_disable 0\nunder_oom 0\n"
+                                                f"oom_kill {kills}\n",
     })  # fmt: skip
     return root
 
@@ -85,7 +94,7 @@ def test_v1_reads_the_least_limit_up_the_tree_and_its_counters(tmp_path: Path) -
     found = reader.read(PID)
     assert found is not None and found.version == 1 and found.cgroup == "/slurm/job7"
     assert found.limit_bytes == 1200 * MIB  # the job's own, under its parent's 2 GiB
-    assert found.usage_bytes == 900 * MIB and found.working_set_bytes == 800 * MIB
+    assert found.usage_bytes == 900 * MIB and found.anon_bytes == 800 * MIB  # the cache left out
     assert found.headroom_bytes == 400 * MIB
     assert (found.limit_hits, found.oom_events, found.oom_kills) == (0, None, 0)
 
@@ -96,7 +105,7 @@ def test_v2_reads_memory_max_events_and_its_own_pressure(tmp_path: Path) -> None
     found = reader.read(PID)
     assert found is not None and found.version == 2
     assert found.limit_bytes == 536870912 and found.peak_bytes == 536870912
-    assert found.working_set_bytes == 536600000 - 4096000
+    assert found.anon_bytes == 522624000  # anon (no shmem line: 0)
     assert (found.limit_hits, found.oom_events, found.oom_kills) == (35, 1, 1)
     assert found.pressure is not None and found.pressure.some_avg10 == 12.0
 
@@ -113,23 +122,24 @@ def test_no_limit_reads_as_none(tmp_path: Path) -> None:
 def test_the_working_set_trend_comes_from_readings_every_second_once_half_full(
     tmp_path: Path,
 ) -> None:
-    """Read every 2 s; once the working set is half its limit, every second, so a climb to it
-    is timed within seconds: +10 MiB a second from 800 MiB of 1200 reaches it in 40 s."""
+    """Read every 2 s; once its anonymous memory is half the limit, every second, so a climb
+    to it is timed within seconds: +10 MiB a second from 800 MiB of 1200 reaches it in 40 s."""
     clock, root = Clock(), _v1(tmp_path)
     reader = MemcgReader(CgroupReader(root=root, proc=_proc(tmp_path, "4:memory:/slurm/job7\n"),
                                       clock=clock), clock)  # fmt: skip
-    usage = root / "memory/slurm/job7/memory.usage_in_bytes"
+    stat = root / "memory/slurm/job7/memory.stat"
     for second in range(5):
-        usage.write_text(f"{(900 + 10 * second) * MIB}\n")
+        stat.write_text(_stat((800 + 10 * second) * MIB))
         found = reader.read(PID)
         clock.now += 1.0
     assert found is not None and found.growth_bytes_per_s == pytest.approx(10 * MIB, rel=1e-4)
-    assert time_left_s(found.headroom_bytes, found.growth_bytes_per_s) == pytest.approx(36.0, rel=1e-3)
+    left = time_left_s(found.headroom_bytes, found.growth_bytes_per_s)
+    assert left == pytest.approx(36.0, rel=1e-3)
 
 
 def test_a_trend_needs_steady_steps_and_a_span() -> None:
     assert trend([(0.0, 0.0), (1.0, 10.0), (2.0, 20.0), (3.0, 30.0)]) == pytest.approx(10.0)
-    assert trend([(0.0, 0.0), (1.0, 10.0), (2.0, 20.0)]) is None  # 2 s: too short
+    assert trend([(0.0, 0.0), (1.0, 10.0)]) is None  # two readings, 1 s: too few
     assert trend([(0.0, 0.0), (1.0, 30.0), (2.0, 0.0), (3.0, 30.0), (4.0, 0.0)]) is None
     history = History(span_s=5.0)
     for t in range(10):

@@ -58,7 +58,7 @@ def _world(tmp_path: Path, kmsg: list[bytes] | None, host_kills: int = 0):
     root.mkdir(parents=True)
     files = {"memory.limit_in_bytes": f"{GIB}\n", "memory.usage_in_bytes": f"{1000 * MIB}\n",
              "memory.max_usage_in_bytes": f"{GIB}\n", "memory.failcnt": "12\n",
-             "memory.stat": "total_inactive_file 0\n",
+             "memory.stat": f"total_rss {1000 * MIB}\ntotal_shmem 0\n",
              "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n"}  # fmt: skip
     for name, text in files.items():
         (root / name).write_text(text)

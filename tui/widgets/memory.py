@@ -97,8 +97,8 @@ def job_lines(snapshot: Snapshot) -> list[Content]:
         if job.state != "live" or cgroup is None or cgroup.cgroup in seen:
             continue
         seen.add(cgroup.cgroup)
-        if cgroup.limit_bytes and cgroup.working_set_bytes is not None:
-            lines.append(_cgroup_line(job.name, cgroup.working_set_bytes, cgroup.limit_bytes,
+        if cgroup.limit_bytes and cgroup.anon_bytes is not None:
+            lines.append(_cgroup_line(job.name, cgroup.anon_bytes, cgroup.limit_bytes,
                                       cgroup.growth_bytes_per_s))  # fmt: skip
         if job.pressure is not None:
             lines.append(psi_line(f"    {job.name[:12]}", job.pressure))

@@ -56,6 +56,7 @@ def main() -> None:
     def checkpoint(step: int) -> None:
         if step % opts.every == 0:
             if rank == 0:
+                print(f"checkpoint start {time.monotonic():.3f}", flush=True)
                 save_checkpoint(model.module, opts.save_s)
             dist.barrier()
 
