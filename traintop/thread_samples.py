@@ -67,6 +67,7 @@ class _Tally:
 
     def __init__(self) -> None:
         self.stacks: dict[int, Counter[tuple]] = {}
+        self.busy: dict[int, Counter[tuple]] = {}  # the CPU used in the window after each stack
         self.held: Counter[int] = Counter()
         self.free: Counter[int] = Counter()
         self.held_ns = 0
@@ -77,11 +78,13 @@ class _Tally:
         me = threading.get_ident()
         idents = [t.ident for t in threading.enumerate()
                   if t.ident is not None and t.ident != me and t.native_id]  # fmt: skip
-        for ident in sys._current_frames():
-            if ident in idents:
-                frames = tuple(map(tuple, stack(ident)))
-                self.stacks.setdefault(ident, Counter())[frames] += 1
+        seen = {i: tuple(map(tuple, stack(i))) for i in sys._current_frames() if i in idents}
+        for ident, frames in seen.items():
+            self.stacks.setdefault(ident, Counter())[frames] += 1
         held, free, held_ns, free_ns = held_and_free(idents)
+        for ident, frames in seen.items():
+            ran = held.get(ident, 0) + free.get(ident, 0)
+            self.busy.setdefault(ident, Counter())[frames] += ran
         self.held.update(held)
         self.free.update(free)
         self.held_ns += held_ns
@@ -92,7 +95,9 @@ def threads_sampled(
     training: int, count: int, interval: float, stack: Callable[[int], list[list]]
 ) -> dict[str, Any]:
     """``count`` samples ``interval`` s apart of every Python thread but the helper (the caller),
-    each thread's frames as ``stack(ident)`` gives them: ``{"taken": n, "held_ns", "free_ns",
+    each thread's frames as ``stack(ident)`` gives them, its stacks ranked by the CPU it used
+    right after each was taken (where it works, not where it sleeps), then by how often they
+    were seen: ``{"taken": n, "held_ns", "free_ns",
     "threads": [{"tid", "name", "daemon", "training", "samples", "ran_held_ns",
     "ran_free_ns", "stacks": [{"frames", "count"}, ...]}, ...]}``."""
     tally = _Tally()
@@ -108,8 +113,9 @@ def threads_sampled(
 
 def _thread(thread: threading.Thread | None, ident: int, tally: _Tally,
             training: int) -> dict[str, Any]:  # fmt: skip
-    seen = tally.stacks[ident]
-    top = [{"frames": [list(f) for f in k], "count": n} for k, n in seen.most_common(MAX_STACKS)]
+    seen, busy = tally.stacks[ident], tally.busy.get(ident, Counter())
+    ranked = sorted(seen, key=lambda k: (busy[k], seen[k]), reverse=True)[:MAX_STACKS]
+    top = [{"frames": [list(f) for f in k], "count": seen[k]} for k in ranked]
     return {
         "tid": (thread.native_id or 0) if thread is not None else 0,
         "name": thread.name if thread is not None else "",

@@ -7,19 +7,19 @@ more thread beside it, as trainers do:
 * ``hog``: ``stats-aggregator`` aggregates metrics in pure Python for 50 ms, then sleeps 50 ms:
   it holds the GIL half the time, and the loop waits for it;
 * ``logger``: ``metrics-logger`` writes one line a second (idle the rest of the time);
-* ``io``: ``shard-reader`` reads a file again and again in 1 MiB chunks: busy, but in the
-  kernel with the GIL released;
+* ``io``: ``shard-reader`` reads the shards a producer streams through a pipe (4 MiB every
+  50 ms): it waits in ``read`` with the GIL released most of the time;
 * ``waiters``: three threads blocked on events and queues (as NCCL's and a loader's helper
-  threads wait) and ``comm-worker`` running torch matrix products (C that releases the GIL);
+  threads wait) and ``comm-worker`` running large torch matrix products (tens of ms of C that
+  releases the GIL each);
 * ``none``: the loop alone.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
-import tempfile
+import subprocess
 import threading
 import time
 
@@ -45,19 +45,25 @@ def log_lines(stop: threading.Event) -> None:
 
 
 def read_shards(stop: threading.Event) -> None:
-    """Reads from the page cache in 1 MiB chunks: the GIL is released inside each read."""
-    with tempfile.TemporaryFile() as f:
-        f.write(os.urandom(1 << 20) * 32)
-        buffer = bytearray(1 << 20)
-        while not stop.is_set():
-            f.seek(0)
-            while f.readinto(buffer) and not stop.is_set():
-                pass
+    """Reads what a producer process streams through a pipe: blocked in ``read`` (the GIL
+    released) until each shard arrives."""
+    producer = subprocess.Popen(
+        ["sh", "-c", "while :; do head -c 4194304 /dev/zero; sleep 0.05; done"],
+        stdout=subprocess.PIPE,
+    )
+    assert producer.stdout is not None
+    try:
+        while not stop.is_set() and producer.stdout.read1(1 << 20):
+            pass
+    finally:
+        producer.kill()
+        producer.wait()
 
 
 def comm_worker(stop: threading.Event) -> None:
-    """Matrix products in torch: C code that releases the GIL, like a collective's loop."""
-    a = torch.randn(256, 256)
+    """Large matrix products in torch: C code that releases the GIL for tens of ms, like a
+    collective's transfer."""
+    a = torch.randn(768, 768)
     while not stop.is_set():
         a = torch.tanh(a @ a)
 
@@ -104,10 +110,10 @@ def main() -> None:
     stop = threading.Event()
     for name, target in THREADS[opts.thread]:
         threading.Thread(target=target, args=(stop,), name=name, daemon=True).start()
-    batches = [(torch.randn(32, 128), torch.randint(0, 10, (32,))) for _ in range(128)]
+    batches = [(torch.randn(64, 128), torch.randint(0, 10, (64,))) for _ in range(128)]
     loader = DataLoader(Batches(batches), batch_size=None, shuffle=True, num_workers=0)
     started = time.monotonic()
-    steps = train(loader, mlp(128, 256), opts.seconds)
+    steps = train(loader, mlp(128, 512), opts.seconds)
     stop.set()
     report(f"gil_thread ({opts.thread})", steps, started)
 
