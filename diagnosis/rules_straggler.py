@@ -30,6 +30,7 @@ from traintop.diagnosis.views import comm_share_of
 from traintop.diagnosis.where import how_to_look, where_time_goes
 
 MOST = 0.5  # the others wait on it for most of their step beyond what it waits itself
+SLOWED = 0.2  # ... or a fifth of it, where what only it has says why (straggler_cause.py)
 NO_OWN_COST = frozenset({"compute", "unknown"})  # its own findings that name no lost time
 
 
@@ -40,9 +41,11 @@ def held_back(
     """The ``straggler`` finding, or None when the other ranks' wait on it is not timed or
     is not most of their step (a throttled GPU that holds its peers back a fifth of their step
     is the throttle's case, the straggler named in its evidence; ranks a crowded host keeps a
-    little out of step are no straggler's)."""
+    little out of step are no straggler's).  Where something only the straggler has says why
+    (its quota throttles it, its cpuset is narrower, its GPU slower), a fifth of their step
+    suffices: that difference is the cause, and no rule of its own names it."""
     claim = _claim(results, slow)
-    if claim is None or claim < MOST:
+    if claim is None or claim < (SLOWED if what_slows(slow, results) else MOST):
         return None
     return candidate(
         slow.ctx,
