@@ -5,14 +5,16 @@ ones in the past tense), ``job_id`` (the job the top-level verdict is about) and
 came with multi-rank jobs; ``share`` (the share of time a finding claims) and each job's
 ``budget`` (every rank's phases and its long steps' excess by phase) with the time budget; each
 job's ``ending`` (how an ended job ended: ``kind``, ``detail``, ``frame``, ``exit_code``) with a
-run's life; everything before them means what it meant.
+run's life, and its ``kill`` (the kernel's word on a rank gone: the OOM killer or a SIGKILL)
+with issue 43; everything before them means what it meant.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from traintop.collectors.snapshot import Collective, Ending, Frame, ProcState, WorkerSnapshot
+from traintop.collectors.snapshot import Collective, Ending, Frame, Kill, ProcState, WorkerSnapshot
+from traintop.diagnosis.kill_words import kill_text
 from traintop.diagnosis.model import (
     Finding,
     Hang,
@@ -101,12 +103,24 @@ def ending_to_dict(e: Ending | None) -> dict[str, Any] | None:
     """How a run ended: ``kind`` (finished, raised, signal, gone), ``detail`` (the exception,
     the signal's name), ``frame`` (``[file, line, function]`` where it was), ``stack`` (the
     frames it ended in, outermost first, ``frame`` the last) and ``exit_code`` (a signal's as
-    ``-N``; None where unknown); None while it runs."""
+    ``-N``; None where unknown), ``kill`` (the kernel's word where a rank went without one:
+    ``by`` "oom" or "sigkill", ``scope`` "cgroup" or "host", ``pid`` of the process killed,
+    ``limit_bytes`` and ``used_bytes`` at the last reading ``before_s`` before, ``text`` as
+    every surface says it; None where none was had); None while it runs."""
     if e is None:
         return None
     frame = None if e.frame is None else _frame(e.frame)
     return {"kind": e.kind, "detail": e.detail, "frame": frame,
-            "stack": [_frame(f) for f in e.frames], "exit_code": e.exit_code}  # fmt: skip
+            "stack": [_frame(f) for f in e.frames], "exit_code": e.exit_code,
+            "kill": _kill(e.kill)}  # fmt: skip
+
+
+def _kill(k: Kill | None) -> dict[str, Any] | None:
+    if k is None:
+        return None
+    return {"by": k.by, "scope": k.scope, "pid": k.pid, "limit_bytes": k.limit_bytes,
+            "used_bytes": k.used_bytes, "before_s": k.before_s, "source": k.source,
+            "text": kill_text(k)}  # fmt: skip
 
 
 def _frame(frame: Frame) -> list[Any]:
