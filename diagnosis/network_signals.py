@@ -37,7 +37,7 @@ from traintop.diagnosis.views import NicView, ProcView, comm_share_of
 
 STARVED_EVIDENCE_SHARE = 0.05  # CPU queueing worth naming beside the communication figure
 BACKLOG_BYTES = 16 * 1024  # a rank's connections holding this much unsent: data waits on the link
-BACKLOG_SHARE = 0.5  # ... on this share of the window's readings: the link is the limit
+BACKLOG_SHARE = 0.3  # ... on this share of the window's readings: the link is the limit
 
 
 @dataclass(frozen=True, slots=True)
