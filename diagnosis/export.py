@@ -11,9 +11,19 @@ with issue 43; everything before them means what it meant.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from traintop.collectors.snapshot import Collective, Ending, Frame, Kill, ProcState, WorkerSnapshot
+from traintop.collectors.memory_state import JobMemory
+from traintop.collectors.snapshot import (
+    Collective,
+    Ending,
+    Frame,
+    Kill,
+    ProcState,
+    PyThread,
+    WorkerSnapshot,
+)
 from traintop.diagnosis.kill_words import kill_text
 from traintop.diagnosis.model import (
     Finding,
@@ -24,6 +34,7 @@ from traintop.diagnosis.model import (
     RankTime,
     Verdict,
 )
+from traintop.diagnosis.rules_gil import gil_share
 
 
 def _round(value: float | None) -> float | None:
@@ -208,3 +219,28 @@ def verdict_to_dict(v: Verdict) -> dict[str, Any]:
         "live_jobs": v.live_jobs,
         "per_job": [job_to_dict(j) for j in v.per_job],
     }
+
+
+def memory_to_dict(m: JobMemory | None) -> dict[str, Any] | None:
+    """A rank's memory (``jobs --json``): its memory cgroup (limit, what it cannot reclaim and
+    its growth, limit hits, OOM kills) and, while memory is a concern, each process's USS, PSS
+    and USS growth (the rank's first, then its DataLoader workers')."""
+    if m is None:
+        return None
+    c = m.cgroup
+    cgroup = None if c is None else {
+        "cgroup": c.cgroup, "version": c.version, "limit_bytes": c.limit_bytes,
+        "usage_bytes": c.usage_bytes, "anon_bytes": c.anon_bytes,
+        "growth_bytes_per_s": c.growth_bytes_per_s, "limit_hits": c.limit_hits,
+        "oom_kills": c.oom_kills,
+    }  # fmt: skip
+    procs = [{"pid": p.pid, "uss_bytes": p.uss_bytes, "pss_bytes": p.pss_bytes,
+              "growth_bytes_per_s": p.growth_bytes_per_s} for p in m.processes]  # fmt: skip
+    return {"cgroup": cgroup, "processes": procs, "concern": m.concern}
+
+
+def threads_to_dict(threads: Sequence[PyThread]) -> list[dict[str, Any]]:
+    """A rank's Python threads as its helper last sampled them (``jobs --json``): name, whether
+    it trains, how much of its running needs the GIL (None: it barely ran), where it is."""
+    return [{"tid": t.tid, "name": t.name, "training": t.training, "gil_share": gil_share(t),
+             "frame": _frame(t.frames[-1]) if t.frames else None} for t in threads]  # fmt: skip
