@@ -30,6 +30,7 @@ from traintop.collectors.snapshot import CpuLimit
 
 READ_EVERY_S = 2.0
 FORGET_AFTER_S = 30.0  # a process not asked about for this long is dropped
+MAX_FOLDERS = 4096  # cgroup directories kept resolved before the table starts over
 CPUSET_FILES = {1: ("cpuset.effective_cpus", "cpuset.cpus"), 2: ("cpuset.cpus.effective",)}
 V2 = ""  # the unified hierarchy's key in /proc/PID/cgroup ("0::/path")
 CONTROLLERS = frozenset({"cpu", "cpuset", "memory"})  # the v1 hierarchies read (memory: memcg.py)
@@ -189,6 +190,7 @@ class CgroupReader:
         self._mounts: dict[str, Mount] | None = None
         self._members: dict[int, tuple[float, dict[str, str] | None]] = {}  # pid: when, paths
         self._groups: dict[tuple, _Reading] = {}  # by the cgroup paths of cpu, cpuset, v2
+        self._folders: dict[tuple, tuple[Mount, Path, str] | None] = {}
 
     def limit(self, pid: int) -> CpuLimit | None:
         """``pid``'s CPU limit (None: no cgroup could be read for it, the process gone)."""
@@ -234,7 +236,16 @@ class CgroupReader:
         return self._mounts
 
     def folder(self, paths: dict[str, str], controller: str) -> tuple[Mount, Path, str] | None:
-        """The directory of ``controller``'s cgroup: its v1 hierarchy, else the unified one."""
+        """The directory of ``controller``'s cgroup: its v1 hierarchy, else the unified one
+        (kept by the paths it comes from: building a ``Path`` is most of a rank's reads a tick)."""
+        key = (controller, paths.get(controller), paths.get(V2))
+        if key not in self._folders:
+            if len(self._folders) > MAX_FOLDERS:
+                self._folders.clear()
+            self._folders[key] = self._folder(paths, controller)
+        return self._folders[key]
+
+    def _folder(self, paths: dict[str, str], controller: str) -> tuple[Mount, Path, str] | None:
         for key in (controller, V2):
             mount, path = self.mounts().get(key), paths.get(key)
             if mount is None or path is None:
