@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from tests import snapshot_fixtures as sf
 from tests.test_diagnosis_jobs import rank
 from traintop.collectors.cgroup import CgroupReader
 from traintop.collectors.memcg import MemcgReader
@@ -166,3 +167,23 @@ def test_a_jobs_ending_line_says_the_oom_killer_for_the_rank_it_took() -> None:
     assert text.startswith("rank 0 killed by the OOM killer (cgroup memory limit 8.0 GiB "
                            "reached: 8.0 GiB in use 1s before)")  # fmt: skip
     assert text.endswith("; rank 1: stopped by SIGTERM")
+
+
+def test_a_recording_keeps_the_kernels_word_and_the_host_side() -> None:
+    """The codec writes the new fields by name: an ended rank's kill, a live rank's memory,
+    PSI and threads, the host's PSI come back as they went."""
+    import json
+
+    from tests.test_diagnosis_killers import _memory
+    from traintop.collectors.memory_state import Pressure, PressureSet
+    from traintop.collectors.snapshot import Frame, PyThread, Snapshot
+    from traintop.store.codec import Decoder, current_schema, encode
+
+    psi = PressureSet(Pressure(0.3, None, 30.0), Pressure(0.1, 0.02, 9.0), None)
+    thread = PyThread(7, "stats", False, 10, 0.0, 0.05, 0.01, 0.05, (Frame("t.py", 3, "f"),), 7)
+    kill = Kill("oom", "cgroup", PID, GIB, GIB - MIB, 1.0, "kernel log")
+    ended = replace(rank(100, 0), state="gone", ending=Ending("gone", exit_code=-9, kill=kill))
+    live = replace(rank(101, 1), memory=_memory(GIB, 1e6), pressure=psi, threads=(thread,))
+    snap = replace(sf.machine(gpus=0, jobs=(ended, live)), pressure=psi)
+    back = Decoder(current_schema()).decode(Snapshot, json.loads(json.dumps(encode(snap))))
+    assert back.pressure == psi and back.jobs == snap.jobs
