@@ -557,19 +557,18 @@ class JobSnapshot:
 class PyThread:
     """One Python thread of a rank, as its helper sampled it (traintop/thread_samples.py)
     while a thread other than the training thread was busy: its name, whether it is the
-    training thread, its most frequent stack (outermost first) with that stack's count of the
-    samples, and the CPU it used while the helper held the GIL and while it left it free
-    (summed over the answers of the last 30 s, with the helper's windows): a thread that runs
-    only while the GIL is free needs it."""
+    training thread, its stack (outermost first) where it used the most CPU with that stack's
+    count of the newest answer's samples, and in how many of the windows (of the answers of
+    the last 30 s) it ran while the helper held the GIL and while it left it free: a thread
+    that runs only while the GIL is free needs it."""
 
     tid: int
     name: str
     training: bool
-    samples: int
-    ran_held_s: float  # CPU it used while the helper held the GIL
-    ran_free_s: float  # ... while the helper left the GIL free, as long
-    held_s: float  # how long the helper held the GIL, over those samples
-    free_s: float
+    samples: int  # of the newest answer
+    ran_held: int  # windows it ran in while the helper held the GIL
+    ran_free: int  # ... while the helper left it free
+    windows: int  # windows of each kind, over the answers kept
     frames: tuple[Frame, ...] = ()
     frames_count: int = 0
     daemon: bool = False

@@ -397,7 +397,6 @@ def _samples(body: dict[str, Any]) -> PhaseSamples:
 def py_threads(body: dict[str, Any]) -> tuple[PyThread, ...]:
     """A ``threads`` answer's threads, each with its most frequent stack."""
     found = []
-    held, free = _ns(body.get("held_ns")), _ns(body.get("free_ns"))
     for t in body.get("threads", ()):
         with contextlib.suppress(KeyError, TypeError, ValueError, AttributeError):
             stacks = [s for s in t.get("stacks", ()) if isinstance(s, dict)]
@@ -408,10 +407,9 @@ def py_threads(body: dict[str, Any]) -> tuple[PyThread, ...]:
                     name=str(t.get("name", ""))[:64],
                     training=bool(t.get("training")),
                     samples=int(t["samples"]),
-                    ran_held_s=_ns(t.get("ran_held_ns")),
-                    ran_free_s=_ns(t.get("ran_free_ns")),
-                    held_s=held,
-                    free_s=free,
+                    ran_held=int(t.get("ran_held", 0)),
+                    ran_free=int(t.get("ran_free", 0)),
+                    windows=int(t["samples"]),
                     frames=_frames(top.get("frames")),
                     frames_count=int(top.get("count", 0)),
                     daemon=bool(t.get("daemon")),
@@ -420,17 +418,13 @@ def py_threads(body: dict[str, Any]) -> tuple[PyThread, ...]:
     return tuple(found)
 
 
-def _ns(value: Any) -> float:
-    return max(0, int(value or 0)) / 1e9
-
-
 Answers = list[tuple[tuple[PyThread, ...], float]]
 
 
 def rank_threads(answers: Answers, now: float, keep_s: float) -> tuple[PyThread, ...]:
-    """The threads of the answers under ``keep_s`` old, each thread's CPU figures summed over
-    them (ten samples of half a millisecond say little on a crowded box; a few answers more),
-    its name, samples and stack from the newest, aged to ``now``."""
+    """The threads of the answers under ``keep_s`` old, each thread's windows summed over them
+    (ten say little on a crowded box; a few answers more), its name, samples and stack from
+    the newest, aged to ``now``."""
     kept = [(threads, at) for threads, at in answers if now - at <= keep_s]
     if not kept:
         return ()
@@ -443,10 +437,9 @@ def _summed(thread: PyThread, answers: Answers, age: float) -> PyThread:
     same = [t for threads, _ in answers for t in threads if t.tid == thread.tid]
     return dataclasses.replace(
         thread,
-        ran_held_s=sum(t.ran_held_s for t in same),
-        ran_free_s=sum(t.ran_free_s for t in same),
-        held_s=sum(t.held_s for t in same),
-        free_s=sum(t.free_s for t in same),
+        ran_held=sum(t.ran_held for t in same),
+        ran_free=sum(t.ran_free for t in same),
+        windows=sum(t.windows for t in same),
         age_s=age,
     )
 

@@ -2,23 +2,26 @@
 
 CPython runs one thread's Python at a time: a thread holds the GIL while it runs Python (or C
 that keeps it) and releases it in blocking calls and in C that lets go (NumPy's and torch's
-kernels, socket and file I/O, NCCL's and gloo's loops).  A thread that runs pure Python holds
-it for as long as it is on a CPU, or queued for one (a preempted thread keeps it); the training
-thread, between its torch calls, then waits for it, asleep on a condition variable up to the
-5 ms switch interval each time, and the loop runs slower though the process looks busy
-("trainer at 102 % CPU").
+kernels, socket and file I/O, NCCL's and gloo's loops).  A thread that runs pure Python holds it
+for as long as it is on a CPU, or queued for one (a preempted thread keeps it); the training
+thread, between its torch calls, then waits for it, asleep on a condition variable up to the 5
+ms switch interval each time, and the loop runs slower though the process looks busy ("trainer
+at 102 % CPU").
 
 The kernel says how much each thread ran or queued (``schedstat``, per thread); the rank's
-helper (traintop/thread_samples.py) says each thread's Python name and stack, and how much it
-ran while the helper held the GIL against while the helper left it free: a thread that runs
-only while the GIL is free needs it.  The rule holds when a thread other than the training one
+helper (traintop/thread_samples.py) says each thread's Python name and stack, and in how many
+windows it ran while the helper held the GIL against while the helper left it free: a thread
+that runs only while the GIL is free needs it.  The rule holds when a thread other than the
+training one
 
 * is runnable (on a CPU or queued for one) ``THREAD_PCT`` of the time or more, and
-* ran, while the GIL was held, less than ``GIL_RATIO`` of what it ran while it was free,
+* ran in fewer than ``GIL_RATIO`` as many of the windows in which the helper held the GIL as of
+  those in which it was free (and in a third of the free ones at least: a thread the CPUs of a
+  crowded box rarely run says nothing),
 
-and the training thread itself needs the interpreter for at least ``LOOP_NEED`` of its time
-(by the same measure: ``1 - held/free``).  It claims the smaller of the holder's share and the
-loop's need of its own time (outside its waits for data and peers).  Threads that wait (in
+and the training thread itself needs the interpreter for at least ``LOOP_NEED`` of its time (by
+the same measure: ``1 - held/free`` windows).  It claims the smaller of the holder's share and
+the loop's need of its own time (outside its waits for data and peers).  Threads that wait (in
 I/O, in C without the GIL, a logger between lines, the pin-memory thread at rest) are not busy
 and are never named; a busy thread in C without the GIL runs while the GIL is held as much as
 the CPUs let it, and is not either.  A device the job keeps busy (``compute``) is the limit
@@ -39,8 +42,8 @@ from traintop.diagnosis.stack_text import where
 from traintop.diagnosis.text import pct, pct100
 
 THREAD_PCT = 25.0  # another thread runnable a quarter of the time at least
-GIL_RATIO = 0.05  # ... running, while the GIL is held, under this share of its rate while free
-MIN_FREE_RATE = 0.02  # a thread that ran less while the GIL was free says nothing either way
+GIL_RATIO = 0.1  # ... running in under this share as many held windows as free ones
+MIN_FREE = 3  # free windows it ran in, at least (and a third of them): else it says nothing
 LOOP_NEED = 0.5  # the training thread needs the GIL at least half of its time
 MIN_LOST = 0.1
 DEVICE_BUSY = 0.8  # a device busy this much is the limit (compute's bar)
@@ -56,14 +59,12 @@ class Holder:
 
 
 def gil_share(t: PyThread) -> float | None:
-    """How much of its running ``t`` needs the GIL for: 1 less the ratio of its rate while
-    the GIL was held to its rate while it was free; None where it barely ran at all."""
-    if t.held_s <= 0 or t.free_s <= 0:
+    """How much of its running ``t`` needs the GIL for: 1 less the ratio of the windows it ran
+    in while the GIL was held to those while it was free; None where it ran in too few free
+    windows to tell (asleep, or a thread the CPUs rarely run on a crowded box)."""
+    if t.ran_free < max(MIN_FREE, t.windows // 3):
         return None
-    free = t.ran_free_s / t.free_s
-    if free < MIN_FREE_RATE:
-        return None
-    return 1.0 - min(1.0, (t.ran_held_s / t.held_s) / free)
+    return 1.0 - min(1.0, t.ran_held / t.ran_free)
 
 
 def holders(ctx: Context) -> list[Holder]:
@@ -131,12 +132,13 @@ def _facts(ctx: Context, found: list[Holder], need: float) -> list[Evidence]:
 
 
 def _holder_fact(h: Holder) -> Evidence:
-    """``thread 'stats' (tid 4321) runs or queues for a CPU 48 % of the time, needs the GIL
-    for 99 % of it, in 7 of 10 samples at train.py:88 in aggregate: ...``."""
+    """``thread 'stats' (tid 4321) runs or queues for a CPU 48 % of the time and needs the
+    GIL: it ran in 0 of 30 windows while another thread held it, 22 while it was free, in 7 of
+    10 samples at train.py:88 in aggregate: ...``."""
     t = h.thread
-    need = gil_share(t) or 0.0
     text = (f"thread '{t.name}' (tid {t.tid}) runs or queues for a CPU {pct100(h.cpu_pct)} "
-            f"of the time and needs the GIL for {pct(need)} of it")  # fmt: skip
+            f"of the time and needs the GIL: it ran in {t.ran_held} of {t.windows} windows "
+            f"while another thread held it, {t.ran_free} while it was free")  # fmt: skip
     frames = _past_bootstrap(t.frames)
     if frames:
         text += f", in {t.frames_count} of {t.samples} samples at {where(frames)}"

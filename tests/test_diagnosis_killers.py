@@ -146,13 +146,14 @@ GIL_JOB = Scene(gpu_count=0, workers=0, data_wait=0.01, gpu_busy=None, trainer_c
                 trainer_threads=3, cpus=2, phases=(("forward", 0.99),))  # fmt: skip
 
 
-def _thread(tid: int, name: str, held: float, free: float, training: bool = False,
+def _thread(tid: int, name: str, held: int, free: int, training: bool = False,
             frames: tuple[Frame, ...] = ()) -> PyThread:  # fmt: skip
-    return PyThread(tid, name, training, 10, held * 0.011, free * 0.05, 0.011, 0.05, frames, 7)
+    """A thread that ran in ``held`` of 30 windows while the GIL was held, ``free`` while free."""
+    return PyThread(tid, name, training, 10, held, free, 30, frames, 7)
 
 
 def _gil_window(holder: PyThread, cpu: float, wait: float = 0.0) -> list[Snapshot]:
-    main = _thread(TRAINER_PID, "MainThread", 0.0, 0.4, training=True)
+    main = _thread(TRAINER_PID, "MainThread", 2, 24, training=True)
     snaps = with_jobs(GIL_JOB.window(), threads=(main, holder))
     return [replace(s, processes=tuple(
         replace(p, thread_cpu=(ThreadCpu(holder.tid, cpu, wait),)) if p.pid == TRAINER_PID
@@ -160,35 +161,36 @@ def _gil_window(holder: PyThread, cpu: float, wait: float = 0.0) -> list[Snapsho
 
 
 def test_a_thread_holding_the_gil_is_named_with_its_share_and_frame() -> None:
-    holder = _thread(4300, "stats-aggregator", 0.0, 0.5, frames=AGGREGATE)
+    holder = _thread(4300, "stats-aggregator", 0, 22, frames=AGGREGATE)
     found = diagnose(_gil_window(holder, 40.0, 10.0)).primary
-    assert found.bottleneck == "gil_contention" and found.share == 0.5
+    assert found.bottleneck == "gil_contention" and found.share == pytest.approx(0.5)
     assert found.summary == (
         "Thread 'stats-aggregator' holds the interpreter 50 % of the time: the training loop "
         "waits for the GIL"
     )
     assert found.evidence[0].text == (
         "thread 'stats-aggregator' (tid 4300) runs or queues for a CPU 50 % of the time and "
-        "needs the GIL for 100 % of it, in 7 of 10 samples at train.py:38 in aggregate: "
-        "totals[i % 17] += i * 0.5"
+        "needs the GIL: it ran in 0 of 30 windows while another thread held it, 22 while it "
+        "was free, in 7 of 10 samples at train.py:38 in aggregate: totals[i % 17] += i * 0.5"
     )
     assert found.remedies[0].startswith("move what thread 'stats-aggregator' does to a separate")
 
 
 def test_threads_that_wait_or_run_without_the_gil_are_never_named() -> None:
     cases = {
-        "an idle logger": (_thread(4301, "metrics-logger", 0.0, 0.0), 1.0),
-        "a reader in the kernel": (_thread(4302, "shard-reader", 0.6, 0.6), 80.0),
-        "a thread in C without the GIL": (_thread(4303, "comm-worker", 0.3, 0.4), 60.0),
-        "a waiting thread": (_thread(4304, "nccl-watchdog", 0.0, 0.0), 0.0),
-        "a busy thread the kernel rarely runs": (_thread(4305, "stats", 0.0, 0.5), 10.0),
+        "an idle logger": (_thread(4301, "metrics-logger", 0, 1), 1.0),
+        "a reader in the kernel": (_thread(4302, "shard-reader", 20, 21), 80.0),
+        "a thread in C without the GIL": (_thread(4303, "comm-worker", 9, 12), 60.0),
+        "a thread the CPUs rarely run": (_thread(4303, "comm-worker", 0, 4), 60.0),
+        "a waiting thread": (_thread(4304, "nccl-watchdog", 0, 0), 0.0),
+        "a holder the kernel rarely runs": (_thread(4305, "stats", 0, 22), 10.0),
     }
     for what, (thread, cpu) in cases.items():
         assert "gil_contention" not in ids(diagnose(_gil_window(thread, cpu))), what
 
 
 def test_a_busy_device_is_the_limit_whatever_the_interpreter_does() -> None:
-    holder = _thread(4300, "stats-aggregator", 0.0, 0.5, frames=AGGREGATE)
+    holder = _thread(4300, "stats-aggregator", 0, 22, frames=AGGREGATE)
     snaps = _gil_window(holder, 50.0)
     gpu = GIL_JOB.but(gpu_count=1, gpu_busy=0.95).window()
     mixed = [
@@ -258,3 +260,27 @@ def test_a_checkpoint_behind_a_barrier_names_the_late_rank_before_the_stall_limi
     assert verdict.per_job[0].straggler is not None and verdict.per_job[0].straggler.rank == 2
     late = [sf.machine(gpus=0, jobs=tuple(ranks(11.0)), tick=t) for t in (0, 5)]
     assert diagnose(late).primary.bottleneck == "hang"
+
+
+def test_a_quota_throttling_one_rank_is_not_the_boxs_cpus_oversubscribed() -> None:
+    """A throttled thread stays runnable: the scheduler counts its quota's wait as waiting for
+    a CPU.  Rank 2's 1.4 s a second throttled is taken off before the box's demand is summed
+    (4.0 CPUs of 2 with it; 2.6 without: no oversubscription)."""
+    ranks = _quota_ranks(1.0)
+    limit = CpuLimit(0.3, 0.3, None, 1.0, 1.4, "/tight")
+    ranks[2] = replace(ranks[2], cpu_limit=limit)
+    waits = {100: (60.0, 40.0), 101: (60.0, 40.0), 102: (30.0, 170.0)}
+    two_cpus = Scene(gpu_count=0, cpus=2, cpu_busy=100.0, workers=0)
+    base = window(ranks, {pid: c for pid, (c, _) in waits.items()}, two_cpus)
+    snaps = [_waiting(s, {pid: w for pid, (_, w) in waits.items()}) for s in base]
+    verdict = diagnose(snaps)
+    assert "oversubscribed" not in ids(verdict)
+    assert verdict.primary.bottleneck == "straggler"
+    unlimited = [replace(r, cpu_limit=None) for r in ranks]
+    again = [replace(s, jobs=tuple(unlimited)) for s in snaps]
+    assert "oversubscribed" in ids(diagnose(again))  # the same waits, no quota: the box's
+
+
+def _waiting(snap: Snapshot, waits: dict[int, float]) -> Snapshot:
+    procs = tuple(replace(p, cpu_wait_pct=waits.get(p.pid)) for p in snap.processes)
+    return replace(snap, processes=procs)

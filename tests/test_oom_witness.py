@@ -180,7 +180,7 @@ def test_a_recording_keeps_the_kernels_word_and_the_host_side() -> None:
     from traintop.store.codec import Decoder, current_schema, encode
 
     psi = PressureSet(Pressure(0.3, None, 30.0), Pressure(0.1, 0.02, 9.0), None)
-    thread = PyThread(7, "stats", False, 10, 0.0, 0.05, 0.01, 0.05, (Frame("t.py", 3, "f"),), 7)
+    thread = PyThread(7, "stats", False, 10, 0, 8, 10, (Frame("t.py", 3, "f"),), 7)
     kill = Kill("oom", "cgroup", PID, GIB, GIB - MIB, 1.0, "kernel log")
     ended = replace(rank(100, 0), state="gone", ending=Ending("gone", exit_code=-9, kill=kill))
     live = replace(rank(101, 1), memory=_memory(GIB, 1e6), pressure=psi, threads=(thread,))

@@ -69,4 +69,5 @@ def test_a_thread_in_pure_python_needs_the_gil() -> None:
 def test_a_thread_in_c_that_released_the_gil_does_not() -> None:
     hasher = sampled(hash_in_c)["hash_in_c"]
     assert hasher.frames[-1].function == "hash_in_c"
-    assert (gil_share(hasher) or 1.0) < NEEDS  # it ran while the GIL was held as well
+    share = gil_share(hasher)  # it ran while the GIL was held as well (or too little to tell)
+    assert share is None or share < NEEDS, hasher

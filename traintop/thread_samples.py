@@ -1,27 +1,31 @@
-"""Every Python thread of the rank, sampled: its name, where it is, and whether it can run
-without the interpreter (the stack helper's ``threads`` request, traintop/stack_helper.py).
+"""Every Python thread of the rank, sampled: its name, where it is, and whether it can run without
+the interpreter (the stack helper's ``threads`` request, traintop/stack_helper.py).
 
 The monitor sees a rank's threads in the kernel (``/proc/PID/task``: CPU time, state) but not
 their Python names, nor whether a busy one holds the GIL.  The helper can tell both.  For each
-sample it holds the GIL itself for ``WINDOW_S`` (a Python loop keeps it), then lets go of it
-for as long (it sleeps), and reads each thread's CPU-time clock around both: a thread that
-needs the GIL to run (pure Python, or C code that keeps it) runs only while the GIL is free; a
-thread in C code that released it (a NumPy or torch kernel, a socket call, NCCL's or gloo's
-loops) runs in both alike, as much as the CPUs let it.  The two sums are compared, not the
-first alone: on a crowded box a thread that is not in the GIL's way may still wait for a CPU.
-The clock is the thread's own (``pthread_getcpuclockid``): the kernel brings a running thread's
-time up to date when asked, where ``schedstat`` and ``stat`` lag by up to a scheduler tick.
+sample it holds the GIL itself for ``WINDOW_S`` (a Python loop keeps it), then lets go of it for
+as long while still keeping a CPU busy (hashing in C, which releases the GIL: asleep, it would
+hand the others a CPU the first window took, and on a 2-core box a thread in C read as needing
+the GIL), and reads each thread's CPU-time clock around both: a thread that needs the GIL to run
+(pure Python, or C code that keeps it) runs only while the GIL is free; a thread in C code that
+released it (a NumPy or torch kernel, a socket call, NCCL's or gloo's loops) runs in both alike,
+as much as the CPUs let it.  The two sums are compared, not the first alone: on a crowded box a
+thread that is not in the GIL's way may still wait for a CPU. The clock is the thread's own
+(``pthread_getcpuclockid``): the kernel brings a running thread's time up to date when asked,
+where ``schedstat`` and ``stat`` lag by up to a scheduler tick.
 
-A window must outlast the scheduler's grain: on a crowded box a runnable thread waits a few
-milliseconds for its turn, and half-millisecond windows caught a thread hashing in C (GIL
-released) running in none of twenty, where 1-2 ms windows caught it a fifth of the time, as
-often as the CPUs let it run at all.  Stdlib only.  A sample holds the GIL about 1.1 ms, ten a
-request (11 ms of the interpreter), and a monitor asks at most every 10 s, only while a thread
-other than the training one is busy: at most 0.1 % of the training thread's interpreter time.
+What is counted is in how many windows of each kind a thread ran at all (``RAN_NS``): on a
+crowded box a thread that does not need the GIL may still wait for a CPU through a whole
+millisecond, so the CPU time it got in a window says little; whether it ever ran while the GIL
+was held, over ten windows, says whether it can.  Stdlib only.  A sample holds the GIL about 1.1
+ms, ten a request (11 ms of the interpreter), and a monitor asks at most every 10 s, only while
+a thread other than the training one is busy: at most 0.1 % of the training thread's interpreter
+time.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import threading
 import time
@@ -31,6 +35,8 @@ from typing import Any
 
 MAX_STACKS = 3  # the most frequent stacks kept per thread
 WINDOW_S = 0.001  # each sample holds the GIL this long, then frees it this long
+RAN_NS = 50_000  # a thread that used this much CPU in a window ran in it (not a wake-up blip)
+_BLOCK = bytes(32 << 10)  # hashed over and over while the GIL is free: tens of µs a call
 
 
 def cpu_ns(ident: int) -> int | None:
@@ -51,13 +57,15 @@ def _ran(before: dict[int, int | None], after: dict[int, int | None]) -> dict[in
 
 def held_and_free(idents: list[int]) -> tuple[dict[int, int], dict[int, int], int, int]:
     """How long each thread ran while this one held the GIL (``WINDOW_S``, busy in Python),
-    then while it left it free (``WINDOW_S`` asleep): ``(ran held, ran free, held ns, free ns)``."""
+    then while it left it free (``WINDOW_S``, busy in C): ``(ran held, ran free, held ns,
+    free ns)``."""
     start = time.perf_counter_ns()
     first = _cpu(idents)
     while time.perf_counter_ns() - start < WINDOW_S * 1e9:
         pass
     middle, held_end = _cpu(idents), time.perf_counter_ns()
-    time.sleep(WINDOW_S)
+    while time.perf_counter_ns() - held_end < WINDOW_S * 1e9:
+        hashlib.sha256(_BLOCK).digest()  # C that releases the GIL (over 2 KiB) and burns a CPU
     last, end = _cpu(idents), time.perf_counter_ns()
     return _ran(first, middle), _ran(middle, last), held_end - start, end - held_end
 
@@ -68,10 +76,8 @@ class _Tally:
     def __init__(self) -> None:
         self.stacks: dict[int, Counter[tuple]] = {}
         self.busy: dict[int, Counter[tuple]] = {}  # the CPU used in the window after each stack
-        self.held: Counter[int] = Counter()
-        self.free: Counter[int] = Counter()
-        self.held_ns = 0
-        self.free_ns = 0
+        self.held: Counter[int] = Counter()  # windows it ran in while the GIL was held
+        self.free: Counter[int] = Counter()  # ... while it was free
 
     def sample(self, stack: Callable[[int], list[list]]) -> None:
         """Each thread's stack, then what it ran with the GIL held and free."""
@@ -81,14 +87,12 @@ class _Tally:
         seen = {i: tuple(map(tuple, stack(i))) for i in sys._current_frames() if i in idents}
         for ident, frames in seen.items():
             self.stacks.setdefault(ident, Counter())[frames] += 1
-        held, free, held_ns, free_ns = held_and_free(idents)
+        held, free, _, _ = held_and_free(idents)
         for ident, frames in seen.items():
             ran = held.get(ident, 0) + free.get(ident, 0)
             self.busy.setdefault(ident, Counter())[frames] += ran
-        self.held.update(held)
-        self.free.update(free)
-        self.held_ns += held_ns
-        self.free_ns += free_ns
+        self.held.update(i for i, ns in held.items() if ns >= RAN_NS)
+        self.free.update(i for i, ns in free.items() if ns >= RAN_NS)
 
 
 def threads_sampled(
@@ -97,9 +101,9 @@ def threads_sampled(
     """``count`` samples ``interval`` s apart of every Python thread but the helper (the caller),
     each thread's frames as ``stack(ident)`` gives them, its stacks ranked by the CPU it used
     right after each was taken (where it works, not where it sleeps), then by how often they
-    were seen: ``{"taken": n, "held_ns", "free_ns",
-    "threads": [{"tid", "name", "daemon", "training", "samples", "ran_held_ns",
-    "ran_free_ns", "stacks": [{"frames", "count"}, ...]}, ...]}``."""
+    were seen, and in how many windows it ran while the GIL was held and while it was free:
+    ``{"taken": n, "threads": [{"tid", "name", "daemon", "training", "samples", "ran_held",
+    "ran_free", "stacks": [{"frames", "count"}, ...]}, ...]}``."""
     tally = _Tally()
     for i in range(count):
         if i:
@@ -107,8 +111,7 @@ def threads_sampled(
         tally.sample(stack)
     named = {t.ident: t for t in threading.enumerate()}
     threads = [_thread(named.get(i), i, tally, training) for i in tally.stacks]
-    return {"taken": count, "held_ns": tally.held_ns, "free_ns": tally.free_ns,
-            "threads": threads}  # fmt: skip
+    return {"taken": count, "threads": threads}
 
 
 def _thread(thread: threading.Thread | None, ident: int, tally: _Tally,
@@ -122,7 +125,7 @@ def _thread(thread: threading.Thread | None, ident: int, tally: _Tally,
         "daemon": bool(thread.daemon) if thread is not None else False,
         "training": ident == training,
         "samples": sum(seen.values()),
-        "ran_held_ns": tally.held[ident],
-        "ran_free_ns": tally.free[ident],
+        "ran_held": tally.held[ident],
+        "ran_free": tally.free[ident],
         "stacks": top,
     }
