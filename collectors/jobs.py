@@ -89,6 +89,7 @@ class _Job:
         self.how_ended: Ending | None = None  # how it ended (collectors/run_end.py)
         self.witnessed = False  # the kernel's word on its end was asked (collectors/oom_witness)
         self.threads_asked = -1e18  # when its helper was last asked for its Python threads
+        self.busy_tids: set[int] = set()  # threads that were busy when it was asked
         # Before its first step: whether it works (collectors/warmup.py), and its parent, to
         # tell a process that only started the ranks (mp.spawn's) from a rank.
         header = segment.header
@@ -344,16 +345,19 @@ class JobCollector:
 
     def _ask_threads(self, job: _Job, now: float) -> None:
         """Ask a stepping rank's helper for its Python threads when one of its threads but the
-        training one (and the helper) is busy: the kernel first, the process only then."""
+        training one (and the helper) is busy: the kernel first, the process only then.  A busy
+        thread an answer did not list is not a Python thread (torch's intra-op pool, NCCL's):
+        it holds no GIL, and is not asked about again."""
         hot, table = job.hot, self._processes
         if hot is None or table is None or now - job.threads_asked < THREADS_EVERY_S:
             return
-        mine = (hot.train_tid, hot.helper_tid)
-        busy = [t for t in table.threads_of(job.header.pid) if t.tid not in mine]
-        if any(
-            t.cpu_pct + (t.wait_pct or 0.0) >= THREAD_ASK_PCT for t in busy
-        ) and job.stacks.ask_threads(now, *THREAD_SAMPLES):
+        python = {t.tid for answer, _ in job.stacks.threads for t in answer}
+        skip = {hot.train_tid, hot.helper_tid} | (job.busy_tids - python)
+        threads = table.threads_of(job.header.pid)
+        busy = [t.tid for t in threads if t.tid not in skip and _runnable(t) >= THREAD_ASK_PCT]
+        if busy and job.stacks.ask_threads(now, *THREAD_SAMPLES):
             job.threads_asked = now
+            job.busy_tids.update(busy)
 
     def _worker_pids(self, pid: int) -> list[int]:
         """A rank's children, oldest first: from the tick's process scan, else from /proc."""
@@ -463,6 +467,10 @@ class JobCollector:
         queued = self.sockets.read(pid) if _waits_on_peers(job.shown) else None
         return {"memory": self.memory.read(pid, kids), "pressure": self.memory.pressure(pid),
                 "send_queue_bytes": queued}  # fmt: skip
+
+
+def _runnable(thread: ThreadCpu) -> float:
+    return thread.cpu_pct + (thread.wait_pct or 0.0)
 
 
 def _waits_on_peers(shown: JobSnapshot | None) -> bool:
