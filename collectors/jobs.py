@@ -57,7 +57,7 @@ STARTING_REFRESH_S = 5.0  # where a rank before its first step is, asked again a
 THREAD_ASK_PCT = 20.0
 THREADS_EVERY_S = 10.0
 THREADS_KEEP_S = 30.0
-THREAD_SAMPLES = (10, 50)  # samples, ms apart
+THREAD_SAMPLES = (20, 25)  # samples, ms apart
 PEER_WAIT_SHARE = 0.1  # a rank waiting on its peers this share: its sockets are read
 _NS = 1e9
 

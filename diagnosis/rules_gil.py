@@ -16,7 +16,7 @@ training one
 
 * is runnable (on a CPU or queued for one) ``THREAD_PCT`` of the time or more, and
 * ran in fewer than ``GIL_RATIO`` as many of the windows in which the helper held the GIL as of
-  those in which it was free (and in a third of the free ones at least: a thread the CPUs of a
+  those in which it was free (and in a quarter of the free ones at least: a thread the CPUs of a
   crowded box rarely run says nothing),
 
 and the training thread itself needs the interpreter for at least ``LOOP_NEED`` of its time (by
@@ -43,7 +43,7 @@ from traintop.diagnosis.text import pct, pct100
 
 THREAD_PCT = 25.0  # another thread runnable a quarter of the time at least
 GIL_RATIO = 0.1  # ... running in under this share as many held windows as free ones
-MIN_FREE = 3  # free windows it ran in, at least (and a third of them): else it says nothing
+MIN_FREE = 3  # free windows it ran in, at least (and a quarter of them): else it says nothing
 LOOP_NEED = 0.5  # the training thread needs the GIL at least half of its time
 MIN_LOST = 0.1
 DEVICE_BUSY = 0.8  # a device busy this much is the limit (compute's bar)
@@ -62,7 +62,7 @@ def gil_share(t: PyThread) -> float | None:
     """How much of its running ``t`` needs the GIL for: 1 less the ratio of the windows it ran
     in while the GIL was held to those while it was free; None where it ran in too few free
     windows to tell (asleep, or a thread the CPUs rarely run on a crowded box)."""
-    if t.ran_free < max(MIN_FREE, t.windows // 3):
+    if t.ran_free < max(MIN_FREE, t.windows // 4):
         return None
     return 1.0 - min(1.0, t.ran_held / t.ran_free)
 
@@ -94,19 +94,27 @@ def _loop(ctx: Context) -> PyThread | None:
     return next((t for t in job.threads if t.training), None) if job is not None else None
 
 
-def gil_contention(ctx: Context) -> Candidate | None:
-    """Another Python thread takes the interpreter from a training loop that needs it."""
+def gil_claim(ctx: Context) -> tuple[list[Holder], float, float]:
+    """The holders, the loop's need of the GIL and the share of the time the rule claims
+    (0 where it does not hold); the long steps a holder's bursts make are this time too
+    (``periodic_stall`` leaves it)."""
     found, loop = holders(ctx), _loop(ctx)
     need = gil_share(loop) if loop is not None else None
     if not found or need is None or need < LOOP_NEED:
-        return None
+        return found, 0.0, 0.0
     busy = gpu_busy(ctx) if ctx.gpus else None
     if busy is not None and busy.share >= DEVICE_BUSY:
-        return None  # the device is the limit: the interpreter's turns cost the loop nothing
-    first, own = found[0], _own_time(ctx)
-    lost = min(first.cpu_pct / 100.0, need * own)
-    if lost < MIN_LOST:
+        return found, need, 0.0  # the device is the limit: the interpreter's turns cost nothing
+    lost = min(found[0].cpu_pct / 100.0, need * _own_time(ctx))
+    return found, need, lost if lost >= MIN_LOST else 0.0
+
+
+def gil_contention(ctx: Context) -> Candidate | None:
+    """Another Python thread takes the interpreter from a training loop that needs it."""
+    found, need, lost = gil_claim(ctx)
+    if not lost:
         return None
+    first = found[0]
     return candidate(
         ctx,
         "gil_contention",

@@ -17,6 +17,7 @@ from traintop.diagnosis.network_signals import (
     job_traffic,
     link_backlogged,
 )
+from traintop.diagnosis.rules_gil import gil_claim
 from traintop.diagnosis.signals import (
     DATA_WAIT_SHARE,
     GPU_IDLE_PCT,
@@ -240,16 +241,17 @@ def periodic_stall(ctx: Context) -> Candidate | None:
     """A few steps far longer than the rest (checkpoints, eval, logging) cost a large share.
     It claims only the long steps' excess that fell outside the waits (for the next batch,
     for the peers): that part of it is the data or communication rules' time (a loader that
-    delivers in bursts makes every other step long).  On a crowded host a step also runs long
-    when the trainer waits for a CPU (3-5x the median at eleven runnable processes on two
-    cores): the share of time it spent queued (the scheduler's figure) of the long steps' time
-    is what queueing can explain of them, and is taken off too."""
+    delivers in bursts makes every other step long).  A thread holding the GIL in bursts makes
+    the steps of its bursts long: that is its time (``gil_contention``).  On a crowded host a
+    step also runs long when the trainer waits for a CPU (3-5x the median at eleven runnable
+    processes on two cores): the share of time it spent queued (the scheduler's figure) of the
+    long steps' time is what queueing can explain of them, and is taken off too."""
     budget = ctx.job.budget if ctx.job else None
     excess = budget.excess if budget is not None else None
     if budget is None or excess is None:
         return None
     own = excess.outside(budget.waits)
-    lost = own - cpu_queued_share(ctx) * excess.time_share
+    lost = own - cpu_queued_share(ctx) * excess.time_share - gil_claim(ctx)[2]
     if lost < STALL_SHARE:
         return None  # waits, or long steps the trainer spent queued for a CPU
     text = (

@@ -57,7 +57,7 @@ CASES: dict[str, KillerCase] = {
                    deadline_s=60.0, seconds="240"),
         KillerCase("gil_hog", "gil_contention", "gil_thread.py", ("--thread", "hog"),
                    "a thread aggregating in pure Python 50 ms of every 100 ms",
-                   checks=(r"^thread 'stats-aggregator' \(tid \d+\) .* needs the GIL .* at "
+                   checks=(r"^thread 'stats-aggregator' \(tid \d+\) .* needs the GIL: .* at "
                            r"gil_thread\.py:\d+ in aggregate",)),
         KillerCase("gil_logger", "compute", "gil_thread.py", ("--thread", "logger"),
                    "a thread logging one line a second", forbidden="gil_contention"),
