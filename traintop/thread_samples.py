@@ -17,7 +17,7 @@ where ``schedstat`` and ``stat`` lag by up to a scheduler tick.
 What is counted is in how many windows of each kind a thread ran at all (``RAN_NS``): on a
 crowded box a thread that does not need the GIL may still wait for a CPU through a whole
 millisecond, so the CPU time it got in a window says little; whether it ever ran while the GIL
-was held, over ten windows, says whether it can.  Stdlib only.  A sample holds the GIL about 1.1
+was held, over twenty windows, says whether it can.  Stdlib only.  A sample holds the GIL about 1.1
 ms, twenty a request (22 ms of the interpreter), and a monitor asks at most every 10 s, only while
 a thread other than the training one is busy: at most 0.2 % of the training thread's interpreter
 time.
