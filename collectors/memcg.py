@@ -20,7 +20,8 @@ v1 ``total_rss + total_shmem``, v2 ``anon + shmem``): the page cache is dropped 
 the anonymous memory alone no longer fits.  Its growth is the least-squares slope of the newest
 readings (collectors/trend.py), so a steady climb gives the time left at the current growth.
 A group is read every ``READ_EVERY_S``, every ``NEAR_EVERY_S`` once half full (a climb to the
-limit is then timed within seconds), once for all the ranks in it: about ten small files.
+limit is then timed within seconds) and for a limited group's first three readings, once for all
+the ranks in it: about ten small files.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 from traintop.collectors.cgroup import V2, CgroupReader, Mount, _inside, _read, _up
 from traintop.collectors.memory_state import CgroupMemory
 from traintop.collectors.pressure import PressureFile
-from traintop.collectors.trend import History
+from traintop.collectors.trend import TREND_POINTS, History
 
 READ_EVERY_S = 2.0
 NEAR_EVERY_S = 1.0  # ... every second once its anonymous memory is half its limit: a climb to it
@@ -149,18 +150,22 @@ class MemcgReader:
             return None
         mount, folder, path = found
         group = self._groups.get(path)
-        if group is None or now - group.at >= self._due_s(group.memory):
+        if group is None or now - group.at >= self._due_s(group):
             group = self._reread(group, mount, folder, path, now)
         if group.memory is not None:
             self._last[pid] = group.memory
         return group.memory
 
-    def _due_s(self, memory: CgroupMemory | None) -> float:
-        """Every ``every_s``; every ``NEAR_EVERY_S`` for a group half full: its trend then
-        comes within a few seconds, in time to be said before the OOM killer acts."""
+    def _due_s(self, group: _Group) -> float:
+        """Every ``every_s``; every ``NEAR_EVERY_S`` for a group half full, and for a limited
+        group's first readings (until it has a trend's three): its trend then comes within
+        two seconds of the monitor's start, in time to be said before the OOM killer acts
+        and before a lesser verdict is shown first."""
+        memory = group.memory
         limit = memory.limit_bytes if memory is not None else None
         used = memory.anon_bytes if memory is not None else None
-        if limit is not None and used is not None and used >= NEAR_SHARE * limit:
+        fresh = len(group.history) < TREND_POINTS
+        if limit is not None and used is not None and (fresh or used >= NEAR_SHARE * limit):
             return min(self._every_s, NEAR_EVERY_S)
         return self._every_s
 

@@ -15,6 +15,7 @@ from traintop.collectors.rates import measured
 
 TREND_S = 60.0  # the slope over this much of the newest readings
 TREND_MIN_S = 2.0  # ... once they span at least this long (three readings a second apart)
+TREND_POINTS = 3  # readings a trend needs at least
 STEADY = 2 / 3  # of the steps between readings that must go the slope's way
 
 
@@ -24,7 +25,7 @@ def trend(points: Iterable[tuple[float, float]]) -> float | None:
     (``STEADY`` of those that move: noise around a level, a sawtooth of allocations and frees,
     has a slope but no trend)."""
     pts = list(points)
-    if len(pts) < 3 or pts[-1][0] - pts[0][0] < TREND_MIN_S:
+    if len(pts) < TREND_POINTS or pts[-1][0] - pts[0][0] < TREND_MIN_S:
         return None
     n = len(pts)
     mt = sum(t for t, _ in pts) / n
@@ -58,3 +59,6 @@ class History:
 
     def trend(self) -> float | None:
         return trend(self._points)
+
+    def __len__(self) -> int:
+        return len(self._points)

@@ -137,6 +137,26 @@ def test_the_working_set_trend_comes_from_readings_every_second_once_half_full(
     assert left == pytest.approx(36.0, rel=1e-3)
 
 
+def test_a_limited_group_is_read_every_second_until_it_has_a_trend(tmp_path: Path) -> None:
+    """A limited group far from full: its first three readings a second apart (a trend 2 s
+    after the monitor starts, before a lesser verdict is shown), then every 2 s."""
+    clock, root = Clock(), _v1(tmp_path)
+    reader = MemcgReader(CgroupReader(root=root, proc=_proc(tmp_path, "4:memory:/slurm/job7\n"),
+                                      clock=clock), clock)  # fmt: skip
+    stat = root / "memory/slurm/job7/memory.stat"
+    growth = []
+    for second in range(6):
+        stat.write_text(_stat((300 + 10 * second) * MIB))
+        found = reader.read(PID)
+        assert found is not None
+        growth.append(found.growth_bytes_per_s)
+        clock.now += 1.0
+    assert growth[:2] == [None, None]
+    assert growth[2] == pytest.approx(10 * MIB, rel=1e-4)  # three readings, 2 s
+    assert found.anon_bytes == 340 * MIB  # second 5 not read: every 2 s after the third
+    assert reader.read(PID) is not None and reader.read(PID).anon_bytes == 350 * MIB
+
+
 def test_a_trend_needs_steady_steps_and_a_span() -> None:
     assert trend([(0.0, 0.0), (1.0, 10.0), (2.0, 20.0), (3.0, 30.0)]) == pytest.approx(10.0)
     assert trend([(0.0, 0.0), (1.0, 10.0)]) is None  # two readings, 1 s: too few
