@@ -38,6 +38,7 @@ from traintop.collectors.trend import TREND_POINTS, History
 READ_EVERY_S = 2.0
 NEAR_EVERY_S = 1.0  # ... every second once its anonymous memory is half its limit: a climb to it
 NEAR_SHARE = 0.5
+TICK_SLACK_S = 0.15  # the sampler's 1 s ticks come 0.95-1.0 s apart: one a little early is due
 UNLIMITED = 1 << 62  # v1 writes "no limit" as a page-rounded 2^63 - 1
 
 
@@ -150,7 +151,7 @@ class MemcgReader:
             return None
         mount, folder, path = found
         group = self._groups.get(path)
-        if group is None or now - group.at >= self._due_s(group):
+        if group is None or now - group.at >= self._due_s(group) - TICK_SLACK_S:
             group = self._reread(group, mount, folder, path, now)
         if group.memory is not None:
             self._last[pid] = group.memory

@@ -14,7 +14,7 @@ from itertools import pairwise
 from traintop.collectors.rates import measured
 
 TREND_S = 60.0  # the slope over this much of the newest readings
-TREND_MIN_S = 2.0  # ... once they span at least this long (three readings a second apart)
+TREND_MIN_S = 1.8  # ... once they span at least this long (three readings about a second apart)
 TREND_POINTS = 3  # readings a trend needs at least
 STEADY = 2 / 3  # of the steps between readings that must go the slope's way
 

@@ -138,8 +138,9 @@ def test_the_working_set_trend_comes_from_readings_every_second_once_half_full(
 
 
 def test_a_limited_group_is_read_every_second_until_it_has_a_trend(tmp_path: Path) -> None:
-    """A limited group far from full: its first three readings a second apart (a trend 2 s
-    after the monitor starts, before a lesser verdict is shown), then every 2 s."""
+    """A limited group far from full: its first three readings a tick apart (a trend 2 s
+    after the monitor starts, before a lesser verdict is shown), then every 2 s; ticks come a
+    little early (0.95 s apart), and count as due."""
     clock, root = Clock(), _v1(tmp_path)
     reader = MemcgReader(CgroupReader(root=root, proc=_proc(tmp_path, "4:memory:/slurm/job7\n"),
                                       clock=clock), clock)  # fmt: skip
@@ -150,9 +151,9 @@ def test_a_limited_group_is_read_every_second_until_it_has_a_trend(tmp_path: Pat
         found = reader.read(PID)
         assert found is not None
         growth.append(found.growth_bytes_per_s)
-        clock.now += 1.0
+        clock.now += 0.95
     assert growth[:2] == [None, None]
-    assert growth[2] == pytest.approx(10 * MIB, rel=1e-4)  # three readings, 2 s
+    assert growth[2] == pytest.approx(10 * MIB / 0.95, rel=1e-4)  # three readings, 1.9 s
     assert found.anon_bytes == 340 * MIB  # second 5 not read: every 2 s after the third
     assert reader.read(PID) is not None and reader.read(PID).anon_bytes == 350 * MIB
 
