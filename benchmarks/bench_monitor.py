@@ -15,6 +15,11 @@ absolute numbers on a noisy 2-core VM mean little.  Usage::
     python benchmarks/bench_monitor.py --first-frames 5 [--glances PATH]
     python benchmarks/bench_monitor.py --gpu-box PATH_TO_NVITOP [--seconds 30] [--repeat 3]
         [--tree OLD_SOURCE_TREE]
+    python benchmarks/bench_monitor.py ... --before OLD_SOURCE_TREE
+
+``--before`` runs traintop from an older source tree too, as one more tool ("before"),
+interleaved with this tree's in every state (and beside nvitop with ``--gpu-box``), and says how
+many points of a core this tree adds to it (issue 43: at most 0.1).
 
 ``--repeat`` runs everything that many times, interleaved, and reports medians (and each run).
 htop and glances run in the one-8-rank-job state, the one the targets compare against; one
@@ -265,11 +270,11 @@ devices 1
 
 
 def gpu_box(rounds: int, seconds: float, interval: float, nvitop: str,
-            tree: str | None = None) -> None:  # fmt: skip
+            tree: str | None = None, before: str | None = None) -> None:  # fmt: skip
     """traintop beside nvitop on a one-GPU box with one job on the card, at the same interval:
     CPU, peak RSS, first frame and bytes to the terminal, interleaved ``rounds`` times; the
     ratios to nvitop's and the targets (CPU <= 1.0x, bytes/s <= 2x, RSS <= 60 MB).  ``tree``:
-    traintop from another source tree (a before/after)."""
+    traintop from another source tree (a before/after); ``before``: that too, as one more tool."""
     import psutil
 
     traintop = f"{sys.executable} -m traintop.cli.main --interval {interval:g}"
@@ -279,6 +284,8 @@ def gpu_box(rounds: int, seconds: float, interval: float, nvitop: str,
              # stderr away: nvitop logs each NVML call the fake lacks over its screen, once
              "nvitop": ([nvitop, "-m", "full", "--interval", f"{interval:g}", "2>/dev/null"],
                         "H100")}  # fmt: skip
+    if before:
+        tools["before"] = ([*from_tree(before).split(), "--interval", f"{interval:g}"], "H100")
     runs: dict[str, list[dict]] = {tool: [] for tool in tools}
     with tempfile.TemporaryDirectory(prefix="d2-bench-ring-") as tmp:
         ring = os.path.join(tmp, "ring")
@@ -310,6 +317,7 @@ def gpu_box(rounds: int, seconds: float, interval: float, nvitop: str,
     rss = mine["peak_rss_mb"]
     print(f"peak RSS: traintop {rss:.1f} MB (<= 60) {'met' if rss <= 60 else 'NOT met'}, "
           f"nvitop {peer['peak_rss_mb']:.1f} MB")  # fmt: skip
+    print("\n".join(rise_lines(rows)))
     print(f"interval {interval:g} s both; steady window {seconds:.0f} s x {rounds}; 200x50; "
           "1 fake H100, its process a live rank")  # fmt: skip
 
@@ -341,13 +349,18 @@ def leave_state(procs: list[subprocess.Popen]) -> None:
         proc.wait()
 
 
+def from_tree(tree: str) -> str:
+    """traintop from another source tree (an older commit, `git archive`d)."""
+    return f"env -C {tree} PYTHONPATH={tree} {sys.executable} -m traintop.cli.main"
+
+
 def tools_for(state: str, args: argparse.Namespace) -> dict[str, tuple[list[str], str]]:
     traintop = shutil.which("traintop") or f"{sys.executable} -m traintop.cli.main"
-    if args.tree:  # another source tree (an older commit, `git archive`d): a before/after
-        traintop = (
-            f"env -C {args.tree} PYTHONPATH={args.tree} {sys.executable} -m traintop.cli.main"
-        )
+    if args.tree:  # a before/after
+        traintop = from_tree(args.tree)
     tools = {"traintop": ([traintop, "--interval", "1"], "H100")}
+    if args.before:
+        tools["before"] = ([from_tree(args.before), "--interval", "1"], "H100")
     if args.skip_baselines or state != BASELINE_STATE:
         return tools
     if shutil.which("htop"):
@@ -429,6 +442,21 @@ def check_targets(rows: dict[tuple[str, str], dict]) -> list[str]:
         check("points added by 24 finished segments", added, 0.1)
     for state, r in mine.items():
         check(f"peak RSS MB, {state}", r["peak_rss_mb"], 80)
+    return lines + rise_lines(rows)
+
+
+RISE_MAX = 0.1  # points of a core a change may add to the monitor (issue 43)
+
+
+def rise_lines(rows: dict[tuple[str, str], dict]) -> list[str]:
+    """This tree's CPU less the ``before`` tree's, per state (where both ran)."""
+    lines = []
+    for (state, tool), r in rows.items():
+        old = rows.get((state, "before"))
+        if tool == "traintop" and old is not None:
+            rise = r["cpu_pct"] - old["cpu_pct"]
+            lines.append(f"CPU points this tree adds, {state}: {rise:+.2f} (<= {RISE_MAX:g}) "
+                         f"{'met' if rise <= RISE_MAX else 'NOT met'}")  # fmt: skip
     return lines
 
 
@@ -440,6 +468,7 @@ def main() -> int:
     parser.add_argument("--states", default=",".join(STATES))
     parser.add_argument("--glances", default=shutil.which("glances"))
     parser.add_argument("--tree", default=None, help="run traintop from this source tree")
+    parser.add_argument("--before", default=None, help="and traintop from this one, beside it")
     parser.add_argument(
         "--first-frames",
         type=int,
@@ -459,9 +488,11 @@ def main() -> int:
     )
     args = parser.parse_args()
     compile_tree(Path(args.tree) if args.tree else ROOT)
+    if args.before:
+        compile_tree(Path(args.before))
     if args.gpu_box:
         print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-        gpu_box(args.repeat, args.seconds, args.interval, args.gpu_box, args.tree)
+        gpu_box(args.repeat, args.seconds, args.interval, args.gpu_box, args.tree, args.before)
         print("load average after:  {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         return 0
     if args.first_frames:

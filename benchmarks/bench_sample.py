@@ -12,7 +12,11 @@ Ticks alternate between the trees, so a noisy minute on a shared machine hits bo
 ``--spawn N`` adds N sleeping processes first: GPU boxes run 300 to 1000, this VM about 70.
 ``--jobs N`` starts N training jobs of 8 ranks at 20 steps/s (benchmarks/ring_load.py, as
 bench_monitor.py's "one 8-rank job" state): their processes run every tick.  No job collector
-runs: what is measured is the host part of the sample, processes included.
+runs: what is measured is the host part of the sample, processes included, and (``ranks``)
+what the job collector reads of each live rank's host side each tick (issue 43: its memory
+cgroup, its cgroup v2 PSI, the OOM witness's counters, its TCP send queues as read while it
+waits on its peers), for every rank of ``--jobs`` (or, with no job, for ``--ranks`` sleepers).
+A collector a baseline tree does not have reads "-".
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-COLLECTORS = ("gpu", "processes", "cpu", "memory", "disks", "nics", "host")
+COLLECTORS = ("gpu", "processes", "cpu", "memory", "disks", "nics", "host", "pressure")
 
 WORKER = """
 import dataclasses, json, sys, time
@@ -49,23 +53,45 @@ class Timed:
             self.spent[self.name] = (time.thread_time_ns() - started) / 1e3
     def close(self):
         self.inner.close()
+    def __getattr__(self, name):  # what the sampler reads besides collect (processes' total)
+        return getattr(self.inner, name)
 
 spent = {}
 c = build_collectors()
-timed = {n: Timed(n, getattr(c, n), spent) for n in NAMES}
+timed = {n: Timed(n, getattr(c, n), spent) for n in NAMES if getattr(c, n, None) is not None}
 sampler = Sampler(dataclasses.replace(c, **timed))
 sampler.sample_once()
+try:  # the job collector's reads of each live rank's host side (absent from older trees)
+    from traintop.collectors.cgroup import CgroupReader
+    from traintop.collectors.job_memory import JobMemoryReader
+    from traintop.collectors.job_sockets import SocketQueues
+    reads = (JobMemoryReader(CgroupReader()), SocketQueues())
+except ImportError:
+    reads = None
+pids = [int(p) for p in RANK_PIDS]
+
+def rank_reads():
+    memory, sockets = reads
+    for pid in pids:
+        memory.read(pid, ())
+        memory.pressure(pid)
+        sockets.read(pid)
+
 for line in sys.stdin:
     started = time.thread_time_ns()
     sampler.sample_once()
     spent["sample"] = (time.thread_time_ns() - started) / 1e3
+    if reads is not None and pids:
+        started = time.thread_time_ns()
+        rank_reads()
+        spent["ranks"] = (time.thread_time_ns() - started) / 1e3
     print(json.dumps(spent), flush=True)
 """
 
 
-def start_worker(tree: Path, env: dict[str, str]) -> subprocess.Popen:
+def start_worker(tree: Path, env: dict[str, str], ranks: list[int]) -> subprocess.Popen:
     """A process that samples once per line it reads and answers with its timings as JSON."""
-    code = WORKER.replace("NAMES", repr(COLLECTORS))
+    code = WORKER.replace("NAMES", repr(COLLECTORS)).replace("RANK_PIDS", repr(ranks))
     return subprocess.Popen(
         [sys.executable, "-c", code],
         cwd=tree,
@@ -83,12 +109,13 @@ def tick(worker: subprocess.Popen) -> dict[str, float]:
     return json.loads(worker.stdout.readline())
 
 
-def run(trees: dict[str, Path], ticks: int, gap_s: float) -> dict[str, dict[str, float]]:
+def run(trees: dict[str, Path], ticks: int, gap_s: float,
+        ranks: list[int]) -> dict[str, dict[str, float | None]]:  # fmt: skip
     """Median µs per collector and per whole sample, for each tree, ticks interleaved."""
     from bench_monitor import fake_nvml_env
 
     env = {**os.environ, **fake_nvml_env()}
-    workers = {name: start_worker(tree, env) for name, tree in trees.items()}
+    workers = {name: start_worker(tree, env, ranks) for name, tree in trees.items()}
     seen: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     try:
         for _ in range(ticks):
@@ -99,18 +126,24 @@ def run(trees: dict[str, Path], ticks: int, gap_s: float) -> dict[str, dict[str,
         for worker in workers.values():
             worker.kill()
             worker.wait()
-    keys = (*COLLECTORS, "sample")
-    return {n: {k: statistics.median(t[k] for t in seen[n]) for k in keys} for n in trees}
+    keys = (*COLLECTORS, "sample", "ranks")
+    return {n: {k: _median([t[k] for t in seen[n] if k in t]) for k in keys} for n in trees}
 
 
-def report(medians: dict[str, dict[str, float]]) -> None:
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def report(medians: dict[str, dict[str, float | None]]) -> None:
     names = list(medians)
     print(
         f"{'collector':<10}" + "".join(f"{n:>12}" for n in names) + ("  ratio" * (len(names) > 1))
     )
-    for key in (*COLLECTORS, "sample"):
-        cells = "".join(f"{medians[n][key]:>10.0f}µs" for n in names)
-        ratio = f"  {medians[names[0]][key] / medians[names[1]][key]:.2f}" if len(names) > 1 else ""
+    for key in (*COLLECTORS, "sample", "ranks"):
+        got = [medians[n][key] for n in names]
+        cells = "".join(f"{v:>10.0f}µs" if v is not None else f"{'-':>12}" for v in got)
+        both = len(got) > 1 and got[0] is not None and got[1]
+        ratio = f"  {got[0] / got[1]:.2f}" if both else ""  # type: ignore[operator]
         print(f"{key:<10}{cells}{ratio}")
 
 
@@ -125,6 +158,11 @@ def start_training(jobs: int, ring: str, seconds: float) -> list[subprocess.Pope
     launchers = start_jobs(ring, jobs, 8, 20.0, seconds)
     wait_for_segments(ring, 8 * jobs)
     return launchers
+
+
+def _ranks(ring: str) -> list[int]:
+    """The pids of the ranks writing segments in ``ring`` (``<pid>-r<rank>-...ring``)."""
+    return sorted(int(name.split("-")[0]) for name in os.listdir(ring) if name.endswith(".ring"))
 
 
 def stop(procs: list[subprocess.Popen], group: bool = False) -> None:
@@ -143,22 +181,26 @@ def main() -> int:
     parser.add_argument("--gap", type=float, default=1.0, help="seconds between a tree's ticks")
     parser.add_argument("--spawn", type=int, default=0, help="extra sleeping processes")
     parser.add_argument("--jobs", type=int, default=0, help="8-rank training jobs to run")
+    parser.add_argument("--ranks", type=int, default=8, help="ranks read with no job: sleepers")
     opts = parser.parse_args()
     trees = {"this": ROOT} | ({"baseline": opts.tree.resolve()} if opts.tree else {})
     sleepers = spawn_sleepers(opts.spawn)
     with tempfile.TemporaryDirectory(prefix="bench-sample-ring-") as ring:
         seconds = 2 * opts.ticks * opts.gap + 60
         launchers = start_training(opts.jobs, ring, seconds) if opts.jobs else []
+        ranks = _ranks(ring) if opts.jobs else [p.pid for p in sleepers[: opts.ranks]]
+        extra = [] if opts.jobs or len(ranks) >= opts.ranks else spawn_sleepers(opts.ranks)
+        ranks += [p.pid for p in extra][: opts.ranks - len(ranks)]
         try:
             print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-            medians = run(trees, opts.ticks, opts.gap)
+            medians = run(trees, opts.ticks, opts.gap, ranks)
             processes = sum(name.isdigit() for name in os.listdir("/proc"))
-            print(f"{processes} processes, {opts.jobs} jobs, medians of {opts.ticks} ticks "
-                  f"{opts.gap} s apart, thread CPU time")  # fmt: skip
+            print(f"{processes} processes, {opts.jobs} jobs, {len(ranks)} ranks read, medians "
+                  f"of {opts.ticks} ticks {opts.gap} s apart, thread CPU time")  # fmt: skip
             report(medians)
             print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         finally:
-            stop(sleepers)
+            stop(sleepers + extra)
             stop(launchers, group=True)
     return 0
 

@@ -15,7 +15,12 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from traintop.collectors.snapshot import JobSnapshot
-from traintop.diagnosis.export import ending_to_dict, hang_to_dict
+from traintop.diagnosis.export import (
+    ending_to_dict,
+    hang_to_dict,
+    memory_to_dict,
+    threads_to_dict,
+)
 from traintop.diagnosis.stack_text import fold_line
 from traintop.views.format import fmt_age, fmt_number, fmt_share
 from traintop.views.hang_text import case_text, rank_text, state_text
@@ -51,6 +56,8 @@ def rank_object(job: JobSnapshot, group: JobGroup) -> dict:
         "first_step_s": job.first_step_s,
         "ending": ending_to_dict(job.ending),
         "life": group.life or None,
+        "memory": memory_to_dict(job.memory),
+        "threads": threads_to_dict(job.threads),
     }
 
 

@@ -30,8 +30,10 @@ from traintop.collectors.snapshot import CpuLimit
 
 READ_EVERY_S = 2.0
 FORGET_AFTER_S = 30.0  # a process not asked about for this long is dropped
+MAX_FOLDERS = 4096  # cgroup directories kept resolved before the table starts over
 CPUSET_FILES = {1: ("cpuset.effective_cpus", "cpuset.cpus"), 2: ("cpuset.cpus.effective",)}
 V2 = ""  # the unified hierarchy's key in /proc/PID/cgroup ("0::/path")
+CONTROLLERS = frozenset({"cpu", "cpuset", "memory"})  # the v1 hierarchies read (memory: memcg.py)
 _US, _NS = 1e-6, 1e-9
 
 
@@ -71,8 +73,8 @@ def _unescape(field: str) -> str:
 
 
 def mounts_from(mountinfo: str) -> dict[str, Mount]:
-    """The ``cpu`` and ``cpuset`` v1 mounts and the v2 mount (key ``V2``) in a mountinfo text,
-    the first of each kind."""
+    """The ``cpu``, ``cpuset`` and ``memory`` v1 mounts and the v2 mount (key ``V2``) in a
+    mountinfo text, the first of each kind."""
     found: dict[str, Mount] = {}
     for line in mountinfo.splitlines():
         left, _, right = line.partition(" - ")
@@ -83,7 +85,7 @@ def mounts_from(mountinfo: str) -> dict[str, Mount]:
         if tail[0] == "cgroup2":
             found.setdefault(V2, Mount(2, point, root))
         elif tail[0] == "cgroup":
-            for controller in set(tail[2].split(",")) & {"cpu", "cpuset"}:
+            for controller in set(tail[2].split(",")) & CONTROLLERS:
                 found.setdefault(controller, Mount(1, point, root))
     return found
 
@@ -97,7 +99,7 @@ def mounts_at(root: Path) -> dict[str, Mount]:
     found: dict[str, Mount] = {}
     folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     for folder in folders:
-        for controller in set(folder.name.split(",")) & {"cpu", "cpuset"}:
+        for controller in set(folder.name.split(",")) & CONTROLLERS:
             found.setdefault(controller, Mount(1, folder))
     return found
 
@@ -188,11 +190,12 @@ class CgroupReader:
         self._mounts: dict[str, Mount] | None = None
         self._members: dict[int, tuple[float, dict[str, str] | None]] = {}  # pid: when, paths
         self._groups: dict[tuple, _Reading] = {}  # by the cgroup paths of cpu, cpuset, v2
+        self._folders: dict[tuple, tuple[Mount, Path, str] | None] = {}
 
     def limit(self, pid: int) -> CpuLimit | None:
         """``pid``'s CPU limit (None: no cgroup could be read for it, the process gone)."""
         now = self._clock()
-        paths = self._paths(pid, now)
+        paths = self.paths(pid, now)
         if paths is None:
             return None
         key = (paths.get("cpu"), paths.get("cpuset"), paths.get(V2))
@@ -205,7 +208,7 @@ class CgroupReader:
             self._groups[key] = last
         return last.limit
 
-    def _paths(self, pid: int, now: float) -> dict[str, str] | None:
+    def paths(self, pid: int, now: float) -> dict[str, str] | None:
         """Which cgroups ``pid`` is in, read again every ``every_s`` (a process can move)."""
         known = self._members.get(pid)
         if known is not None and now - known[0] < self._every_s:
@@ -232,8 +235,17 @@ class CgroupReader:
                 self._mounts = mounts_from(_read(self._proc / "self" / "mountinfo") or "")
         return self._mounts
 
+    def folder(self, paths: dict[str, str], controller: str) -> tuple[Mount, Path, str] | None:
+        """The directory of ``controller``'s cgroup: its v1 hierarchy, else the unified one
+        (kept by the paths it comes from: building a ``Path`` is most of a rank's reads a tick)."""
+        key = (controller, paths.get(controller), paths.get(V2))
+        if key not in self._folders:
+            if len(self._folders) > MAX_FOLDERS:
+                self._folders.clear()
+            self._folders[key] = self._folder(paths, controller)
+        return self._folders[key]
+
     def _folder(self, paths: dict[str, str], controller: str) -> tuple[Mount, Path, str] | None:
-        """The directory of ``controller``'s cgroup: its v1 hierarchy, else the unified one."""
         for key in (controller, V2):
             mount, path = self.mounts().get(key), paths.get(key)
             if mount is None or path is None:
@@ -244,7 +256,7 @@ class CgroupReader:
         return None
 
     def _reading(self, paths: dict[str, str], now: float, last: _Reading | None) -> _Reading:
-        cpu = self._folder(paths, "cpu")
+        cpu = self.folder(paths, "cpu")
         quota, binding = _least_quota(*cpu[:2]) if cpu else (None, None)
         counters = _counters(binding)
         cpuset = self._cpuset(paths)
@@ -260,7 +272,7 @@ class CgroupReader:
 
     def _cpuset(self, paths: dict[str, str]) -> tuple[int, ...] | None:
         """The effective cpuset, None when it is every CPU of the host (or unreadable)."""
-        found = self._folder(paths, "cpuset")
+        found = self.folder(paths, "cpuset")
         if found is None:
             return None
         mount, folder, _ = found

@@ -15,6 +15,7 @@ from traintop.collectors.host import HostCollector
 from traintop.collectors.job_nics import JobNicCollector
 from traintop.collectors.memory import MemoryCollector
 from traintop.collectors.nics import NicCollector
+from traintop.collectors.pressure import PressureCollector
 from traintop.collectors.processes import ProcessCollector
 from traintop.collectors.sampler import Collectors, GpuSource, JobSource
 
@@ -52,6 +53,7 @@ def build_collectors(
         host=HostCollector(ps=ps),
         jobs=jobs,
         job_nics=JobNicCollector(clock=clock, include_virtual=include_virtual),
+        pressure=PressureCollector(clock=clock) if ps is psutil else None,
     )
 
 

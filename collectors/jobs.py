@@ -23,8 +23,11 @@ from typing import Protocol
 from traintop.collectors import run_end, stall, warmup
 from traintop.collectors.cgroup import CgroupReader
 from traintop.collectors.job_facts import FactsReader
+from traintop.collectors.job_memory import JobMemoryReader
+from traintop.collectors.job_sockets import SocketQueues
 from traintop.collectors.job_window import NEWEST, JobWindow
 from traintop.collectors.loader_workers import with_state
+from traintop.collectors.phase_names import is_comm_phase
 from traintop.collectors.proc_state import ProcReader, children
 from traintop.collectors.rates import measured
 from traintop.collectors.ring_header import SegmentHeader
@@ -38,8 +41,8 @@ from traintop.collectors.ring_reader import (
     remove_stale,
     segment_paths,
 )
-from traintop.collectors.snapshot import Ending, JobSnapshot, WorkerSnapshot
-from traintop.collectors.stacks import REPLY_WAIT_S, phase_samples, rank_stack
+from traintop.collectors.snapshot import Ending, JobSnapshot, ThreadCpu, WorkerSnapshot
+from traintop.collectors.stacks import REPLY_WAIT_S, phase_samples, rank_stack, rank_threads
 from traintop.collectors.stall_watch import STACK_REFRESH_S, StallWatch, moved_ns
 from traintop.collectors.turns import in_turn
 
@@ -47,6 +50,15 @@ STALL_MIN_S = 5.0
 STALL_STEP_FACTOR = 5.0
 LIVE_RESOLUTION_NS = 16  # the live word keeps its start time rounded down to 16 ns
 STARTING_REFRESH_S = 5.0  # where a rank before its first step is, asked again after this long
+# A thread other than the training one runnable (on a CPU or queued for one) this share of the
+# time: its helper is asked for every
+# Python thread (names, stacks, whether each needs the GIL), at most every THREADS_EVERY_S, and
+# the answer is shown for THREADS_KEEP_S (traintop/thread_samples.py, diagnosis/rules_gil.py)
+THREAD_ASK_PCT = 20.0
+THREADS_EVERY_S = 10.0
+THREADS_KEEP_S = 30.0
+THREAD_SAMPLES = (20, 25)  # samples, ms apart
+PEER_WAIT_SHARE = 0.1  # a rank waiting on its peers this share: its sockets are read
 _NS = 1e9
 
 
@@ -75,6 +87,9 @@ class _Job:
         self.seen_live_s: float | None = None  # the last tick that found its writer alive
         self.end_s: float | None = None  # when an ended rank ended, on the monitor's clock
         self.how_ended: Ending | None = None  # how it ended (collectors/run_end.py)
+        self.witnessed = False  # the kernel's word on its end was asked (collectors/oom_witness)
+        self.threads_asked = -1e18  # when its helper was last asked for its Python threads
+        self.busy_tids: set[int] = set()  # threads that were busy when it was asked
         # Before its first step: whether it works (collectors/warmup.py), and its parent, to
         # tell a process that only started the ranks (mp.spawn's) from a rank.
         header = segment.header
@@ -231,6 +246,9 @@ class JobCollector:
         # Phase samples asked for from any thread (``sample_phase``), sent on the next tick.
         self._sample_asks: dict[int, tuple[str | None, int, int]] = {}
         self.cgroups = CgroupReader()  # each live rank's CPU limit (collectors/cgroup.py)
+        # ... its memory and PSI, and the kernel's word on a rank gone (collectors/job_memory.py)
+        self.memory = JobMemoryReader(self.cgroups, clock)
+        self.sockets = SocketQueues(clock=clock)  # what its connections hold, while it waits
         # The kernel's view of the ranks that stopped stepping (collectors/stall_watch.py); an
         # unanswered stack request is followed by the signal after ``reply_wait_s``.
         self._procs, self.reply_wait_s = ProcReader(), reply_wait_s
@@ -248,6 +266,7 @@ class JobCollector:
             if job.due or newest is None:  # a recorder needs every record, on every tick
                 job.poll(newest, now)
         self._hand_on_records()
+        self._witness_ends(jobs)
         _mark_restarts(jobs)
         asks, self._sample_asks = self._sample_asks, {}
         for job in jobs:
@@ -256,6 +275,20 @@ class JobCollector:
         self._tend_warmups(jobs, now, workers)
         launchers = _launchers(jobs)
         return tuple(self._snapshot(job, now, workers) for job in jobs if job not in launchers)
+
+    def _witness_ends(self, jobs: list[_Job]) -> None:
+        """The kernel's word on each rank found ended this tick (collectors/oom_witness.py):
+        an OOM kill, or a SIGKILL the OOM killer did not send; live ranks' records go on."""
+        for job in jobs:
+            if job.how_ended is not None and not job.witnessed:
+                job.witnessed = True
+                workers = [w.pid for w in job.shown.workers] if job.shown is not None else []
+                job.how_ended = self.memory.witness.word(
+                    job.header.pid, job.how_ended, workers, job.end_s
+                )
+        live = {job.header.pid for job in jobs if job.liveness == "live"}
+        self.memory.forget(live)
+        self.sockets.forget(live)
 
     def _tend_warmups(self, jobs: list[_Job], now: float, workers: dict) -> None:
         """Read what each rank that has not stepped yet is doing (collectors/warmup.py)."""
@@ -301,6 +334,7 @@ class JobCollector:
         if age is None or age < stall.capture_after_s(limit):
             job.watch.quiet()
             job.entries = []
+            self._ask_threads(job, now)
             job.stacks.poll(now, job.hot)
         else:
             job.read_ledger()
@@ -308,6 +342,22 @@ class JobCollector:
             phase = live_phase(job, "stalled", now)[0]
             refresh = STACK_REFRESH_S if job.stepped else STARTING_REFRESH_S
             job.watch.tend(now, job.hot, last, phase, self._worker_pids, refresh)
+
+    def _ask_threads(self, job: _Job, now: float) -> None:
+        """Ask a stepping rank's helper for its Python threads when one of its threads but the
+        training one (and the helper) is busy: the kernel first, the process only then.  A busy
+        thread an answer did not list is not a Python thread (torch's intra-op pool, NCCL's):
+        it holds no GIL, and is not asked about again."""
+        hot, table = job.hot, self._processes
+        if hot is None or table is None or now - job.threads_asked < THREADS_EVERY_S:
+            return
+        python = {t.tid for answer, _ in job.stacks.threads for t in answer}
+        skip = {hot.train_tid, hot.helper_tid} | (job.busy_tids - python)
+        threads = table.threads_of(job.header.pid)
+        busy = [t.tid for t in threads if t.tid not in skip and _runnable(t) >= THREAD_ASK_PCT]
+        if busy and job.stacks.ask_threads(now, *THREAD_SAMPLES):
+            job.threads_asked = now
+            job.busy_tids.update(busy)
 
     def _worker_pids(self, pid: int) -> list[int]:
         """A rank's children, oldest first: from the tick's process scan, else from /proc."""
@@ -372,7 +422,7 @@ class JobCollector:
             return _aged(kept, job.window.last_step_age_s(now))
         live = live_phase(job, state, now)  # (None, None) for an ended job: none to keep
         # before its first step, the warm-up's reading of the process is its ``proc``
-        extras = self._extras(job, now) | _life(job, state, now)
+        extras = self._extras(job, now) | _life(job, state, now) | self._host_side(job, workers)
         ended_at, stopped = job.ending()
         stopped = stopped or state == "stalled"  # no step for the stall limit: its rate is 0
         snapshot = job.window.snapshot(
@@ -400,11 +450,34 @@ class JobCollector:
             "stack": rank_stack(job.stacks.taken, now),
             "proc": job.watch.proc,
             "phase_samples": phase_samples(job.stacks.samples, now),
+            "threads": rank_threads(job.stacks.threads, now, THREADS_KEEP_S),
             "stall_after_s": self.stall.after_s(p50),
             "hang_after_s": self.hang.after_s(p50),
             "cpu_limit": None if job.segment.closed else self.cgroups.limit(job.header.pid),
             **job.facts.read(now),  # what the job already does, its syncs, its GPU profile
         }
+
+    def _host_side(self, job: _Job, workers: dict[int, tuple[WorkerSnapshot, ...]]) -> dict:
+        """A live rank's memory (its cgroup, and its processes' unique memory while that is a
+        concern) and its own cgroup's PSI; none for an ended one."""
+        if job.segment.closed:
+            return {}
+        pid = job.header.pid
+        kids = [w.pid for w in workers.get(pid, ())]
+        queued = self.sockets.read(pid) if _waits_on_peers(job.shown) else None
+        return {"memory": self.memory.read(pid, kids), "pressure": self.memory.pressure(pid),
+                "send_queue_bytes": queued}  # fmt: skip
+
+
+def _runnable(thread: ThreadCpu) -> float:
+    return thread.cpu_pct + (thread.wait_pct or 0.0)
+
+
+def _waits_on_peers(shown: JobSnapshot | None) -> bool:
+    """Whether a rank spent ``PEER_WAIT_SHARE`` of its recent steps waiting on its peers."""
+    if shown is None or shown.world_size < 2:
+        return False
+    return sum(p.share for p in shown.phases if is_comm_phase(p.name)) >= PEER_WAIT_SHARE
 
 
 def _turn_order(job: _Job) -> tuple[str, int]:
@@ -526,3 +599,5 @@ class ProcessTable(Protocol):
     """What the job collector needs of the tick's process scan (traintop.collectors.processes)."""
 
     def workers_of(self, pids: Iterable[int]) -> dict[int, tuple[WorkerSnapshot, ...]]: ...
+
+    def threads_of(self, pid: int) -> tuple[ThreadCpu, ...]: ...

@@ -19,6 +19,7 @@ import psutil
 from traintop.collectors import procfs
 from traintop.collectors.rates import rate
 from traintop.collectors.snapshot import MemorySnapshot
+from traintop.collectors.trend import History
 
 PROC_MEMINFO = "/proc/meminfo"
 PROC_VMSTAT = "/proc/vmstat"
@@ -36,12 +37,14 @@ class VirtualMemory(NamedTuple):
 
 
 class SwapMemory(NamedTuple):
-    """The ``psutil.swap_memory()`` fields the collector shows."""
+    """The ``psutil.swap_memory()`` fields the collector shows, and the kernel's OOM kills
+    (``/proc/vmstat`` ``oom_kill``, read with the swap counters; None where absent)."""
 
     total: int
     used: int
     sin: int
     sout: int
+    oom_kills: int | None = None
 
 
 class MemoryCollector:
@@ -53,12 +56,14 @@ class MemoryCollector:
         self._prev: tuple[float, int, int] | None = None
         linux = ps is psutil and os.path.exists(PROC_MEMINFO) and os.path.exists(PROC_VMSTAT)
         self._meminfo = MemInfo() if linux else None
+        self._available = History()  # its trend: memory being used up (collectors/memcg.py)
 
     def collect(self) -> MemorySnapshot:
         """One reading of RAM and swap."""
         now = self._clock()
         vm, swap = self._read()
         sin_rate, sout_rate = self._swap_rates(now, swap.sin, swap.sout)
+        trend = self._available.add(now, float(vm.available))
         return MemorySnapshot(
             total_bytes=vm.total,
             used_bytes=vm.used,
@@ -68,6 +73,8 @@ class MemoryCollector:
             swap_used_bytes=swap.used,
             swap_in_bytes_per_s=sin_rate,
             swap_out_bytes_per_s=sout_rate,
+            oom_kills=getattr(swap, "oom_kills", None),
+            available_trend_bytes_per_s=trend,
         )
 
     def _read(self) -> tuple[Any, Any]:
@@ -107,7 +114,8 @@ class MemInfo:
         vm = VirtualMemory(total, *_available_used(total, free, available), _cached(text))
         vmstat = b"\n" + self._vmstat.read()
         sin, sout = (_count(vmstat, key) * SWAP_PAGE for key in (b"pswpin", b"pswpout"))
-        return vm, SwapMemory(swap_total, swap_total - swap_free, sin, sout)
+        kills = _value(vmstat, b"oom_kill ")
+        return vm, SwapMemory(swap_total, swap_total - swap_free, sin, sout, kills)
 
 
 _STATED = (b"MemTotal", b"MemFree", b"MemAvailable", b"SwapTotal", b"SwapFree")

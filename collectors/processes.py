@@ -27,7 +27,7 @@ import psutil
 
 from traintop.collectors import procfs, schedstat
 from traintop.collectors.rates import rate
-from traintop.collectors.snapshot import ProcessSnapshot, WorkerSnapshot
+from traintop.collectors.snapshot import ProcessSnapshot, ThreadCpu, WorkerSnapshot
 
 Key = tuple[int, float]
 """A process identity that survives pid reuse: ``(pid, create_time)``."""
@@ -190,6 +190,12 @@ class ProcessCollector:
             if e.ppid in pids and e.proc.pid not in pids:
                 found[e.ppid].append(WorkerSnapshot(e.proc.pid, e.cpu_pct, e.rss, e.io[0]))
         return {pid: tuple(kids) for pid, kids in found.items()}
+
+    def threads_of(self, pid: int) -> tuple[ThreadCpu, ...]:
+        """The last collect's busy threads of ``pid`` other than its main one (where its
+        threads were read one by one; else none)."""
+        row = next((s.row for s in self._rows.values() if s.row.pid == pid), None)
+        return row.thread_cpu if row is not None else ()
 
     def _scan(self, dt: float, now: float) -> list[_Light]:
         """Every live process's reading; the per-process caches follow the process table."""
@@ -399,6 +405,7 @@ def _demand_fields(demand: tuple) -> dict[str, Any]:
         fields["threads_busy"] = found.detail.busy
         fields["main_thread_cpu_pct"] = found.detail.main_cpu_pct
         fields["main_thread_wait_pct"] = found.detail.main_wait_pct
+        fields["thread_cpu"] = tuple(ThreadCpu(*t) for t in found.detail.others)
     return fields
 
 

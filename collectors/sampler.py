@@ -71,6 +71,7 @@ class Collectors:
     host: Any
     jobs: JobSource | None = None
     job_nics: Any = None  # traintop.collectors.job_nics: NICs of the jobs' own network namespaces
+    pressure: Any = None  # traintop.collectors.pressure: the host's PSI (None: not sampled)
 
     def close(self) -> None:
         """Release NVML and ring-buffer mappings; host collectors hold nothing to release."""
@@ -246,6 +247,9 @@ class Sampler:
             jobs=jobs,
             errors=tuple(errors),
             process_total=c.processes.total,
+            pressure=self._call("pressure", c.pressure.collect, None, errors)
+            if c.pressure is not None
+            else None,
         )
 
     def _nics(self, jobs: tuple[JobSnapshot, ...], errors: list[CollectorError]) -> tuple:

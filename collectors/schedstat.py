@@ -36,6 +36,8 @@ NS_PER_S = 1e9
 BUSY_SHARE = 0.5
 """A thread runnable (running or waiting) at least this share of the interval counts as busy:
 it wants a CPU more than it sleeps, so it competes for the cores rather than idling in a pool."""
+THREAD_SHOWN_PCT = 5.0
+"""A thread other than the main one is listed on its own from this share of the interval on."""
 SUM_THREADS_MAX = 64
 """Beyond this many threads a process outside the chosen few gets no wait figure: one read per
 thread, every tick, for a row that is rarely the point (a JVM or a browser with hundreds)."""
@@ -60,6 +62,9 @@ class ThreadDetail:
     busy: int
     main_cpu_pct: float | None
     main_wait_pct: float | None
+    # The other threads that ran at least ``THREAD_SHOWN_PCT``: (tid, run %, wait %), busiest
+    # first (a second thread that takes the interpreter from the training loop shows here)
+    others: tuple[tuple[int, float, float], ...] = ()
 
 
 class Demand(NamedTuple):
@@ -193,7 +198,24 @@ def _grown_pct(prev: Reading | None, now: float, seen: Threads) -> float | None:
 
 def _detail(prev: Reading, now: float, seen: Threads, pid: int) -> ThreadDetail:
     main = _thread_pcts(prev, now, seen, pid)
-    return ThreadDetail(_busy(prev, now, seen), main[0], main[1])
+    return ThreadDetail(_busy(prev, now, seen), main[0], main[1], _others(prev, now, seen, pid))
+
+
+def _others(prev: Reading, now: float, seen: Threads, pid: int) -> tuple:
+    """The threads but the main one that ran ``THREAD_SHOWN_PCT`` or more, busiest first."""
+    then, before, _ = prev
+    if now <= then:
+        return ()
+    dt_ns = (now - then) * NS_PER_S
+    floor_ns = THREAD_SHOWN_PCT / 100.0 * dt_ns
+    found = []
+    for tid, s in seen.items():
+        old = before.get(tid)
+        if tid == pid or old is None or s.run_ns - old.run_ns < floor_ns:
+            continue
+        run, wait = s.run_ns - old.run_ns, s.wait_ns - old.wait_ns
+        found.append((tid, measured(100.0 * run / dt_ns), measured(100.0 * wait / dt_ns)))
+    return tuple(sorted(found, key=lambda t: -t[1]))
 
 
 def _asleep(seen: Threads, pid: int) -> ThreadDetail:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from traintop.collectors.memory_state import JobMemory, PressureSet
+
 
 @dataclass(frozen=True, slots=True)
 class CpuCore:
@@ -46,6 +48,10 @@ class MemorySnapshot:
     swap_used_bytes: int
     swap_in_bytes_per_s: float | None = None
     swap_out_bytes_per_s: float | None = None
+    # The kernel's count of OOM kills since boot (/proc/vmstat oom_kill), and the trend of
+    # ``available_bytes`` over the last minute (least squares; negative: memory being used up)
+    oom_kills: int | None = None
+    available_trend_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +190,19 @@ class ProcessSnapshot:
     # Its SM share of the GPUs it holds, summed (NVML per-process utilization, nvitop's %SM;
     # collectors/gpu_truth.py); None where it holds no GPU or the driver gives none.
     gpu_sm_pct: float | None = None
+    # Its threads other than the main one that ran at least 5 % of the interval (where its
+    # threads were read one by one: collectors/schedstat.py), busiest first
+    thread_cpu: tuple[ThreadCpu, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadCpu:
+    """One thread of a process over the last interval: on a CPU and waiting for one (100 = the
+    whole interval), from its ``/proc/PID/task/TID/schedstat``."""
+
+    tid: int
+    cpu_pct: float
+    wait_pct: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,6 +428,24 @@ class CpuLimit:
 
 
 @dataclass(frozen=True, slots=True)
+class Kill:
+    """How the kernel ended a process that left no word (collectors/oom_witness.py): ``by``
+    "oom" (the OOM killer) or "sigkill" (a SIGKILL the OOM killer did not send); for an OOM
+    kill ``scope`` "cgroup" (its cgroup's limit was reached) or "host" (the host ran out), and
+    the memory the monitor saw at its last reading, ``before_s`` before the end (``used_bytes``
+    of ``limit_bytes``: the cgroup's limit, or the host's RAM); ``pid`` the process killed (the
+    rank, or the DataLoader worker whose death made it raise); ``source`` what says so."""
+
+    by: str
+    scope: str = ""
+    pid: int | None = None
+    limit_bytes: int | None = None
+    used_bytes: int | None = None
+    before_s: float | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Ending:
     """How a rank's run ended, as it happened.  ``kind``: "finished" (the script returned),
     "raised" (an exception left it: ``detail`` is its type and message, ``frame`` where it came
@@ -425,6 +462,7 @@ class Ending:
     exit_code: int | None = None
     at: float | None = None
     stack: tuple[Frame, ...] = ()  # outermost first, ``frame`` its innermost; () where unknown
+    kill: Kill | None = None  # the kernel's word on a rank gone (or a worker killed): OOM or not
 
     @property
     def frames(self) -> tuple[Frame, ...]:
@@ -505,6 +543,36 @@ class JobSnapshot:
     first_step_s: float | None = None  # how long the first step took (the warm-up)
     ending: Ending | None = None  # how an ended run ended; None while it runs
     proc: ProcState | None = None  # the kernel's view of the rank, read while it stalls or starts
+    # ---- what holds it back on the host (issue 43) ----
+    memory: JobMemory | None = None  # its memory cgroup and, while a concern, its unique memory
+    pressure: PressureSet | None = None  # its cgroup v2 group's own PSI (None: v1, or root)
+    threads: tuple[PyThread, ...] = ()  # its Python threads, sampled while one is busy
+    # Bytes its TCP connections hold unsent or unacknowledged this tick, read while it waits on
+    # its peers (collectors/job_sockets.py): full while the link is the limit, empty while a
+    # peer is late; None where not read
+    send_queue_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PyThread:
+    """One Python thread of a rank, as its helper sampled it (traintop/thread_samples.py)
+    while a thread other than the training thread was busy: its name, whether it is the
+    training thread, its stack (outermost first) where it used the most CPU with that stack's
+    count of the newest answer's samples, and in how many of the windows (of the answers of
+    the last 30 s) it ran while the helper held the GIL and while it left it free: a thread
+    that runs only while the GIL is free needs it."""
+
+    tid: int
+    name: str
+    training: bool
+    samples: int  # of the newest answer
+    ran_held: int  # windows it ran in while the helper held the GIL
+    ran_free: int  # ... while the helper left it free
+    windows: int  # windows of each kind, over the answers kept
+    frames: tuple[Frame, ...] = ()
+    frames_count: int = 0
+    daemon: bool = False
+    age_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -527,3 +595,4 @@ class Snapshot:
     # Processes on the machine at this tick, all of those scanned, not only the rows kept; None
     # where unknown (the scan failed, or a recording made before this field).
     process_total: int | None = None
+    pressure: PressureSet | None = None  # the host's PSI (/proc/pressure); None: no PSI

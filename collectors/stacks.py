@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import itertools
 import json
 import os
@@ -31,7 +32,14 @@ from traintop.collectors.fault_dump import PIN_LOOP, dumps, handles, own, rank_d
 from traintop.collectors.rates import measured
 from traintop.collectors.ring_header import SegmentHeader
 from traintop.collectors.ring_reader import HotBlock
-from traintop.collectors.snapshot import Collective, Frame, PhaseSamples, RankStack, StackSample
+from traintop.collectors.snapshot import (
+    Collective,
+    Frame,
+    PhaseSamples,
+    PyThread,
+    RankStack,
+    StackSample,
+)
 
 REPLY_WAIT_S = 1.0  # an answer later than this: the helper cannot run, use the signal
 # A one-shot command (`traintop jobs`, `diagnose`) signals sooner: a helper that can run
@@ -43,6 +51,7 @@ GIVE_UP_S = 5.0  # no answer and no dump by then: ask again on the next want
 REUSE_S = 15.0
 KEEP_REPLIES_S = 30.0  # answers are left for other readers this long, then removed
 MAX_REPLY_BYTES = 1 << 20
+KEEP_THREAD_ANSWERS = 3  # a rank's threads are judged on its last few answers together
 MAX_CODE = 160
 _IDS = itertools.count(1)
 # tgkill's number per machine (asm/unistd.h); elsewhere the signal goes to the process.
@@ -87,6 +96,8 @@ class StackClient:
         self.taken: Taken | None = None  # the newest stack
         self.samples: tuple[PhaseSamples, float] | None = None  # the newest samples, when
         self.phase_asked: str | None = None
+        self._threads: _Request | None = None
+        self.threads: Answers = []  # every Python thread, as answered (the last few), when
 
     @property
     def waiting(self) -> bool:
@@ -109,6 +120,14 @@ class StackClient:
         self.phase_asked = phase
         return self._sample is not None
 
+    def ask_threads(self, now: float, count: int, interval_ms: int) -> bool:
+        """Ask for every Python thread, sampled ``count`` times ``interval_ms`` apart
+        (traintop/thread_samples.py): names, stacks, whether each ran without the GIL."""
+        request = _Request(new_id(), "threads", now, None)
+        sent = self._send(f"{request.id} threads {count} {interval_ms}")
+        self._threads = request if sent else None
+        return sent
+
     def forget(self) -> None:
         """The rank steps again: its old stack says nothing any more."""
         self._stack, self.taken = None, None
@@ -119,6 +138,16 @@ class StackClient:
             body = self._reply(self._sample.id)
             if body is not None:
                 self.samples, self._sample = (_samples(body), now), None
+        if self._threads is not None:
+            body = self._reply(self._threads.id)
+            if body is not None:
+                self.threads = [
+                    *self.threads[-(KEEP_THREAD_ANSWERS - 1) :],
+                    (py_threads(body), now),
+                ]
+                self._threads = None
+            elif now - self._threads.sent_s >= GIVE_UP_S:
+                self._threads = None
         request = self._stack
         if request is None:
             return
@@ -363,6 +392,56 @@ def _samples(body: dict[str, Any]) -> PhaseSamples:
     )
     return PhaseSamples(body.get("phase"), int(body.get("taken", 0)),
                         int(body.get("matched", 0)), stacks, 0.0)  # fmt: skip
+
+
+def py_threads(body: dict[str, Any]) -> tuple[PyThread, ...]:
+    """A ``threads`` answer's threads, each with its most frequent stack."""
+    found = []
+    for t in body.get("threads", ()):
+        with contextlib.suppress(KeyError, TypeError, ValueError, AttributeError):
+            stacks = [s for s in t.get("stacks", ()) if isinstance(s, dict)]
+            top = stacks[0] if stacks else {}
+            found.append(
+                PyThread(
+                    tid=int(t["tid"]),
+                    name=str(t.get("name", ""))[:64],
+                    training=bool(t.get("training")),
+                    samples=int(t["samples"]),
+                    ran_held=int(t.get("ran_held", 0)),
+                    ran_free=int(t.get("ran_free", 0)),
+                    windows=int(t["samples"]),
+                    frames=_frames(top.get("frames")),
+                    frames_count=int(top.get("count", 0)),
+                    daemon=bool(t.get("daemon")),
+                )
+            )
+    return tuple(found)
+
+
+Answers = list[tuple[tuple[PyThread, ...], float]]
+
+
+def rank_threads(answers: Answers, now: float, keep_s: float) -> tuple[PyThread, ...]:
+    """The threads of the answers under ``keep_s`` old, each thread's windows summed over them
+    (ten say little on a crowded box; a few answers more), its name, samples and stack from
+    the newest, aged to ``now``."""
+    kept = [(threads, at) for threads, at in answers if now - at <= keep_s]
+    if not kept:
+        return ()
+    newest, at = kept[-1]
+    age = measured(max(0.0, now - at))
+    return tuple(_summed(t, kept, age) for t in newest)
+
+
+def _summed(thread: PyThread, answers: Answers, age: float) -> PyThread:
+    same = [t for threads, _ in answers for t in threads if t.tid == thread.tid]
+    return dataclasses.replace(
+        thread,
+        ran_held=sum(t.ran_held for t in same),
+        ran_free=sum(t.ran_free for t in same),
+        windows=sum(t.windows for t in same),
+        age_s=age,
+    )
 
 
 def rank_stack(taken: Taken | None, now: float) -> RankStack | None:

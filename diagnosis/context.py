@@ -19,6 +19,7 @@ from traintop.collectors.snapshot import JobSnapshot, Snapshot
 from traintop.diagnosis.budget import Budget, budget_of
 from traintop.diagnosis.cpu_pool import pool_of
 from traintop.diagnosis.demand import CpuDemand, cpu_demand, group_members
+from traintop.diagnosis.host_view import HostView, host_view
 from traintop.diagnosis.memo import Track, Window
 from traintop.diagnosis.model import Candidate
 from traintop.diagnosis.stats import mean_of
@@ -219,6 +220,7 @@ class Box:
     # Ranks judged on the box by the CPUs they share: a limited cgroup's path (its quota or
     # cpuset), "" for the host's CPUs (traintop.diagnosis.job_cpus)
     pools: dict[str, int] = field(default_factory=dict)
+    host: HostView | None = None  # RAM, its trend, swap-in and PSI (traintop.diagnosis.host_view)
 
     @property
     def has_gpus(self) -> bool:
@@ -262,6 +264,7 @@ def box_of(window: Window, jobs: Sequence[JobSnapshot]) -> Box:
         samples={j.pid: window.track(JOBS, j.pid) for j in jobs},
         children=members,
         pools=dict(Counter(pool_of(j) for j in jobs)),
+        host=host_view(snaps),
     )
 
 

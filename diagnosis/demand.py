@@ -14,10 +14,12 @@ and CPU use are known, and ``want_pct`` bounds what the threads could use.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from traintop.collectors.snapshot import JobSnapshot, ProcessSnapshot
+from traintop.diagnosis.cpu_pool import pool_of
 from traintop.diagnosis.views import ProcView
 
 
@@ -116,7 +118,9 @@ def _members(job: JobSnapshot, grouped: dict[int, tuple[int, ...]]) -> list[int]
     return sorted({w.pid for w in job.workers}.union(grouped.get(job.pid, ())))
 
 
-def _trainer(job: JobSnapshot, views: list[ProcView], workers: int) -> TrainerDemand:
+def _trainer(
+    job: JobSnapshot, views: list[ProcView], workers: int, sharers: int = 1
+) -> TrainerDemand:
     waits = [v.cpu_wait_pct for v in views if v.cpu_wait_pct is not None]
     return TrainerDemand(
         pid=job.pid,
@@ -125,9 +129,20 @@ def _trainer(job: JobSnapshot, views: list[ProcView], workers: int) -> TrainerDe
         threads=sum(v.num_threads or 0 for v in views),
         workers=workers,
         cpu_pct=sum(v.cpu_pct or 0.0 for v in views),
-        wait_pct=sum(waits) if waits else None,
+        wait_pct=_unthrottled(sum(waits), job, sharers) if waits else None,
         busy_threads=views[0].threads_busy,
     )
+
+
+def _unthrottled(wait_pct: float, job: JobSnapshot, sharers: int) -> float:
+    """The run-queue wait less the time its cgroup's quota held it: a throttled thread stays
+    runnable, so the scheduler counts the throttle as waiting for a CPU, but it waits for its
+    quota's next period, not for the box's cores (a rank in 0.3 CPU of quota wanted 0.7 CPU
+    more than it got on a quiet box, and read oversubscribed).  The group's throttled time is
+    shared among the ranks in it (``sharers``)."""
+    limit = job.cpu_limit
+    held = limit.throttled_s_per_s if limit is not None else None
+    return max(0.0, wait_pct - 100.0 * held / sharers) if held else wait_pct
 
 
 def cpu_demand(
@@ -140,11 +155,12 @@ def cpu_demand(
     processes by leader, :func:`group_members`); ``None`` without thread counts (no process of
     theirs was sampled)."""
     trainers, worker_cpus = [], 0.0
+    pools = Counter(pool_of(job) for job in jobs)
     for job in jobs:
         main = procs.get(job.pid)
         if main is None or not main.num_threads:
             continue
         workers = [procs[pid] for pid in _members(job, grouped) if pid in procs]
-        trainers.append(_trainer(job, [main, *workers], len(workers)))
+        trainers.append(_trainer(job, [main, *workers], len(workers), pools[pool_of(job)]))
         worker_cpus += sum(map(_runnable_cpus, workers))
     return CpuDemand(tuple(trainers), cpus, worker_cpus) if trainers else None

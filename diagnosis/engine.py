@@ -12,7 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from traintop.collectors.snapshot import Snapshot
-from traintop.diagnosis import rules_data, rules_gpu, rules_host, rules_job, rules_launch
+from traintop.diagnosis import (
+    rules_data,
+    rules_gil,
+    rules_gpu,
+    rules_host,
+    rules_job,
+    rules_launch,
+    rules_memory,
+)
 from traintop.diagnosis.context import Box, Context, context_for
 from traintop.diagnosis.explain import explain
 from traintop.diagnosis.job_groups import group_jobs
@@ -34,6 +42,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("data_io", rules_data.data_io),
     ("data_cpu", rules_data.data_cpu),
     ("data_starved", rules_data.data_starved),
+    ("gil_contention", rules_gil.gil_contention),
     ("host_overhead", rules_launch.host_overhead),
     ("sync_stall", rules_launch.sync_stall),
     ("oversubscribed", rules_host.oversubscribed),
@@ -42,6 +51,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("throttle_thermal", rules_gpu.throttle_thermal),
     ("throttle_power", rules_gpu.throttle_power),
     ("memory", rules_gpu.memory),
+    ("host_memory", rules_memory.host_memory),
     ("idle", rules_job.idle),
     ("compute", rules_job.compute),
 )

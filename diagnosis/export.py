@@ -5,14 +5,26 @@ ones in the past tense), ``job_id`` (the job the top-level verdict is about) and
 came with multi-rank jobs; ``share`` (the share of time a finding claims) and each job's
 ``budget`` (every rank's phases and its long steps' excess by phase) with the time budget; each
 job's ``ending`` (how an ended job ended: ``kind``, ``detail``, ``frame``, ``exit_code``) with a
-run's life; everything before them means what it meant.
+run's life, and its ``kill`` (the kernel's word on a rank gone: the OOM killer or a SIGKILL)
+with issue 43; everything before them means what it meant.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from traintop.collectors.snapshot import Collective, Ending, Frame, ProcState, WorkerSnapshot
+from traintop.collectors.memory_state import JobMemory
+from traintop.collectors.snapshot import (
+    Collective,
+    Ending,
+    Frame,
+    Kill,
+    ProcState,
+    PyThread,
+    WorkerSnapshot,
+)
+from traintop.diagnosis.kill_words import kill_text
 from traintop.diagnosis.model import (
     Finding,
     Hang,
@@ -22,6 +34,7 @@ from traintop.diagnosis.model import (
     RankTime,
     Verdict,
 )
+from traintop.diagnosis.rules_gil import gil_share
 
 
 def _round(value: float | None) -> float | None:
@@ -101,12 +114,24 @@ def ending_to_dict(e: Ending | None) -> dict[str, Any] | None:
     """How a run ended: ``kind`` (finished, raised, signal, gone), ``detail`` (the exception,
     the signal's name), ``frame`` (``[file, line, function]`` where it was), ``stack`` (the
     frames it ended in, outermost first, ``frame`` the last) and ``exit_code`` (a signal's as
-    ``-N``; None where unknown); None while it runs."""
+    ``-N``; None where unknown), ``kill`` (the kernel's word where a rank went without one:
+    ``by`` "oom" or "sigkill", ``scope`` "cgroup" or "host", ``pid`` of the process killed,
+    ``limit_bytes`` and ``used_bytes`` at the last reading ``before_s`` before, ``text`` as
+    every surface says it; None where none was had); None while it runs."""
     if e is None:
         return None
     frame = None if e.frame is None else _frame(e.frame)
     return {"kind": e.kind, "detail": e.detail, "frame": frame,
-            "stack": [_frame(f) for f in e.frames], "exit_code": e.exit_code}  # fmt: skip
+            "stack": [_frame(f) for f in e.frames], "exit_code": e.exit_code,
+            "kill": _kill(e.kill)}  # fmt: skip
+
+
+def _kill(k: Kill | None) -> dict[str, Any] | None:
+    if k is None:
+        return None
+    return {"by": k.by, "scope": k.scope, "pid": k.pid, "limit_bytes": k.limit_bytes,
+            "used_bytes": k.used_bytes, "before_s": k.before_s, "source": k.source,
+            "text": kill_text(k)}  # fmt: skip
 
 
 def _frame(frame: Frame) -> list[Any]:
@@ -194,3 +219,28 @@ def verdict_to_dict(v: Verdict) -> dict[str, Any]:
         "live_jobs": v.live_jobs,
         "per_job": [job_to_dict(j) for j in v.per_job],
     }
+
+
+def memory_to_dict(m: JobMemory | None) -> dict[str, Any] | None:
+    """A rank's memory (``jobs --json``): its memory cgroup (limit, what it cannot reclaim and
+    its growth, limit hits, OOM kills) and, while memory is a concern, each process's USS, PSS
+    and USS growth (the rank's first, then its DataLoader workers')."""
+    if m is None:
+        return None
+    c = m.cgroup
+    cgroup = None if c is None else {
+        "cgroup": c.cgroup, "version": c.version, "limit_bytes": c.limit_bytes,
+        "usage_bytes": c.usage_bytes, "anon_bytes": c.anon_bytes,
+        "growth_bytes_per_s": c.growth_bytes_per_s, "limit_hits": c.limit_hits,
+        "oom_kills": c.oom_kills,
+    }  # fmt: skip
+    procs = [{"pid": p.pid, "uss_bytes": p.uss_bytes, "pss_bytes": p.pss_bytes,
+              "growth_bytes_per_s": p.growth_bytes_per_s} for p in m.processes]  # fmt: skip
+    return {"cgroup": cgroup, "processes": procs, "concern": m.concern}
+
+
+def threads_to_dict(threads: Sequence[PyThread]) -> list[dict[str, Any]]:
+    """A rank's Python threads as its helper last sampled them (``jobs --json``): name, whether
+    it trains, how much of its running needs the GIL (None: it barely ran), where it is."""
+    return [{"tid": t.tid, "name": t.name, "training": t.training, "gil_share": gil_share(t),
+             "frame": _frame(t.frames[-1]) if t.frames else None} for t in threads]  # fmt: skip

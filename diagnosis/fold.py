@@ -21,6 +21,7 @@ from traintop.diagnosis.findings import ranked
 from traintop.diagnosis.model import Candidate, Evidence, Straggler
 from traintop.diagnosis.rules_straggler import held_back
 from traintop.diagnosis.signals import comm_share
+from traintop.diagnosis.straggler_cause import what_slows
 from traintop.diagnosis.text import pct, rank_list
 
 STRAGGLER_GAP = 0.2  # a fifth of a step, the scale of the data-wait and communication rules
@@ -46,7 +47,8 @@ def fold(results: Sequence[RankResult]) -> tuple[tuple[Candidate, ...], Straggle
     held = held_back(results, slow, straggler, found)
     if held is not None:
         return (held, *found), straggler
-    return _with_evidence(found, _straggler_evidence(straggler)), straggler
+    found = _with_evidence(found, _straggler_evidence(straggler), what_slows(slow, results))
+    return found, straggler
 
 
 def _own_loss(result: RankResult) -> Candidate | None:
@@ -99,12 +101,15 @@ def _straggler_evidence(straggler: Straggler) -> Evidence:
     return Evidence(straggler.text, "straggler_gap", straggler.gap, "training")
 
 
-def _with_evidence(found: tuple[Candidate, ...], first: Evidence) -> tuple[Candidate, ...]:
-    """Put ``first`` before the primary's own evidence (nothing found: left to the caller)."""
+def _with_evidence(
+    found: tuple[Candidate, ...], first: Evidence, why: tuple[Evidence, ...] = ()
+) -> tuple[Candidate, ...]:
+    """Put ``first`` (and what slows the straggler, ``why``) before the primary's own evidence
+    (nothing found: left to the caller)."""
     if not found:
         return found
     head = found[0]
-    finding = replace(head.finding, evidence=(first, *head.finding.evidence))
+    finding = replace(head.finding, evidence=(first, *why, *head.finding.evidence))
     return (replace(head, finding=finding), *found[1:])
 
 

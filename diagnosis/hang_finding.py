@@ -52,7 +52,8 @@ BUSY_REMEDIES = (
     "not run this long (an evaluation or a checkpoint on one rank while the others wait)",
 )
 # Findings that are causes of their own, not the stop seen from another side.
-KEPT_BESIDE = frozenset({"memory", "oversubscribed", "throttle_thermal", "throttle_power"})
+KEPT_BESIDE = frozenset({"memory", "host_memory", "oversubscribed", "throttle_thermal",
+                         "throttle_power"})  # fmt: skip
 KIND_WORDS = {
     "not_entered": "not entered",
     "desync": "desync",

@@ -96,12 +96,18 @@ def throttled(ctx: Context) -> tuple[Evidence, ...]:
     share = throttled_share(ctx) if limit is not None else None
     if limit is None or share is None:
         return ()
-    text = f"the job's cgroup quota of {amount(limit)} (the host has {ctx.box.logical_cpus})"
+    text = f"{_whose(ctx)} cgroup quota of {amount(limit)} (the host has {ctx.box.logical_cpus})"
     text += f" throttled it in {pct(share)} of its periods"
     seconds = limit.throttled_s_per_s
     if seconds is not None and seconds > 0:
         text += f", {seconds:.2f} s a second"
     return (Evidence(text, "cpu_throttled_share", share, "cpu"),)
+
+
+def _whose(ctx: Context) -> str:
+    """ "the job's", or "rank 2's" for one rank of several (its quota may be its own)."""
+    job = ctx.job.job if ctx.job else None
+    return f"rank {job.rank}'s" if job is not None and job.world_size > 1 else "the job's"
 
 
 def quota_note(ctx: Context) -> str:

@@ -32,6 +32,7 @@ from traintop.diagnosis.model import (
     RankTime,
     Straggler,
 )
+from traintop.diagnosis.pause import pause_finding, pause_of
 from traintop.diagnosis.run_life import (
     ending_evidence,
     how,
@@ -39,6 +40,7 @@ from traintop.diagnosis.run_life import (
     post_mortem_due,
     starting_finding,
 )
+from traintop.diagnosis.straggler_cause import what_slows
 from traintop.diagnosis.tense import NEVER_STEPPED, clock, past
 from traintop.diagnosis.text import duration, pct
 from traintop.diagnosis.where import sample_wish
@@ -72,6 +74,9 @@ def judge(box: Box, group: JobGroup, rules: Rules, now: float | None = None) -> 
     hang = _stopped(group)
     if hang is not None:  # a stopped job: nothing it measured before matters as much
         findings, lost = (hang_finding(hang), *beside(findings)), 1.0
+    elif group.live and (pause := pause_of(group.ranks)) is not None:
+        held, straggler = pause_finding(pause)  # ranks wait for one busy elsewhere
+        findings, lost = (held, *beside(findings)), 1.0
     return _verdict(
         group,
         findings,
@@ -180,7 +185,7 @@ def _explained(results: Sequence[RankResult], straggler: Straggler | None) -> Fi
     if straggler is None:
         return finding
     fact = Evidence(straggler.text, "straggler_gap", straggler.gap, "training")
-    return replace(finding, evidence=(fact, *finding.evidence))
+    return replace(finding, evidence=(fact, *what_slows(pick, results), *finding.evidence))
 
 
 def judge_live(window: Window, groups: Sequence[JobGroup], rules: Rules):

@@ -32,10 +32,12 @@ from traintop.collectors.snapshot import JobSnapshot
 from traintop.diagnosis.context import Box, Context
 from traintop.diagnosis.model import Evidence
 from traintop.diagnosis.signals import COMM_SHARE, comm_share, held_share
-from traintop.diagnosis.text import pct, rate
+from traintop.diagnosis.text import pct, rate, scaled
 from traintop.diagnosis.views import NicView, ProcView, comm_share_of
 
 STARVED_EVIDENCE_SHARE = 0.05  # CPU queueing worth naming beside the communication figure
+BACKLOG_BYTES = 16 * 1024  # a rank's connections holding this much unsent: data waits on the link
+BACKLOG_SHARE = 0.3  # ... on this share of the window's readings: the link is the limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,27 @@ def comm_on_network(ctx: Context) -> tuple[float, tuple[Evidence, ...]]:
         text += f", of which rank {late.rank}'s threads queued for a CPU explain up to "
         text += pct(late.share)
     return network, (Evidence(text, "comm_share", share, "training"),)
+
+
+def link_backlogged(ctx: Context) -> tuple[Evidence, ...]:
+    """The link is the limit: the rank's connections held data they could not send on most
+    of the window's readings (collectors/job_sockets.py).  A rank waiting for a late peer holds
+    nothing: it sent its part, the peer has not written yet."""
+    rows = ctx.job.steps.rows if ctx.job else ()
+    read = [r.send_queue_bytes for r in rows if r.send_queue_bytes is not None]
+    if not read:
+        return ()
+    full = [q for q in read if q >= BACKLOG_BYTES]
+    share = len(full) / len(read)
+    if share < BACKLOG_SHARE:
+        return ()
+    mean = sum(full) / len(full)
+    text = (f"its connections held {scaled(mean, 1024, SIZES)} unsent or unacknowledged on "
+            f"{pct(share)} of the readings: data waits on the link")  # fmt: skip
+    return (Evidence(text, "send_queue_share", share, "network"),)
+
+
+SIZES = ("B", "KiB", "MiB", "GiB")
 
 
 def comm_held(ctx: Context) -> float:

@@ -274,20 +274,16 @@ IDLE = (
 )
 
 
-def memory(ctx: Context, swapping: bool) -> tuple[str, ...]:
-    """Host swapping is urgent (every access can hit disk); a full GPU only risks OOM."""
+def memory(ctx: Context) -> tuple[str, ...]:
+    """A full GPU risks OOM: less activation memory, or less fragmentation (the host's memory
+    is traintop.diagnosis.remedies_host's)."""
     gpu = (
         "lower the batch size or use gradient accumulation",
         "activation checkpointing (torch.utils.checkpoint) to cut activation memory",
         Remedy("mixed precision (bf16 autocast) to halve activation memory", "autocast"),
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation",
     )
-    host = (
-        "stop swapping: fewer/lighter DataLoader workers (each holds a copy of the Dataset)",
-        "memory-map the dataset instead of loading it into every worker",
-        "add RAM or close other jobs on the host",
-    )
-    return offer(ctx, (*host, *gpu) if swapping else gpu)
+    return offer(ctx, gpu)
 
 
 def alloc_retries(ctx: Context) -> tuple[str, ...]:

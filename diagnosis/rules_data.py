@@ -16,6 +16,7 @@ from traintop.diagnosis.busy import gpu_lost_share
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.data_split import DataSplit, data_split
 from traintop.diagnosis.findings import candidate
+from traintop.diagnosis.host_view import psi_evidence
 from traintop.diagnosis.job_cpus import amount, limit_spent, quota_note, throttled, throttling
 from traintop.diagnosis.model import Candidate, Evidence
 from traintop.diagnosis.signals import (
@@ -90,7 +91,7 @@ def data_io(ctx: Context) -> Candidate | None:
         return None
     split, part = claim
     facts = (*_wait_line(ctx, split), *_blocked(ctx), *read_traffic(ctx), *storage_pressure(ctx))
-    facts += _loader_seen(ctx)
+    facts += _psi(ctx, "io") + _loader_seen(ctx)
     return candidate(
         ctx,
         "data_io",
@@ -134,11 +135,21 @@ def data_cpu(ctx: Context) -> Candidate | None:
         "data_cpu",
         severity="warning",
         summary=f"Input pipeline limited by CPU{cause}: {pct(part)} of time lost",
-        evidence=(*_wait_line(ctx, split), *_cpu_facts(ctx), *throttled(ctx), *_loader_seen(ctx)),
+        evidence=_cpu_evidence(ctx, split),
         remedies=remedies.data_cpu(ctx, spare),
         lost=part,
         steady=wait_held(ctx),
     )
+
+
+def _cpu_evidence(ctx: Context, split: DataSplit) -> tuple[Evidence, ...]:
+    cpu = (*_cpu_facts(ctx), *throttled(ctx), *_psi(ctx, "cpu"))
+    return (*_wait_line(ctx, split), *cpu, *_loader_seen(ctx))
+
+
+def _psi(ctx: Context, resource: str) -> tuple[Evidence, ...]:
+    """The job's (else the host's) stall share on ``resource``, where it explains the wait."""
+    return psi_evidence(ctx.job.job.pressure if ctx.job else None, ctx.box.host, resource)
 
 
 def _loader_seen(ctx: Context) -> tuple[Evidence, ...]:

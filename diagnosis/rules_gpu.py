@@ -14,7 +14,7 @@ from traintop.diagnosis.context import Context
 from traintop.diagnosis.findings import candidate
 from traintop.diagnosis.model import Candidate, Evidence
 from traintop.diagnosis.reasons import HW_BITS, HW_SLOWDOWN, POWER_BITS, THERMAL_BITS, label
-from traintop.diagnosis.text import gib, pct, rate
+from traintop.diagnosis.text import gib, pct
 from traintop.diagnosis.views import GpuView
 
 THROTTLE_SHARE = 0.3  # a reason must be active in this share of samples
@@ -185,38 +185,31 @@ def alloc_retries(ctx: Context) -> Evidence | None:
 
 
 def memory(ctx: Context) -> Candidate | None:
-    """Host swapping (slows everything), a job at the edge of GPU out-of-memory (its tensors
-    fill the card, or the allocator retries), or (advice only) a GPU whose memory is nearly
-    all reserved."""
-    swap = ctx.box.swap_bytes_per_s
-    swapping = swap is not None and swap >= SWAP_BYTES_PER_S
+    """A job at the edge of GPU out-of-memory (its tensors fill the card, or the allocator
+    retries), or (advice only) a GPU whose memory is nearly all reserved.  The host's memory
+    (swapping, a cgroup's limit) is ``host_memory``'s (traintop.diagnosis.rules_memory)."""
     retried = alloc_retries(ctx)
-    if retried is not None and not swapping:
+    if retried is not None:
         return _retrying(ctx, retried)
-    facts = _gpu_mem_facts(ctx) + ([retried] if retried is not None else [])
-    if swapping and swap is not None:
-        facts.insert(0, Evidence(f"host swapping {rate(swap)}", "swap_bytes_per_s", swap, "memory"))
+    facts = _gpu_mem_facts(ctx)
     tensors = near_oom(ctx)
     if tensors is not None:
         facts.append(tensors)
     if not facts:
         return None
-    severity = "error" if swapping else "warning" if tensors else "info"
     return candidate(
         ctx,
         "memory",
-        severity=severity,
-        summary=_memory_summary(swapping, tensors is not None),
+        severity="warning" if tensors else "info",
+        summary=_memory_summary(tensors is not None),
         evidence=facts,
-        remedies=remedies.memory(ctx, swapping),
-        lost=0.5 if swapping else NEAR_OOM_RANK if tensors else 0.0,
-        explained=0.5 if swapping else 1.0,  # a full card is a state, measured, not a time
+        remedies=remedies.memory(ctx),
+        lost=NEAR_OOM_RANK if tensors else 0.0,
+        explained=1.0,  # a full card is a state, measured, not a time
     )
 
 
-def _memory_summary(swapping: bool, tensors: bool) -> str:
-    if swapping:
-        return "Host is swapping"
+def _memory_summary(tensors: bool) -> str:
     if tensors:
         return "GPU memory full of the job's tensors: one spike from OOM"
     return "GPU memory almost full: close to OOM"

@@ -12,6 +12,7 @@ from traintop.diagnosis.busy import gpu_gaps
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.demand import CpuDemand, TrainerDemand
 from traintop.diagnosis.findings import candidate
+from traintop.diagnosis.host_view import psi_evidence
 from traintop.diagnosis.model import Candidate, Evidence
 from traintop.diagnosis.signals import cpu_saturated
 from traintop.diagnosis.text import pct, pct100
@@ -111,7 +112,8 @@ def oversubscribed(ctx: Context) -> Candidate | None:
     if not short or (ctx.gpus and not gpu_gaps(ctx)):
         return None  # a busy GPU: CPU contention costs this job nothing
     cpus, load = ctx.box.logical_cpus, ctx.box.load1
-    facts = [*short, *saturated]
+    own = ctx.job.job.pressure if ctx.job else None
+    facts = [*short, *saturated, *psi_evidence(own, ctx.box.host, "cpu")]
     if load is not None and load >= LOAD_PER_CPU * cpus:
         facts.append(Evidence(f"load average {load:.1f} on {cpus} CPUs", "load1", load, "cpu"))
     return candidate(

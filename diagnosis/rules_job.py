@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from traintop.diagnosis import remedies
 from traintop.diagnosis.applied import facts_seen
-from traintop.diagnosis.budget import LONG_FACTOR, Excess
+from traintop.diagnosis.budget import LONG_FACTOR, Budget, Excess
 from traintop.diagnosis.busy import busy_evidence, gpm_evidence, gpu_busy, gpu_gaps, gpu_lost_share
 from traintop.diagnosis.context import Context, JobView
 from traintop.diagnosis.findings import candidate
@@ -15,7 +15,9 @@ from traintop.diagnosis.network_signals import (
     comm_on_network,
     cpu_queued_share,
     job_traffic,
+    link_backlogged,
 )
+from traintop.diagnosis.rules_gil import gil_claim
 from traintop.diagnosis.signals import (
     DATA_WAIT_SHARE,
     GPU_IDLE_PCT,
@@ -33,6 +35,7 @@ from traintop.diagnosis.views import ProcView
 
 COMPUTE_BUSY_SHARE = 0.8  # GPU busy share of the step that counts as device-bound
 IDLE_EXPLAINED_BY_DATA = 0.5  # an idle GPU with this much data wait is a data problem
+SPREAD_ALIKE = 0.2  # long steps' excess split over the phases like the steps (preemptions)
 STALL_SHARE = 0.15  # stalls must cost this share of the window's time (beyond the waits)
 COMPUTE_RANK = 0.01  # ranks the healthy state above purely advisory (zero-cost) findings
 NIC_ONLY = 0.7  # system mode: a busy NIC, no collective timed, is weaker evidence
@@ -207,11 +210,14 @@ def _timed(job: JobView) -> bool:
 
 def network(ctx: Context) -> Candidate | None:
     """Communication is the limit: waiting on peers that the CPU queueing of the job's slowest
-    rank does not explain takes a large share of the step (network_signals), or a NIC at link
-    speed while the GPUs wait (multi-rank jobs, or system mode).  The job's own namespace
-    traffic is quoted as evidence."""
+    rank does not explain takes a large share of the step (network_signals) *and* the link shows
+    it is the limit: the rank's connections hold data they cannot send, or a NIC runs near its
+    link's rate while the GPUs wait (multi-rank jobs, or system mode).  Time in a collective is
+    time waiting for the slowest peer: without the link's own witness it is the peer's (a
+    checkpoint, a quota), never the network's.  The job's namespace traffic is quoted."""
     lost, facts = comm_on_network(ctx)
-    lost = lost if facts else 0.0
+    backlog = link_backlogged(ctx) if facts else ()
+    lost, facts = (lost, facts + backlog) if backlog else (0.0, ())
     nics = nic_busy(ctx)
     multi = ctx.job is None or ctx.job.job.world_size > 1
     if nics and multi and gpu_gaps(ctx):
@@ -236,16 +242,17 @@ def periodic_stall(ctx: Context) -> Candidate | None:
     """A few steps far longer than the rest (checkpoints, eval, logging) cost a large share.
     It claims only the long steps' excess that fell outside the waits (for the next batch,
     for the peers): that part of it is the data or communication rules' time (a loader that
-    delivers in bursts makes every other step long).  On a crowded host a step also runs long
-    when the trainer waits for a CPU (3-5x the median at eleven runnable processes on two
-    cores): the share of time it spent queued (the scheduler's figure) of the long steps' time
-    is what queueing can explain of them, and is taken off too."""
+    delivers in bursts makes every other step long).  A thread holding the GIL in bursts makes
+    the steps of its bursts long: that is its time (``gil_contention``).  On a crowded host a
+    step also runs long when the trainer waits for a CPU (3-5x the median at eleven runnable
+    processes on two cores): what its time queued (the scheduler's figure) explains of them is
+    taken off too (``_queued_in_long_steps``)."""
     budget = ctx.job.budget if ctx.job else None
     excess = budget.excess if budget is not None else None
     if budget is None or excess is None:
         return None
     own = excess.outside(budget.waits)
-    lost = own - cpu_queued_share(ctx) * excess.time_share
+    lost = own - _queued_in_long_steps(ctx, budget, excess) - gil_claim(ctx)[2]
     if lost < STALL_SHARE:
         return None  # waits, or long steps the trainer spent queued for a CPU
     text = (
@@ -263,6 +270,30 @@ def periodic_stall(ctx: Context) -> Candidate | None:
         lost=lost,
         steady=_stalls_held(ctx, excess.median_s),
     )
+
+
+def _queued_in_long_steps(ctx: Context, budget: Budget, excess: Excess) -> float:
+    """What waiting for a CPU explains of the long steps' excess.  Spread evenly, the queued
+    share of the long steps' time.  But when the excess falls in the phases as the steps' time
+    does (every phase stretched alike: preemptions, not a checkpoint or an evaluation at one
+    point of the loop), the queueing is where the long steps are: a 2 ms step preempted for 20
+    ms is a long step, and all of the trainer's queued time may be in them."""
+    queued = cpu_queued_share(ctx)
+    if queued > 0 and _spread_like_steps(budget, excess):
+        return queued
+    return queued * excess.time_share
+
+
+def _spread_like_steps(budget: Budget, excess: Excess) -> bool:
+    """Whether the excess outside the waits splits over the phases as the steps' time does
+    (total variation distance <= ``SPREAD_ALIKE``)."""
+    names = [n for n in budget.shares if n not in budget.waits]
+    steps = sum(budget.shares[n] for n in names)
+    extra = sum(excess.by_phase.get(n, 0.0) for n in names)
+    if not names or steps <= 0 or extra <= 0:
+        return False
+    gaps = (abs(budget.shares[n] / steps - excess.by_phase.get(n, 0.0) / extra) for n in names)
+    return sum(gaps) / 2 <= SPREAD_ALIKE
 
 
 def _where(excess: Excess, waits: tuple[str, ...]) -> str:

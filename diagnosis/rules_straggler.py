@@ -24,11 +24,13 @@ from traintop.diagnosis.context import Context, RankResult
 from traintop.diagnosis.findings import candidate
 from traintop.diagnosis.model import Candidate, Evidence, Straggler
 from traintop.diagnosis.stats import share_true
+from traintop.diagnosis.straggler_cause import slow_remedies, what_slows
 from traintop.diagnosis.text import pct, seconds
 from traintop.diagnosis.views import comm_share_of
 from traintop.diagnosis.where import how_to_look, where_time_goes
 
 MOST = 0.5  # the others wait on it for most of their step beyond what it waits itself
+SLOWED = 0.2  # ... or a fifth of it, where what only it has says why (straggler_cause.py)
 NO_OWN_COST = frozenset({"compute", "unknown"})  # its own findings that name no lost time
 
 
@@ -39,9 +41,11 @@ def held_back(
     """The ``straggler`` finding, or None when the other ranks' wait on it is not timed or
     is not most of their step (a throttled GPU that holds its peers back a fifth of their step
     is the throttle's case, the straggler named in its evidence; ranks a crowded host keeps a
-    little out of step are no straggler's)."""
+    little out of step are no straggler's).  Where something only the straggler has says why
+    (its quota throttles it, its cpuset is narrower, its GPU slower), a fifth of their step
+    suffices: that difference is the cause, and no rule of its own names it."""
     claim = _claim(results, slow)
-    if claim is None or claim < MOST:
+    if claim is None or claim < (SLOWED if what_slows(slow, results) else MOST):
         return None
     return candidate(
         slow.ctx,
@@ -50,7 +54,7 @@ def held_back(
         summary=f"Rank {slow.job.rank} holds back the job: the other ranks wait for it "
         f"{pct(claim)} of their time",
         evidence=_facts(results, slow, straggler, own),
-        remedies=_remedies(slow, own),
+        remedies=_remedies(results, slow, own),
         lost=claim,
         steady=_held(results, slow),
     )
@@ -68,18 +72,25 @@ def _facts(
     own: tuple[Candidate, ...],
 ) -> tuple[Evidence, ...]:  # fmt: skip
     """Who it is, where its own time goes, and its own cause."""
+    cause = _own_cause(own, slow, results)
+    more = tuple(e for e in what_slows(slow, results) if e.text not in cause.text)
     return (
         Evidence(straggler.text, "straggler_gap", straggler.gap, "training"),
         *where_time_goes(slow.ctx, own_time=True),
-        _own_cause(own, slow, results),
+        cause,
+        *more,
     )
 
 
-def _remedies(slow: RankResult, own: tuple[Candidate, ...]) -> tuple[str, ...]:
+def _remedies(
+    results: Sequence[RankResult], slow: RankResult, own: tuple[Candidate, ...]
+) -> tuple[str, ...]:
     """Its own cause's remedies first, then what to look at on that rank."""
     cause = _costed(own)
     first = cause.finding.remedies if cause is not None else ()
-    return (*first, *remedies.straggler(slow.job.rank), *how_to_look(slow.ctx, own_time=True))
+    own_fix = slow_remedies(slow, what_slows(slow, results))
+    return (*first, *own_fix, *remedies.straggler(slow.job.rank),
+            *how_to_look(slow.ctx, own_time=True))  # fmt: skip
 
 
 def _comm(ctx: Context) -> float | None:
@@ -101,6 +112,10 @@ def _own_cause(
         first = f.evidence[0].text if f.evidence else f.summary
         text = f"its own cause: {f.bottleneck} ({first})"
         return Evidence(text, f"straggler.{f.bottleneck}", cause.lost_share, "training")
+    slows = what_slows(slow, results)
+    if slows:
+        return Evidence(f"its own cause: {slows[0].text}", slows[0].metric, slows[0].value,
+                        slows[0].panel)  # fmt: skip
     computes = any(c.finding.bottleneck == "compute" for c in own)
     head = "more work than the others (compute)" if computes else "none a rule names"
     mine = _own_work_s(slow.ctx)

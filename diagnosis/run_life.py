@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from traintop.collectors.snapshot import Ending, Frame, JobSnapshot
 from traintop.collectors.warmup import on_cpu
+from traintop.diagnosis import kill_words
 from traintop.diagnosis.model import Evidence, Finding
 from traintop.diagnosis.stack_text import called_past, innermost_user
 from traintop.diagnosis.text import duration, rank_list
@@ -101,9 +102,13 @@ def job_ending(ranks: Sequence[JobSnapshot]) -> Ending | None:
 
 
 def how(ending: Ending | None) -> str:
-    """The ending in a few words, for a state: "stopped by SIGTERM", "raised ValueError"."""
+    """The ending in a few words, for a state: "stopped by SIGTERM", "raised ValueError",
+    "gone by the OOM killer"."""
     if ending is None:
         return ""
+    killed = kill_words.how_killed(ending)
+    if killed is not None:
+        return killed
     if ending.kind == "signal":
         return f"by {ending.detail}" if ending.detail else ""
     if ending.kind == "raised":
@@ -152,6 +157,9 @@ def ending_place(ending: Ending) -> str:
 
 
 def _said(ending: Ending) -> str:
+    killed = kill_words.said(ending)
+    if killed is not None:
+        return killed
     if ending.kind == "raised":
         return f"raised {ending.detail}" if ending.detail else "raised"
     if ending.kind == "exited":
@@ -166,8 +174,11 @@ def _said(ending: Ending) -> str:
 
 
 def short_ending(ending: Ending) -> str:
-    """ "raised ValueError", "stopped by SIGTERM", "gone", "finished" (also the hang's words for
-    an ended rank, ``diagnosis.hang_words.gone_text``)."""
+    """ "raised ValueError", "stopped by SIGTERM", "gone", "killed by the OOM killer",
+    "finished" (also the hang's words for an ended rank, ``diagnosis.hang_words.gone_text``)."""
+    killed = kill_words.short(ending)
+    if killed is not None:
+        return killed
     if ending.kind == "raised":
         return f"raised {ending.detail.split(':', 1)[0]}" if ending.detail else "raised"
     if ending.kind == "signal":

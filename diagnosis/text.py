@@ -48,6 +48,13 @@ def gib(size_bytes: float) -> str:
     return f"{size_bytes / _GIB:.1f} GiB"
 
 
+def size(size_bytes: float) -> str:
+    """Host memory in binary units: ``165 MiB`` below a GiB, ``7.9 GiB`` from it (compared as
+    printed: 1023.6 MiB is "1.0 GiB")."""
+    mib = size_bytes / (1 << 20)
+    return f"{mib:.0f} MiB" if round(mib) < 1024 else gib(size_bytes)
+
+
 def rank_list(ranks: list[int]) -> str:
     """Ranks as compact ranges, the way people say them: ``[0, 1, 2, 5] -> "0-2, 5"``."""
     parts: list[str] = []

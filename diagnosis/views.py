@@ -20,6 +20,7 @@ from traintop.collectors.snapshot import (
     JobSnapshot,
     NicSnapshot,
     PhaseShare,
+    ProcessSnapshot,
     Snapshot,
 )
 from traintop.diagnosis.memo import Kind, Track
@@ -71,6 +72,9 @@ class ProcView:
     # Share of the window's samples in which its main thread was in uninterruptible sleep (D):
     # blocked on a read (or another kernel wait), neither computing nor sleeping by choice.
     blocked_share: float | None = None
+    # Its other threads' window means where they were read one by one: (tid, on a CPU %,
+    # waiting for one %), busiest first; a tick that did not list a thread counts as idle.
+    threads: tuple[tuple[int, float, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +214,23 @@ def proc_view(track: Track) -> ProcView:
         main_cpu_pct=mean_of(main_cpu),
         main_wait_pct=mean_of(main_wait),
         blocked_share=_blocked_share(states),
+        threads=_thread_means(track.rows),
     )
+
+
+def _thread_means(rows: Sequence[ProcessSnapshot]) -> tuple[tuple[int, float, float], ...]:
+    """Each listed thread's CPU and wait over the window's rows (absent from a row: idle)."""
+    if not rows or not any(r.thread_cpu for r in rows):
+        return ()
+    run: dict[int, float] = {}
+    wait: dict[int, float] = {}
+    for row in rows:
+        for t in row.thread_cpu:
+            run[t.tid] = run.get(t.tid, 0.0) + t.cpu_pct
+            wait[t.tid] = wait.get(t.tid, 0.0) + (t.wait_pct or 0.0)
+    n = len(rows)
+    means = ((tid, run[tid] / n, wait[tid] / n) for tid in run)
+    return tuple(sorted(means, key=lambda t: -t[1]))
 
 
 def _blocked_share(states: Sequence[str | None]) -> float | None:

@@ -38,6 +38,9 @@ RANK_LABELS = ("job", "job_name", "rank", "local_rank", "hostname")
 # Extended, never renamed: starting (no step yet), stopped (by a signal), gone (no word: killed,
 # or died in native code) came with a run's life; crashed is a run that raised.
 STATES = ("live", "stalled", "finished", "crashed", "restarted", "starting", "stopped", "gone")
+# How an ended rank ended, the kernel's word included: an OOM kill is told from a plain SIGKILL
+ENDINGS = ("finished", "raised", "exited", "signal", "oom_killed", "sigkill", "gone")
+BY_STATE = {"finished": "finished", "crashed": "raised", "stopped": "signal", "gone": "gone"}
 QUANTILES = (("0.5", "step_time_p50_s"), ("0.95", "step_time_p95_s"))
 
 Reader = Callable[[JobSnapshot], float | None]
@@ -163,6 +166,29 @@ def _states(rows: Rows) -> Metric:
     return family
 
 
+def ending_of(job: JobSnapshot) -> str | None:
+    """The ``traintop_job_ending`` state of an ended rank (None: it runs, or its end is not
+    known): a rank gone, or raising after its worker was killed, that the OOM killer took reads
+    ``oom_killed``; one a SIGKILL took that the OOM killer did not send, ``sigkill``."""
+    ending = job.ending
+    if ending is None:  # a recording made before endings were kept: its state says what it can
+        return BY_STATE.get(job.state)
+    if ending.kill is not None:
+        return "oom_killed" if ending.kill.by == "oom" else "sigkill"
+    return ending.kind if ending.kind in ENDINGS else "gone"
+
+
+def _endings(rows: Rows) -> Metric:
+    family = StateSetMetricFamily(
+        "traintop_job_ending", "How an ended rank ended.", labels=RANK_LABELS
+    )
+    for job, labels in rows:
+        found = ending_of(job)
+        if found is not None:
+            family.add_metric(labels, {name: found == name for name in ENDINGS})
+    return family
+
+
 def _steps(rows: Rows) -> Metric:
     family = CounterMetricFamily("traintop_job_steps", "Steps finished.", labels=RANK_LABELS)
     for job, labels in rows:
@@ -195,3 +221,4 @@ def job_families(ranks: ServedRanks, hostname: str) -> Iterator[Metric]:
     yield _gauge(*FIRST_STEP, [(labels, job.first_step_s) for job, labels in live + ended])
     for build in (_states, _steps, _info):
         yield build(live + ended)
+    yield _endings(ended)

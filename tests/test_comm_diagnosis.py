@@ -24,12 +24,18 @@ JOB_LO = NicSnapshot("lo", True, None, 2.5e6, 2.4e6, 2400, 2400, 0.0, 0.0, None,
                      job="ddp", job_ids=(JOB_ID,), netns_inode=4026532999)  # fmt: skip
 
 
-def window(scene: Scene, nics: tuple[NicSnapshot, ...] = (JOB_LO,)):
-    """The scene's window, its job carrying ``JOB_ID`` and the snapshots ``nics`` besides."""
+BACKLOG = 256 * 1024  # bytes a rank's connections hold unsent while the link is the limit
+
+
+def window(scene: Scene, nics: tuple[NicSnapshot, ...] = (JOB_LO,), queued: int | None = BACKLOG):
+    """The scene's window, its job carrying ``JOB_ID``, its connections holding ``queued``
+    bytes, and the snapshots ``nics`` besides."""
     return [
         dataclasses.replace(
             snap,
-            jobs=tuple(dataclasses.replace(j, job_id=JOB_ID) for j in snap.jobs),
+            jobs=tuple(
+                dataclasses.replace(j, job_id=JOB_ID, send_queue_bytes=queued) for j in snap.jobs
+            ),
             nics=(*snap.nics, *nics),
         )
         for snap in scene.window()
@@ -46,6 +52,18 @@ def test_waiting_on_peers_is_network_with_the_jobs_namespace_traffic() -> None:
     texts = [e.text for e in verdict.primary.evidence]
     assert "communication (comm) 95 % of step" in texts
     assert "job's network namespace: lo rx 2.5 MB/s, tx 2.4 MB/s" in texts
+
+
+def test_the_link_is_the_limit_only_while_data_waits_on_it() -> None:
+    """The same 95 % in the collective with the connections empty (a peer late, not the link),
+    or not read at all: never the network."""
+    assert "network" not in findings(diagnose(window(DDP, queued=0)))
+    assert "network" not in findings(diagnose(window(DDP, queued=None)))
+    texts = [e.text for e in diagnose(window(DDP)).primary.evidence]
+    assert (
+        "its connections held 256.0 KiB unsent or unacknowledged on 100 % of the readings: "
+        "data waits on the link" in texts
+    )
 
 
 def test_another_jobs_namespace_is_not_this_jobs_evidence() -> None:

@@ -170,3 +170,31 @@ def test_a_preferred_cause_that_leads_with_less_says_the_other_claims_more() -> 
     assert head.finding.evidence[-1].text == (
         "data_starved explains as much or more: 50 % of time against 40 %"
     )
+
+
+# A 2 ms step, every fourth stretched 5x in every phase alike: preemptions on a crowded host.
+PREEMPTED = [
+    {k: v * (5.0 if i % 4 == 3 else 1.0) for k, v in {"data": 0.00004, **WORK}.items()}
+    for i in range(440)
+]
+
+
+def _claims(scene: Scene) -> list[str]:
+    verdict = diagnose(scene.window())
+    return [verdict.primary.bottleneck, *(f.bottleneck for f in verdict.also)]
+
+
+def test_steps_stretched_alike_while_queued_for_a_cpu_are_not_a_periodic_stall() -> None:
+    """Every phase of the long steps ran over as the steps' time is split: the trainer was
+    preempted, and its time queued (35 %) explains the excess wherever it fell; alone (no
+    queueing), the same steps are a periodic stall."""
+    scene = _scene(PREEMPTED, workers=0, trainer_cpu=95.0, data_wait=0.01)
+    assert "periodic_stall" in _claims(scene)
+    assert "periodic_stall" not in _claims(scene.but(trainer_main=(60.0, 35.0)))
+
+
+def test_a_checkpoint_at_one_point_of_the_loop_stays_a_stall_while_queued() -> None:
+    """The same queueing beside checkpoints: the excess is in ``other`` only, not spread like
+    the steps, so queueing explains only its even share of it."""
+    scene = CHECKPOINTS.but(trainer_main=(60.0, 35.0))
+    assert _claims(scene)[0] == "periodic_stall"

@@ -21,7 +21,7 @@ def test_rules_table_covers_every_bottleneck() -> None:
     ranks (diagnosis/fold.py), ``hang`` on a whole job that stopped stepping
     (diagnosis/hang.py), ``unknown`` when nothing is; the tie order knows them all."""
     assert {name for name, _ in RULES} == set(BOTTLENECKS) - {"unknown", "straggler", "hang"}
-    assert len(BOTTLENECKS) == len(set(BOTTLENECKS)) == 16
+    assert len(BOTTLENECKS) == len(set(BOTTLENECKS)) == 18
     assert sorted(PREFERENCE) == sorted(BOTTLENECKS)
 
 
@@ -36,7 +36,7 @@ def test_several_findings_ranked_by_time_lost() -> None:
     scene = HEALTHY.but(data_wait=0.3, worker_cpu=98, gpu_busy=0.7, reasons=0x4, sm_clock=1800)
     verdict = diagnose(scene.but(swap_bytes_per_s=100e6).window())
     ids = [verdict.primary.bottleneck, *(f.bottleneck for f in verdict.also)]
-    assert ids == ["memory", "data_cpu", "throttle_power"]
+    assert ids == ["host_memory", "data_cpu", "throttle_power"]
 
 
 def test_data_bottleneck_outranks_mild_throttle() -> None:

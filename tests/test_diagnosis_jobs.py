@@ -30,6 +30,9 @@ CPU_BOX = Scene(gpu_count=0, cpus=8, cpu_busy=40.0, workers=0)
 DDP = "run:tcp://127.0.0.1:29700/2"
 
 
+BACKLOG = 256 * 1024  # bytes a rank's connections hold unsent while the link is the limit
+
+
 def rank(
     pid: int,
     r: int = 0,
@@ -41,6 +44,7 @@ def rank(
     phases: tuple[tuple[str, float], ...] = (("forward", 0.3), ("backward", 0.6)),
     age: float = 0.1,
     name: str = "train.py",
+    queued: int | None = None,
 ) -> JobSnapshot:
     """One rank's summary: 4 steps/s of 250 ms, ``wait`` of it waiting for data."""
     return JobSnapshot(
@@ -64,6 +68,7 @@ def rank(
         last_step_age_s=age,
         job_id=job_id or f"pid:box/{pid}/1",
         started_at=1.7e9,
+        send_queue_bytes=queued,
     )
 
 
@@ -105,12 +110,21 @@ def test_straggler_with_slow_input_names_the_rank_and_its_cause() -> None:
 
 
 def test_ranks_waiting_alike_on_communication_are_network_without_a_straggler() -> None:
+    """Both ranks wait alike, and their connections hold data they cannot send: the link."""
     comm = (("forward", 0.05), ("allreduce", 0.9))
-    ranks = [rank(100 + r, r, job_id=DDP, world=2, wait=0.01, phases=comm) for r in range(2)]
+    ranks = [rank(100 + r, r, job_id=DDP, world=2, phases=comm, queued=BACKLOG) for r in range(2)]
     verdict = diagnose(window(ranks, {100: 5.0, 101: 5.0}))
     assert verdict.primary.bottleneck == "network"
     assert verdict.primary.evidence[-1].text == "holds on ranks 0-1 (2 of 2)"
     assert verdict.per_job[0].straggler is None
+
+
+def test_ranks_waiting_alike_with_nothing_queued_are_not_network() -> None:
+    """The same waits with the connections empty: no data waits on the link (the time in the
+    collective alone never makes the network the answer)."""
+    comm = (("forward", 0.05), ("allreduce", 0.9))
+    ranks = [rank(100 + r, r, job_id=DDP, world=2, phases=comm, queued=0) for r in range(2)]
+    assert "network" not in ids(diagnose(window(ranks, {100: 5.0, 101: 5.0})))
 
 
 def test_rank_that_waits_least_on_its_peers_is_the_straggler() -> None:
@@ -238,8 +252,8 @@ def test_one_rank_waiting_a_quarter_while_its_peer_barely_waits_is_not_the_netwo
     ]
     verdict = diagnose(window(ranks, {100: 95.0, 101: 90.0}))
     assert "network" not in ids(verdict)
-    alike = [rank(100 + r, r, job_id=DDP, world=2, phases=(("forward", 0.4), ("comm", 0.26)))
-             for r in range(2)]  # fmt: skip
+    alike = [rank(100 + r, r, job_id=DDP, world=2, phases=(("forward", 0.4), ("comm", 0.26)),
+                  queued=BACKLOG) for r in range(2)]  # fmt: skip
     assert diagnose(window(alike, {100: 20.0, 101: 20.0})).primary.bottleneck == "network"
 
 
@@ -391,9 +405,9 @@ def test_a_box_wide_finding_is_about_every_live_job() -> None:
     swapping = CPU_BOX.but(swap_bytes_per_s=80e6)
     jobs = [rank(200, wait=0.002), rank(400, wait=0.002), rank(300, state="crashed")]
     verdict = diagnose(window(jobs, {200: 395.0, 400: 395.0}, swapping))
-    assert verdict.primary.bottleneck == "memory"
+    assert verdict.primary.bottleneck == "host_memory"
     assert sorted(j.pid for j in verdict.jobs) == [200, 400]
-    assert [j.primary.bottleneck for j in verdict.per_job[:2]] == ["memory", "memory"]
+    assert [j.primary.bottleneck for j in verdict.per_job[:2]] == ["host_memory", "host_memory"]
 
 
 def test_ended_segments_that_repeat_a_rank_are_separate_runs() -> None:

@@ -87,7 +87,7 @@ ATTACH_CASES = {
         HEALTHY.but(reasons=0x8, temp=60, sm_clock=990),
         "throttle_power",
     ),
-    "memory: host swapping": (HEALTHY.but(swap_bytes_per_s=80e6), "memory"),
+    "host_memory: host swapping": (HEALTHY.but(swap_bytes_per_s=80e6), "host_memory"),
     "memory: the job's tensors fill the GPU": (
         HEALTHY.but(gpu_mem_share=0.994, cuda_allocated=int(77.8 * GIB)),
         "memory",

@@ -54,7 +54,7 @@ def test_held_primary_keeps_fresh_evidence() -> None:
     held = stab.update(at(both, 101.0))
     assert held.primary.bottleneck == "data_cpu"
     assert held.primary.evidence[0].text == "data wait 50 % of time"
-    assert held.also[0].bottleneck == "memory"
+    assert held.also[0].bottleneck == "host_memory"
 
 
 def test_losing_data_resets_to_unknown_at_once() -> None:

@@ -12,6 +12,9 @@ local variable) in ``<segment>.<id>.stack``, or with a few samples of it folded 
                                                 flight-recorder entries, traintop.flight_recorder)
     <id> sample <count> <interval_ms> [<phase>] ``count`` stacks ``interval_ms`` apart, those
                                                 taken in ``phase`` folded and counted
+    <id> threads <count> <interval_ms>          every Python thread sampled ``count`` times:
+                                                name, stacks, whether it ran without the GIL
+                                                (traintop.thread_samples)
 
 When C code holds the GIL the thread cannot run.  For that case the helper registers
 ``faulthandler`` on a signal (``stack_signal``): a monitor whose request went unanswered sends it
@@ -51,6 +54,7 @@ from traintop.ring_format import (
     TRAIN_THREAD_WORD,
     TRAIN_TID_WORD,
 )
+from traintop.thread_samples import threads_sampled
 
 ENV_STACKS = "TRAINTOP_STACKS"
 ENV_SIGNAL = "TRAINTOP_STACK_SIGNAL"
@@ -182,11 +186,19 @@ class StackHelper:
             return False
         if kind == "stack":
             self._reply(request, self._stack_reply())
-        elif kind == "sample" and len(words) >= 4 and words[2].isdigit() and words[3].isdigit():
+        elif (
+            kind in ("sample", "threads")
+            and len(words) >= 4
+            and all(w.isdigit() for w in words[2:4])
+        ):
             count = max(1, min(int(words[2]), MAX_SAMPLES))
             interval = min(int(words[3]) / 1000, MAX_SAMPLING_S / count)
-            phase = words[4] if len(words) > 4 else None
-            self._reply(request, self._sample_reply(count, interval, phase))
+            if kind == "threads":
+                found = threads_sampled(self._probe._thread, count, interval, training_stack)
+                self._reply(request, {"kind": "threads", **found})
+            else:
+                phase = words[4] if len(words) > 4 else None
+                self._reply(request, self._sample_reply(count, interval, phase))
         return True
 
     def _stack_reply(self) -> dict:

@@ -1,9 +1,12 @@
-"""The memory panel (key 3): RAM and swap bars plus swap traffic, which shows real pressure."""
+"""The memory panel (key 3): RAM and swap bars plus swap traffic, which shows real pressure;
+the host's pressure stall information (PSI) where the kernel keeps it, and the memory cgroup of
+each live job that has a limit (its use of it, its growth, its own PSI under cgroup v2)."""
 
 from __future__ import annotations
 
 from textual.content import Content
 
+from traintop.collectors.memory_state import Pressure, PressureSet
 from traintop.collectors.snapshot import MemorySnapshot, Snapshot
 from traintop.tui.line import Line
 from traintop.tui.widgets.bars import stacked_meter
@@ -24,7 +27,10 @@ class MemoryPanel(Panel):
         if memory is None:
             return [Content.styled("memory statistics unavailable", "$warning")]
         bar = max(4, min(40, width - _TEXT_WIDTH))
-        return [ram_line(memory, bar), swap_line(memory, bar)]
+        lines = [ram_line(memory, bar), swap_line(memory, bar)]
+        if snapshot.pressure is not None:
+            lines.append(psi_line("PSI", snapshot.pressure))
+        return lines + job_lines(snapshot)
 
 
 def _pct(part: float | None, whole: float) -> float | None:
@@ -58,3 +64,51 @@ def swap_rates(line: Line, memory: MemorySnapshot) -> Line:
     style = "bold $error" if swapping else ""
     line.add("  in ", "dim").add(fmt_rate(memory.swap_in_bytes_per_s), style)
     return line.add(" out ", "dim").add(fmt_rate(memory.swap_out_bytes_per_s), style)
+
+
+PSI_WARN = 10.0  # a resource some task stalled on a tenth of the time is worth the eye
+
+
+def psi_line(label: str, pressure: PressureSet) -> Content:
+    """``PSI cpu 34% mem 0% io 1%/0%``: the share of the last interval in which some task
+    stalled on each resource (/all of them, where that happened), in the warning colour from
+    a tenth of the time."""
+    line = Line().add(label, "bold")
+    for name, reading in (("cpu", pressure.cpu), ("mem", pressure.memory), ("io", pressure.io)):
+        if reading is not None and reading.some is not None:
+            _stall(line.add(f" {name} ", "dim"), reading)
+    return line.content()
+
+
+def _stall(line: Line, reading: Pressure) -> None:
+    some = (reading.some or 0.0) * 100
+    line.add(fmt_pct(some), level_style(some, PSI_WARN, 40.0))
+    if reading.full:
+        full = reading.full * 100
+        line.add("/", "dim").add(fmt_pct(full), level_style(full, 5.0, 20.0))
+
+
+def job_lines(snapshot: Snapshot) -> list[Content]:
+    """One line per live job whose memory cgroup sets a limit: ``cg train 1.1/1.2 GiB 94%
+    +343.0 MB/min``, then its cgroup's own PSI where cgroup v2 keeps it."""
+    lines, seen = [], set()
+    for job in snapshot.jobs:
+        cgroup = job.memory.cgroup if job.memory is not None else None
+        if job.state != "live" or cgroup is None or cgroup.cgroup in seen:
+            continue
+        seen.add(cgroup.cgroup)
+        if cgroup.limit_bytes and cgroup.anon_bytes is not None:
+            lines.append(_cgroup_line(job.name, cgroup.anon_bytes, cgroup.limit_bytes,
+                                      cgroup.growth_bytes_per_s))  # fmt: skip
+        if job.pressure is not None:
+            lines.append(psi_line(f"    {job.name[:12]}", job.pressure))
+    return lines
+
+
+def _cgroup_line(name: str, used: int, limit: int, growth: float | None) -> Content:
+    pct = used / limit * 100
+    line = Line().add("cg", "bold").add(f" {name[:14]} ")
+    line.add(f"{fmt_gib(used)}/{fmt_gib(limit)} GiB ").add(fmt_pct(pct), level_style(pct))
+    if growth is not None and growth > 0:
+        line.add(f" +{fmt_rate(growth * 60).removesuffix('/s')}/min", "$warning")
+    return line.content()
