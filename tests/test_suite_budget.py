@@ -16,7 +16,7 @@ from tests import suite, tiers
 
 ROOT = Path(__file__).resolve().parents[1]
 
-INNER = '''
+INNER = """
 import time
 import pytest
 
@@ -37,7 +37,7 @@ def test_solo_takes_what_it_needs():
 @pytest.mark.e2e
 def test_e2e_takes_what_it_needs():
     time.sleep(0.5)
-'''
+"""
 
 CONFTEST = 'pytest_plugins = ("tests.tiers", "tests.budget")\n'
 INI = """[pytest]
