@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from traintop.collectors.snapshot import JobFacts
 from traintop.diagnosis.context import Context
-from traintop.diagnosis.model import Evidence
+from traintop.diagnosis.model import Evidence, Gain
 
 ON, OFF, NA = "on", "off", "n/a"  # and None: the probe could not tell
 UNSURE = "(if not already: the probe could not tell)"
@@ -125,19 +125,20 @@ def knob(ctx: Context, name: str) -> str | None:
     return KNOBS[name](ctx, facts)
 
 
-def offer(ctx: Context, items: Iterable[Remedy | str]) -> tuple[str, ...]:
+def offer(ctx: Context, items: Iterable[Remedy | str | Gain]) -> tuple[str | Gain, ...]:
     """The remedies the job does not already follow and that apply to it, in order; one whose
-    knob traintop could not read says so."""
-    found: list[str] = []
+    knob traintop could not read says so.  A remedy with its prediction (``Gain``) passes."""
+    found: dict[str, str | Gain] = {}
     for item in items:
-        if isinstance(item, str):
-            found.append(item)
+        if isinstance(item, str | Gain):
+            found.setdefault(item if isinstance(item, str) else item.remedy, item)
             continue
         state = knob(ctx, item.knob) if item.knob else OFF
         if state in (ON, NA):
             continue
-        found.append(item.text if state == OFF else item.unsure)
-    return tuple(dict.fromkeys(found))
+        text = item.text if state == OFF else item.unsure
+        found.setdefault(text, text)
+    return tuple(found.values())
 
 
 def _optimizer_words(f: JobFacts) -> str | None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from traintop.diagnosis.context import Context
-from traintop.diagnosis.model import SEVERITIES, Candidate, Evidence, Finding
+from traintop.diagnosis.gain_text import ordered
+from traintop.diagnosis.gains import not_modelled
+from traintop.diagnosis.model import SEVERITIES, Candidate, Evidence, Finding, Gain
 from traintop.diagnosis.stats import clamp01
 
 CONFIDENCE_CAP = 0.95  # nothing measured from outside the process is certain
@@ -57,7 +59,7 @@ def candidate(
     severity: str,
     summary: str,
     evidence: Iterable[Evidence],
-    remedies: Iterable[str],
+    remedies: Iterable[str | Gain],
     lost: float,
     steady: float = 1.0,
     explained: float | None = None,
@@ -65,19 +67,31 @@ def candidate(
 ) -> Candidate:
     """Wrap a rule's result: ``lost`` is the share of time it claims (what ranks it);
     ``explained`` the share its evidence accounts for where that is not a time loss (a healthy
-    device's busy share, a full card), else ``lost``; ``steady`` how steadily it held."""
+    device's busy share, a full card), else ``lost``; ``steady`` how steadily it held.  The
+    remedies come ordered by what they are predicted to buy (a bare text has no figure)."""
     share = clamp01(lost)
     clear = share if explained is None else explained
+    gains = ordered(_gains(remedies))
     finding = Finding(
         bottleneck=bottleneck,
         confidence=confidence(ctx.coverage, clear, steady, certainty),
         severity=severity,
         summary=summary,
         evidence=tuple(evidence),
-        remedies=tuple(remedies),
+        remedies=tuple(g.remedy for g in gains),
         share=share,
+        gains=gains,
     )
     return Candidate(finding=finding, lost_share=share)
+
+
+def _gains(remedies: Iterable[str | Gain]) -> list[Gain]:
+    """One prediction per remedy, each text once (the first prediction made for it)."""
+    found: dict[str, Gain] = {}
+    for item in remedies:
+        gain = item if isinstance(item, Gain) else not_modelled(item)
+        found.setdefault(gain.remedy, gain)
+    return list(found.values())
 
 
 def rank_key(c: Candidate) -> tuple[float, int, float]:

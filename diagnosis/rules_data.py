@@ -17,7 +17,7 @@ from traintop.diagnosis.context import Context
 from traintop.diagnosis.data_split import DataSplit, data_split
 from traintop.diagnosis.findings import candidate
 from traintop.diagnosis.job_cpus import amount, limit_spent, quota_note, throttled, throttling
-from traintop.diagnosis.model import Candidate, Evidence
+from traintop.diagnosis.model import Candidate, Evidence, Gain
 from traintop.diagnosis.signals import (
     DATA_WAIT_SHARE,
     WAIT_EVIDENCE_PCT,
@@ -231,7 +231,7 @@ def _system_cause(ctx: Context) -> str | None:
     return "data_starved"
 
 
-def _system_remedies(ctx: Context, name: str) -> tuple[str, ...]:
+def _system_remedies(ctx: Context, name: str) -> tuple[str | Gain, ...]:
     if name == "data_io":
         return remedies.data_io(ctx)
     if name == "data_cpu":

@@ -16,13 +16,15 @@ cause is the job's answer (:mod:`traintop.diagnosis.fold`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from statistics import median
 
 from traintop.diagnosis import remedies
 from traintop.diagnosis.budget import is_wait
 from traintop.diagnosis.context import Context, RankResult
 from traintop.diagnosis.findings import candidate
-from traintop.diagnosis.model import Candidate, Evidence, Straggler
+from traintop.diagnosis.gains import few
+from traintop.diagnosis.model import Candidate, Evidence, Finding, Gain, Straggler
 from traintop.diagnosis.stats import share_true
 from traintop.diagnosis.text import pct, seconds
 from traintop.diagnosis.views import comm_share_of
@@ -50,7 +52,7 @@ def held_back(
         summary=f"Rank {slow.job.rank} holds back the job: the other ranks wait for it "
         f"{pct(claim)} of their time",
         evidence=_facts(results, slow, straggler, own),
-        remedies=_remedies(slow, own),
+        remedies=_remedies(slow, own, claim),
         lost=claim,
         steady=_held(results, slow),
     )
@@ -75,11 +77,36 @@ def _facts(
     )
 
 
-def _remedies(slow: RankResult, own: tuple[Candidate, ...]) -> tuple[str, ...]:
-    """Its own cause's remedies first, then what to look at on that rank."""
+def _remedies(
+    slow: RankResult, own: tuple[Candidate, ...], claim: float
+) -> tuple[str | Gain, ...]:
+    """Its own cause's remedies first (what each buys that rank, at most what the job gains
+    when it reaches the others' pace), then what to look at on that rank."""
     cause = _costed(own)
-    first = cause.finding.remedies if cause is not None else ()
-    return (*first, *remedies.straggler(slow.job.rank), *how_to_look(slow.ctx, own_time=True))
+    now = slow.job.steps_per_s
+    pace = remedies.straggler(slow.job.rank, claim, few(_summaries(slow)), now)
+    first = _capped(cause.finding, pace[0]) if cause is not None else ()
+    return (*first, *pace, *how_to_look(slow.ctx, own_time=True))
+
+
+def _capped(cause: Finding, pace: Gain) -> tuple[str | Gain, ...]:
+    """The cause's remedies with their gains held to what reaching the others' pace buys."""
+    found: list[str | Gain] = []
+    for text in cause.remedies:
+        gain = cause.gain_of(text)
+        if gain is None or gain.speedup is None or pace.speedup is None:
+            found.append(gain or text)
+        elif gain.speedup > pace.speedup:
+            found.append(replace(gain, speedup=pace.speedup, low=pace.low, high=pace.high,
+                                 bound_by="peers"))  # fmt: skip
+        else:
+            found.append(gain)
+    return tuple(found)
+
+
+def _summaries(result: RankResult) -> int:
+    """How many summaries measured the rank's wait: the straggler's claim's sample count."""
+    return len(result.ctx.job.steps.rows) if result.ctx.job else 1
 
 
 def _comm(ctx: Context) -> float | None:

@@ -1,0 +1,332 @@
+"""What each remedy is predicted to buy, from the measured time budget (docs/gains.md).
+
+A remedy changes one part of the step; what that buys follows from where the time goes now and
+what bounds the job once that part is gone.  The input pipeline is modelled as the closed loop
+it is (:mod:`traintop.diagnosis.loader_model`, measured by
+:mod:`traintop.diagnosis.loop_inputs`): more workers, a deeper prefetch, more cores (a larger
+quota), reads or CPU work taken out of the loader, each evaluated against the loop and the CPU
+bound.  Time the budget places outright is bought back whole when its cause goes: the long
+steps' excess (a checkpoint made asynchronous), the peers' wait on a straggler (brought to their
+pace).  A change whose effect depends on what the budget cannot see (a kernel's speed under
+torch.compile or bf16, how well a step's work parallelises over threads) gets no figure: only
+the most it could buy, where the budget bounds that, and the reason.
+
+Every figure is a ratio of steps/s after the change to steps/s now, with the range the window's
+noise allows; 1.0 is "no gain", said with what holds the job where it is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+from traintop.diagnosis.context import Context
+from traintop.diagnosis.job_cpus import job_cpus, throttling
+from traintop.diagnosis.loader_model import Loop, rate, workers_for
+from traintop.diagnosis.loop_inputs import Measured, measured_loop
+from traintop.diagnosis.model import Gain
+from traintop.diagnosis.stats import mean_of, std_of
+
+NO_GAIN = 1.03  # below this a prediction is "no gain" (the trial's noise is larger)
+NOISE_MIN, NOISE_MAX = 0.05, 0.3  # the relative spread of the inputs a range allows for
+QUOTA_STEP = 0.5  # CPUs: a proposed quota is a multiple of this
+NOT_MODELLED = "not modelled: the time budget cannot say what it changes"
+
+
+def not_modelled(remedy: str, reason: str = NOT_MODELLED) -> Gain:
+    return Gain(remedy, reason=reason)
+
+
+def bound(remedy: str, high: float, reason: str, now: float | None = None) -> Gain:
+    """No figure, only the most it can buy: ``high`` (a ratio), said with ``reason``."""
+    return Gain(remedy, high=max(1.0, high), reason=reason, steps_per_s=now)
+
+
+def lost_bound(remedy: str, share: float, reason: str, now: float | None = None) -> Gain:
+    """The most a remedy buys when it removes at most ``share`` of the time."""
+    return bound(remedy, 1.0 / max(1e-6, 1.0 - min(share, 0.99)), reason, now)
+
+
+def removed(
+    remedy: str, share: float, spread: float, reason: str, now: float | None = None
+) -> Gain:
+    """A remedy that takes ``share`` of the time off the step: ``1 / (1 - share)``, the share
+    known within ``spread`` (relative)."""
+
+    def of(s: float) -> float:
+        return 1.0 / max(1e-6, 1.0 - min(0.99, max(0.0, s)))
+
+    low, high = of(share * (1 - spread)), of(share * (1 + spread))
+    return Gain(remedy, of(share), low, high, None, reason, now)
+
+
+# ---- the input pipeline ------------------------------------------------------------------
+
+
+def _noise(ctx: Context, m: Measured) -> float:
+    """How far the window's inputs may be off, relative: the spread of the data wait over the
+    window's summaries, and the share of the CPUs other processes took (their load moves)."""
+    waits = ctx.job.waits if ctx.job else ()
+    mean, std = mean_of(waits), std_of(waits)
+    cv = std / mean if mean and std is not None else 0.0
+    busy = m.others_cpus / max(1.0, float(ctx.box.logical_cpus))
+    return min(NOISE_MAX, NOISE_MIN + cv / 2 + busy / 2)
+
+
+Change = Callable[[Loop], tuple[float, str]]
+
+
+def _predict(
+    m: Measured,
+    noise: float,
+    change: Change,
+    base: Change = rate,
+) -> tuple[float, float, float, str]:
+    """The ratio a change gives on the measured loop, and on the loop with its parts off by
+    ``noise`` either way (the step, the loader, the cores): (ratio, low, high, bound)."""
+    ratio, bound_by = _ratio(m.loop, change, base)
+    ratios = [ratio]
+    for sign in (-1.0, 1.0):
+        k = 1.0 + sign * noise
+        varied = replace(
+            m.loop, step_s=m.loop.step_s * k, batch_s=m.loop.batch_s / k, cores=m.loop.cores * k
+        )
+        ratios.append(_ratio(varied, change, base)[0])
+    return ratio, min(ratios), max(ratios), bound_by
+
+
+def _ratio(
+    loop: Loop,
+    change: Change,
+    base: Change,
+) -> tuple[float, str]:
+    now = base(loop)[0]
+    after, bound_by = change(loop)
+    return (after / now if now > 0 else 1.0), bound_by
+
+
+def _setting(
+    ctx: Context, m: Measured, text: str, knob: str, values: tuple[str, float], after: Change
+) -> Gain:
+    """What changing ``knob`` (from ``values[0]``, in words, to ``values[1]``) buys: the loop's
+    rate with it changed (``after``) over its rate now, with the range the noise allows."""
+    ratio, low, high, bound_by = _predict(m, _noise(ctx, m), after)
+    now, new = values
+    return Gain(
+        text, ratio, low, high, _bound_word(ctx, bound_by), "", m.steps_per_s,
+        f"{knob} {now} → {new:g}", knob, float(new),
+    )  # fmt: skip
+
+
+def _bound_word(ctx: Context, bound_by: str) -> str:
+    """``quota`` for the CPU bound where a quota sets the job's CPUs, else the bound."""
+    limit = job_cpus(ctx).limit
+    quota = limit is not None and limit.quota_cpus is not None and limit.quota_cpus <= limit.cpus
+    return "quota" if bound_by == "cores" and quota else bound_by
+
+
+def workers_target(ctx: Context) -> tuple[int, int] | None:
+    """``(now, proposed)`` DataLoader workers: the fewest that reach the next bound, or twice
+    as many as now where no count gains (None: no loop measured)."""
+    m = measured_loop(ctx)
+    if m is None:
+        return None
+    now = m.loop.workers
+    target, _, _ = workers_for(m.loop)
+    return now, target if target > now else max(now + 1, 2 * now)
+
+
+def more_workers(ctx: Context, text: str) -> Gain | None:
+    """What ``num_workers`` at :func:`workers_target` buys (``text`` proposes it)."""
+    m, target = measured_loop(ctx), workers_target(ctx)
+    if m is None or target is None:
+        return None
+    now, new = target
+    return _setting(ctx, m, text, "num_workers", (str(now), new), lambda lo: rate(lo, workers=new))
+
+
+def deeper_prefetch(ctx: Context, text: str, now: int, new: int) -> Gain | None:
+    """What ``prefetch_factor`` ``now`` → ``new`` buys: a deeper queue only smooths the loop
+    where its two sides are matched; it never makes a worker faster."""
+    m = measured_loop(ctx)
+    if m is None or m.loop.workers == 0:
+        return None
+    after: Change = lambda loop: rate(loop, prefetch=new)  # noqa: E731
+    return _setting(ctx, m, text, "prefetch_factor", (str(now), new), after)
+
+
+def _without(part: str) -> Change:
+    """The rate with the loader's CPU (``cpu``), its reads (``read``) or every wait that is
+    not CPU (``wait``) taken out of each batch."""
+
+    def change(loop: Loop) -> tuple[float, str]:
+        cut = {
+            "cpu": loop.load_cpu_s,
+            "read": loop.read_s,
+            "wait": max(0.0, loop.batch_s - loop.load_cpu_s),
+        }[part]
+        cpu = loop.cpu_s - (loop.load_cpu_s if part == "cpu" else 0.0)
+        faster = replace(loop, batch_s=max(1e-6, loop.batch_s - cut), cpu_s=max(0.0, cpu))
+        return rate(faster)
+
+    return change
+
+
+WITHOUT_WORDS = {
+    "cpu": "the loaders' CPU work gone",
+    "read": "every read from storage gone",
+    "wait": "the loaders' waits gone",
+}
+
+
+def loader_cut(ctx: Context, text: str, part: str, exact: bool = False) -> Gain:
+    """A remedy that takes a part of the loader's work away: the figure where it takes all of
+    it (``exact``: copying the data to RAM takes every read away), else that as a bound."""
+    m = measured_loop(ctx)
+    if m is None:
+        return not_modelled(text)
+    ratio, low, high, bound_by = _predict(m, _noise(ctx, m), _without(part))
+    if exact:
+        return Gain(
+            text,
+            ratio,
+            low,
+            high,
+            bound_by,
+            WITHOUT_WORDS[part],
+            m.steps_per_s,
+            "the data in RAM",
+            "storage",
+        )
+    return Gain(
+        text,
+        high=max(1.0, ratio),
+        bound_by=bound_by,
+        reason=WITHOUT_WORDS[part],
+        steps_per_s=m.steps_per_s,
+    )
+
+
+# ---- the CPUs a job may use ----------------------------------------------------------------
+
+
+def quota_target(ctx: Context) -> float | None:
+    """The quota (CPUs) that reaches the job's next bound: the least multiple of
+    ``QUOTA_STEP`` whose rate is within reach of what the host's CPUs would give."""
+    m, cpus = measured_loop(ctx), job_cpus(ctx)
+    if m is None or cpus.limit is None or cpus.limit.quota_cpus is None:
+        return None
+    host = float(cpus.host)
+    ceiling, _ = rate(m.loop, cores=_rank_cores(host, m, ctx))
+    quota = cpus.limit.quota_cpus
+    steps = math.ceil((host - quota) / QUOTA_STEP)
+    for i in range(1, steps + 1):
+        value = quota + i * QUOTA_STEP
+        if rate(m.loop, cores=_rank_cores(value, m, ctx))[0] >= 0.95 * ceiling:
+            return min(value, host)
+    return host
+
+
+def _rank_cores(quota: float, m: Measured, ctx: Context) -> float:
+    """A rank's CPUs under a quota of ``quota``: what the host's other processes leave of it,
+    shared by the ranks in it."""
+    cpus = job_cpus(ctx)
+    return max(0.1, min(quota, cpus.host - m.others_cpus) / max(1, cpus.ranks))
+
+
+def raise_quota(ctx: Context, text: str, new: float) -> Gain:
+    """What a quota of ``new`` CPUs buys a job its quota throttles."""
+    m, limit = measured_loop(ctx), throttling(ctx)
+    if m is None or limit is None:
+        return not_modelled(text)
+    cores = _rank_cores(new, m, ctx)
+    quota = limit.quota_cpus or limit.cpus
+    return _setting(
+        ctx, m, text, "cpu_quota", (f"{quota:g}", new), lambda lo: rate(lo, cores=cores)
+    )
+
+
+def fewer_workers(ctx: Context, text: str, new: int) -> Gain:
+    """What ``num_workers`` down to what the quota feeds buys: the model keeps the rate (the
+    quota bounds it either way); the point is memory and less switching."""
+    m = measured_loop(ctx)
+    if m is None:
+        return not_modelled(text)
+    now = str(m.loop.workers)
+    return _setting(ctx, m, text, "num_workers", (now, new), lambda lo: rate(lo, workers=new))
+
+
+def share_limited(text: str, now: float | None, reason: str) -> Gain:
+    """A change the CPUs cannot pay for: no gain, and why."""
+    return Gain(text, 1.0, 1.0, 1.0, "cores", reason, now)
+
+
+def now_rate(ctx: Context) -> float | None:
+    job = ctx.job.job if ctx.job else None
+    return job.steps_per_s if job else None
+
+
+# ---- time the budget places outright ------------------------------------------------------
+
+
+def bounded(
+    items: Iterable[str | Gain], share: float, reason: str, now: float | None = None
+) -> tuple[Gain, ...]:
+    """Remedies that win back at most ``share`` of the time (the idle GPU, the waits on a
+    sync, the communication): each with that bound; one already predicted keeps its figure."""
+    return tuple(i if isinstance(i, Gain) else lost_bound(i, share, reason, now) for i in items)
+
+
+def unmodelled(items: Iterable[str | Gain], reason: str) -> tuple[Gain, ...]:
+    """Remedies with no figure, each saying why."""
+    return tuple(i if isinstance(i, Gain) else not_modelled(i, reason) for i in items)
+
+
+def few(count: int) -> float:
+    """The relative spread of a share measured from ``count`` events (long steps)."""
+    return min(NOISE_MAX, max(NOISE_MIN, 1.0 / math.sqrt(max(1, count))))
+
+
+def more_threads(ctx: Context, text: str, threads: int) -> Gain:
+    """``torch.set_num_threads(k)`` for a trainer that computes on the CPU: at most what
+    ``k`` busy threads on the cores it may use give over what it uses now (how well its
+    step's work spreads over them is not in the budget); nothing where it uses them all."""
+    t, m = ctx.trainer, measured_loop(ctx)
+    used = (t.cpu_pct or 0.0) / 100.0 if t is not None else 0.0
+    cores = m.loop.cores if m is not None else job_cpus(ctx).cpus
+    most = min(float(threads), cores)
+    now = now_rate(ctx)
+    if used <= 0.0:
+        return not_modelled(text)
+    if most <= used * NO_GAIN:
+        return share_limited(text, now, "its threads already use the CPUs it may use")
+    return bound(text, most / used, f"if its step's work spreads over {threads} threads", now)
+
+
+def fewer_threads(ctx: Context, text: str, threads: int) -> Gain | None:
+    """``torch.set_num_threads(k)`` for trainers whose threads outnumber the cores (none of
+    them with DataLoader workers, whose share the figure cannot split): each then runs on
+    ``min(k, its share of the cores)`` without queueing.  What a step costs now includes what
+    its threads burn waiting on each other while a peer is queued (OpenMP spins at its
+    barriers): the share of the time they queued is taken as that waste (the figure), none of
+    it (the low end)."""
+    d, t = ctx.box.demand, ctx.trainer
+    if d is None or t is None or ctx.workers or not t.cpu_pct or d.worker_cpus > 0:
+        return None
+    used = t.cpu_pct / 100.0
+    wait = (t.cpu_wait_pct or 0.0) / (t.cpu_pct + (t.cpu_wait_pct or 0.0))
+    cores = min(float(threads), d.cpus / max(1, d.jobs))
+    low, point = cores / used, cores / (used * max(0.05, 1.0 - wait))
+    return Gain(
+        text,
+        point,
+        min(low, point),
+        max(low, point),
+        "cores",
+        "",
+        now_rate(ctx),
+        f"torch threads → {threads} a trainer",
+        "threads",
+        float(threads),
+    )

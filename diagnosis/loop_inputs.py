@@ -1,0 +1,142 @@
+"""A rank's input pipeline as the loader model reads it (``loader_model.Loop``), measured from
+its window: what each part of a step costs, and what of it is queueing for a CPU.
+
+Per step (one batch a step): the trainer's own time is every phase but the wait for data; the
+workers' time on a batch is what makes the measured rate come out of the loop (the model
+inverted: a worker also idles when the queue ahead of the trainer is full, which its share of
+the time alone would count as work).  Both include the time their threads queued for a CPU
+(run-queue wait, and a cgroup quota's throttling, which the kernel counts the same way): that
+part is taken out, since it depends on what else wants the cores; the model's CPU bound puts it
+back where the cores are short.  The CPU a step costs is the trainer's (all its threads) plus
+its workers' per batch.  The cores are the job's (quota, cpuset) less what other processes on
+the box take.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from traintop.diagnosis.applied import facts_of
+from traintop.diagnosis.context import Context, once
+from traintop.diagnosis.data_split import data_split
+from traintop.diagnosis.job_cpus import job_cpus, throttling
+from traintop.diagnosis.loader_model import Loop, batch_time
+from traintop.diagnosis.signals import data_wait, read_traffic
+from traintop.diagnosis.views import ProcView
+
+DEFAULT_PREFETCH = 2  # torch's prefetch_factor when the probe did not see the loader
+MIN_OWN_SHARE = 0.2  # queueing taken out leaves at least this share of a part's time
+MIN_CORES = 0.1  # however busy the box, a rank gets some CPU
+THROTTLED_MAX = 0.9  # the share of a step a quota's throttling is taken to hold the trainer
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """The loop and the figures its words quote."""
+
+    loop: Loop
+    steps_per_s: float
+    others_cpus: float  # CPUs other processes took meanwhile
+
+
+def measured_loop(ctx: Context) -> Measured | None:
+    """The rank's loop (None: no step rate, or no loader time to model)."""
+    return once(ctx, "loop", _measure)
+
+
+def _measure(ctx: Context) -> Measured | None:
+    job = ctx.job.job if ctx.job else None
+    rate = job.batches_per_s or job.steps_per_s if job else None
+    wait = data_wait(ctx)
+    if job is None or not rate or wait is None:
+        return None
+    workers, prefetch = _settings(ctx)
+    own = (1.0 - wait) / rate
+    batch = batch_time(workers, prefetch, rate, own)
+    if batch is None:  # the step alone explains the rate: batches are never late
+        batch = 0.0 if workers == 0 else own * 1e-3
+    trainer_wait = _wait_s(ctx, ctx.trainer, rate)
+    step_s = _less(own, trainer_wait * (1.0 - wait if workers == 0 else 1.0))
+    loader_wait = trainer_wait * wait if workers == 0 else _workers_wait(ctx, rate)
+    others = _others(ctx)
+    batch_s = _less(batch, loader_wait)
+    load_cpu, read = _loader_parts(ctx, rate, workers)
+    loop = Loop(
+        workers=workers,
+        prefetch=prefetch,
+        batch_s=batch_s,
+        step_s=step_s,
+        cpu_s=_cpu_s(ctx, rate),
+        cores=_cores(ctx, others),
+        load_cpu_s=min(load_cpu, batch_s),
+        read_s=min(read, max(0.0, batch_s - load_cpu)),
+    )
+    return Measured(loop, rate, others)
+
+
+def _loader_parts(ctx: Context, rate: float, workers: int) -> tuple[float, float]:
+    """Seconds a batch's loader spends on a CPU and blocked reading: the workers' summed
+    shares per batch, or the trainer's parts of its data wait (``data_split``)."""
+    if workers == 0 or not ctx.workers:
+        split = data_split(ctx)
+        return (split.cpu / rate, split.io / rate) if split is not None else (0.0, 0.0)
+    cpu = sum(w.cpu_pct or 0.0 for w in ctx.workers) / 100.0
+    reads = bool(read_traffic(ctx))
+    blocked = sum(w.blocked_share or 0.0 for w in ctx.workers) if reads else 0.0
+    return cpu / rate, blocked / rate
+
+
+def _settings(ctx: Context) -> tuple[int, int]:
+    """``num_workers`` and ``prefetch_factor`` as the probe saw them, else the workers seen."""
+    facts = facts_of(ctx)
+    if facts is not None and facts.loaders:
+        first = facts.loaders[0]
+        return first.num_workers, first.prefetch_factor or DEFAULT_PREFETCH
+    return len(ctx.workers), DEFAULT_PREFETCH
+
+
+def _less(total: float, queued: float) -> float:
+    """``total`` less its queueing, never below ``MIN_OWN_SHARE`` of it."""
+    return max(total * MIN_OWN_SHARE, total - queued)
+
+
+def _wait_s(ctx: Context, proc: ProcView | None, rate: float) -> float:
+    """Seconds a step the process's main thread queued for a CPU; where the scheduler's
+    figure is missing and a quota throttles the job, the time it held the job back."""
+    if proc is None:
+        return 0.0
+    wait = proc.main_wait_pct if proc.main_wait_pct is not None else proc.cpu_wait_pct
+    if wait is None:
+        limit = throttling(ctx)
+        held = limit.throttled_s_per_s if limit is not None else None
+        wait = min(THROTTLED_MAX, held) * 100.0 if held else None
+    return (wait or 0.0) / 100.0 / rate
+
+
+def _workers_wait(ctx: Context, rate: float) -> float:
+    """Seconds one batch's worker queued for a CPU: the workers' summed wait per batch."""
+    return sum(w.cpu_wait_pct or 0.0 for w in ctx.workers) / 100.0 / rate
+
+
+def _cpu_s(ctx: Context, rate: float) -> float:
+    """CPU seconds a step costs the rank: its trainer's threads and its workers."""
+    procs = (ctx.trainer, *ctx.workers)
+    return sum((p.cpu_pct or 0.0) for p in procs if p is not None) / 100.0 / rate
+
+
+def _cores(ctx: Context, others: float) -> float:
+    """The CPUs this rank may use: its cgroup's (or the host's) where other processes leave
+    that many, its share among the ranks that use them too."""
+    cpus = job_cpus(ctx)
+    free = min(cpus.total, cpus.host - others)
+    return max(MIN_CORES, free / max(1, cpus.ranks))
+
+
+def _others(ctx: Context) -> float:
+    """CPUs the processes that are not attached jobs' took over the window: the host's busy
+    CPUs less the jobs' trainers and workers (each rank counts its peers' use as theirs)."""
+    busy, demand = ctx.box.cpu_busy_pct, ctx.box.demand
+    if busy is None:
+        return 0.0
+    jobs = demand.cpu_pct / 100.0 if demand is not None else 0.0
+    return max(0.0, busy / 100.0 * ctx.box.logical_cpus - jobs)
