@@ -394,6 +394,7 @@ class JobFacts:
     # The probe's sync hook was on (a CUDA job, not switched off): only then does an empty
     # ``JobSnapshot.sync_sites`` mean that no sync was seen.
     syncs_watched: bool | None = None
+    threads: int | None = None  # torch's intra-op threads (torch.get_num_threads())
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,7 +127,8 @@ def knob(ctx: Context, name: str) -> str | None:
 
 def offer(ctx: Context, items: Iterable[Remedy | str | Gain]) -> tuple[str | Gain, ...]:
     """The remedies the job does not already follow and that apply to it, in order; one whose
-    knob traintop could not read says so.  A remedy with its prediction (``Gain``) passes."""
+    knob traintop could not read says so.  A remedy with its prediction (``Gain``) passes; one
+    that turns a knob comes as a ``Gain`` naming it, its figure for the rule to give."""
     found: dict[str, str | Gain] = {}
     for item in items:
         if isinstance(item, str | Gain):
@@ -137,7 +138,7 @@ def offer(ctx: Context, items: Iterable[Remedy | str | Gain]) -> tuple[str | Gai
         if state in (ON, NA):
             continue
         text = item.text if state == OFF else item.unsure
-        found.setdefault(text, text)
+        found.setdefault(text, Gain(text, knob=item.knob or ""))
     return tuple(found.values())
 
 

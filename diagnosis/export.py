@@ -5,7 +5,8 @@ ones in the past tense), ``job_id`` (the job the top-level verdict is about) and
 came with multi-rank jobs; ``share`` (the share of time a finding claims) and each job's
 ``budget`` (every rank's phases and its long steps' excess by phase) with the time budget; each
 job's ``ending`` (how an ended job ended: ``kind``, ``detail``, ``frame``, ``exit_code``) with a
-run's life; everything before them means what it meant.
+run's life; ``fixes`` (each remedy with what it is ``expected`` to buy) with predicted gains;
+everything before them means what it meant.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from traintop.collectors.snapshot import Collective, Ending, Frame, ProcState, WorkerSnapshot
+from traintop.diagnosis.gain_text import gain_words
 from traintop.diagnosis.model import (
     Finding,
+    Gain,
     Hang,
     JobSummary,
     JobVerdict,
@@ -37,7 +40,26 @@ def _finding(f: Finding) -> dict[str, Any]:
         "share": round(f.share, 3),
         "evidence": [e.text for e in f.evidence],
         "remedies": list(f.remedies),
+        "fixes": [{"remedy": r, "expected": expected(f.gain_of(r))} for r in f.remedies],
     }
+
+
+def expected(g: Gain | None) -> dict[str, Any]:
+    """What a remedy is predicted to buy: ``speedup`` (steps/s after over now) with ``low``,
+    ``high`` and ``bound_by`` (what limits the job then); a bound alone as ``high`` with
+    ``speedup`` null; ``{"none": reason}`` where no figure can be given.  ``words`` is what
+    the text surfaces print."""
+    if g is None:
+        return {"none": "no prediction made (an older recording, or a finding without one)"}
+    if g.speedup is None and g.high is None:
+        return {"none": g.reason or "not modelled", "words": gain_words(g)}
+    now = g.steps_per_s
+    after = now * g.speedup if now is not None and g.speedup is not None else None
+    return {"speedup": _round(g.speedup), "low": _round(g.low), "high": _round(g.high),
+            "bound_by": g.bound_by, "steps_per_s": _round(now),
+            "predicted_steps_per_s": _round(after), "change": g.change or None,
+            "knob": g.knob or None, "value": g.value, "reason": g.reason or None,
+            "words": gain_words(g)}  # fmt: skip
 
 
 def _also(also: tuple[Finding, ...]) -> list[dict[str, Any]]:

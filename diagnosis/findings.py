@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.gain_text import ordered
-from traintop.diagnosis.gains import not_modelled
+from traintop.diagnosis.gains import NOT_MODELLED, unmodelled
 from traintop.diagnosis.model import SEVERITIES, Candidate, Evidence, Finding, Gain
 from traintop.diagnosis.stats import clamp01
 
@@ -88,8 +88,7 @@ def candidate(
 def _gains(remedies: Iterable[str | Gain]) -> list[Gain]:
     """One prediction per remedy, each text once (the first prediction made for it)."""
     found: dict[str, Gain] = {}
-    for item in remedies:
-        gain = item if isinstance(item, Gain) else not_modelled(item)
+    for gain in unmodelled(remedies, NOT_MODELLED):
         found.setdefault(gain.remedy, gain)
     return list(found.values())
 

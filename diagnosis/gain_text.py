@@ -40,24 +40,30 @@ def ratio(value: float) -> str:
     return f"{'+' if change >= 0 else '−'}{abs(change):.0f} %"
 
 
+def has_figure(gain: Gain) -> bool:
+    """A figure or a bound: something to say beside the remedy."""
+    return gain.speedup is not None or gain.high is not None
+
+
 def no_gain(gain: Gain) -> bool:
     return gain.speedup is not None and abs(gain.speedup - 1.0) < NO_GAIN
 
 
 def gain_words(gain: Gain, short: bool = False) -> str:
-    """The prediction in words; ``short`` leaves out the range and the reason."""
+    """The prediction in words; ``short`` leaves out the range and the reason (what a
+    one-line remedy has room for: the figure, the rates, what bounds it next)."""
     if gain.speedup is None:
         return _unmodelled(gain, short)
     if no_gain(gain):
-        held = gain.reason or HELD_WORDS.get(gain.bound_by or "", "")
-        return f"no gain: {held}" if held and not short else "no gain"
+        held = (None if short else gain.reason) or HELD_WORDS.get(gain.bound_by or "")
+        return f"no gain: {held}" if held else "no gain"
     text = f"≈ {ratio(gain.speedup)}"
     if not short and _spread(gain):
         text += f" ({ratio(gain.low or gain.speedup)}–{ratio(gain.high or gain.speedup)})"
     text += _rates(gain)
     if gain.reason and not short:
         text += f" ({gain.reason})"
-    return text + ("" if short else _bounded(gain))
+    return text + _bounded(gain)
 
 
 def _unmodelled(gain: Gain, short: bool) -> str:
@@ -92,7 +98,8 @@ def _bounded(gain: Gain) -> str:
 
 def remedy_line(gain: Gain) -> str:
     """One line for a remedy and its gain: the change it makes (its text where it has no
-    short form) and the short prediction."""
+    short form) and the short prediction, ``num_workers 1 → 4: ≈ 2.9× steps/s (31 → 90),
+    then compute bounds it``: 76 cells at most for a change, what an 80-column screen has."""
     return f"{gain.change or gain.remedy}: {gain_words(gain, short=True)}"
 
 

@@ -180,32 +180,19 @@ WITHOUT_WORDS = {
 }
 
 
-def loader_cut(ctx: Context, text: str, part: str, exact: bool = False) -> Gain:
-    """A remedy that takes a part of the loader's work away: the figure where it takes all of
-    it (``exact``: copying the data to RAM takes every read away), else that as a bound."""
+def loader_cut(ctx: Context, text: str, cut: tuple[str, str], exact: bool = False) -> Gain:
+    """A remedy that takes a part of the loader's work away (``cut``: the part, and the change
+    in a few words): the figure where it takes all of it (``exact``: copying the data to RAM
+    takes every read away), else that figure as the most it can buy."""
+    part, change = cut
     m = measured_loop(ctx)
     if m is None:
-        return not_modelled(text)
+        return replace(not_modelled(text), change=change)
     ratio, low, high, bound_by = _predict(m, _noise(ctx, m), _without(part))
+    reason, now = WITHOUT_WORDS[part], m.steps_per_s
     if exact:
-        return Gain(
-            text,
-            ratio,
-            low,
-            high,
-            bound_by,
-            WITHOUT_WORDS[part],
-            m.steps_per_s,
-            "the data in RAM",
-            "storage",
-        )
-    return Gain(
-        text,
-        high=max(1.0, ratio),
-        bound_by=bound_by,
-        reason=WITHOUT_WORDS[part],
-        steps_per_s=m.steps_per_s,
-    )
+        return Gain(text, ratio, low, high, bound_by, reason, now, change, "storage")
+    return Gain(text, None, None, max(1.0, ratio), bound_by, reason, now, change)
 
 
 # ---- the CPUs a job may use ----------------------------------------------------------------
@@ -275,12 +262,22 @@ def bounded(
 ) -> tuple[Gain, ...]:
     """Remedies that win back at most ``share`` of the time (the idle GPU, the waits on a
     sync, the communication): each with that bound; one already predicted keeps its figure."""
-    return tuple(i if isinstance(i, Gain) else lost_bound(i, share, reason, now) for i in items)
+    return tuple(_fill(i, lost_bound("", share, reason, now)) for i in items)
 
 
 def unmodelled(items: Iterable[str | Gain], reason: str) -> tuple[Gain, ...]:
     """Remedies with no figure, each saying why."""
-    return tuple(i if isinstance(i, Gain) else not_modelled(i, reason) for i in items)
+    return tuple(_fill(i, not_modelled("", reason)) for i in items)
+
+
+def _fill(item: str | Gain, blank: Gain) -> Gain:
+    """``item`` as a ``Gain``: a text, or a remedy that names only its knob, takes ``blank``'s
+    figure and reason; one with a figure or a reason of its own keeps them."""
+    if isinstance(item, str):
+        return replace(blank, remedy=item)
+    if item.speedup is not None or item.high is not None or item.reason:
+        return item
+    return replace(blank, remedy=item.remedy, knob=item.knob, change=item.change)
 
 
 def few(count: int) -> float:

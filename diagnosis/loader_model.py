@@ -73,20 +73,20 @@ def rate(
     loop: Loop, workers: int | None = None, cores: float | None = None, prefetch: int | None = None
 ) -> tuple[float, str]:
     """Steps/s with some settings changed, and what bounds it then: ``compute`` (the step),
-    ``workers`` (too few of them), ``cores``, or ``disk``."""
+    ``workers`` (too few of them), ``cores``, or ``disk``.  Workers within ``SATURATED`` of
+    what no count of them can pass are not the bound: what stops them is."""
     n = loop.workers if workers is None else workers
     p = loop.prefetch if prefetch is None else prefetch
     c = loop.cores if cores is None else cores
-    bounds = {"pipeline": loop_rate(n, p, loop.batch_s, loop.step_s)}
+    others = {"compute": 1.0 / loop.step_s}
     if loop.cpu_s > 0:
-        bounds["cores"] = c / loop.cpu_s
+        others["cores"] = c / loop.cpu_s
     if loop.read_limit is not None:
-        bounds["disk"] = loop.read_limit
-    name = min(bounds, key=bounds.__getitem__)
-    value = bounds[name]
-    if name == "pipeline":
-        name = "workers" if n > 0 and n / loop.batch_s < 1.0 / loop.step_s else "compute"
-    return value, name
+        others["disk"] = loop.read_limit
+    beyond = min(others, key=others.__getitem__)
+    value = min(loop_rate(n, p, loop.batch_s, loop.step_s), others[beyond])
+    short = n > 0 and n / loop.batch_s < others[beyond] and value < SATURATED * others[beyond]
+    return value, "workers" if short else beyond
 
 
 def batch_time(workers: int, prefetch: int, steps_per_s: float, step_s: float) -> float | None:

@@ -82,18 +82,17 @@ def data_cpu(ctx: Context, spare_cores: bool) -> tuple[str | Gain, ...]:
     says how much, or that they buy nothing), else make each batch cheaper; a cgroup quota
     that throttles the job comes first (raise it, run no more workers than it feeds)."""
     del spare_cores  # the loader model weighs the free cores itself
-    cut = "cpu"
     return offer(
         ctx,
         (
             *limit_remedies(ctx, workers=True),
             *_more_workers(ctx),
             gains.loader_cut(ctx, "move augmentation to the GPU (torchvision.transforms.v2 on "
-                             "CUDA tensors, NVIDIA DALI)", cut),
+                             "CUDA tensors, NVIDIA DALI)", ("cpu", "augmentation on the GPU")),
             gains.loader_cut(ctx, "pre-process offline: store decoded/resized samples instead "
-                             "of decoding every epoch", cut),
+                             "of decoding every epoch", ("cpu", "samples pre-processed")),
             gains.loader_cut(ctx, "use a faster decoder (pillow-simd, torchvision.io."
-                             "decode_jpeg on GPU)", cut),
+                             "decode_jpeg on GPU)", ("cpu", "a faster decoder")),
             PERSISTENT,
             PINNED,
         ),
@@ -104,13 +103,14 @@ def data_io(ctx: Context) -> tuple[str | Gain, ...]:
     """Reads are the limit: read less, read sequentially, or read from something faster."""
     return (
         gains.loader_cut(ctx, "copy the dataset to local NVMe or RAM (/dev/shm) so reads hit "
-                         "the page cache", "read", exact=True),
+                         "the page cache", ("read", "the data in RAM"), exact=True),
         gains.loader_cut(ctx, "pack small files into sharded formats (WebDataset tar shards, "
-                         "LMDB, TFRecord, MosaicML streaming) for sequential reads", "read"),
+                         "LMDB, TFRecord, MosaicML streaming) for sequential reads",
+                         ("read", "files packed in shards")),
         *_more_workers(ctx),
         _prefetch(ctx, "so more reads are in flight while the GPU computes"),
         gains.loader_cut(ctx, "store smaller samples (compressed JPEG/WebP at training "
-                         "resolution)", "read"),
+                         "resolution)", ("read", "smaller samples")),
     )  # fmt: skip
 
 
@@ -124,7 +124,7 @@ def data_starved(ctx: Context) -> tuple[str | Gain, ...]:
             PERSISTENT,
             Remedy("pin_memory=True", "pin_memory"),
             gains.loader_cut(ctx, "batch remote fetches or cache them locally: per-sample "
-                             "latency bounds throughput", "wait"),
+                             "latency bounds throughput", ("wait", "fetches batched or cached")),
             "check the Dataset's __getitem__ for locks, sleeps or per-sample network calls",
         ),
     )  # fmt: skip
