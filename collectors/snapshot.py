@@ -502,6 +502,7 @@ class JobSnapshot:
     facts: JobFacts | None = None
     cuda_alloc_retries: int | None = None  # the caching allocator's retries since start
     cpu_limit: CpuLimit | None = None
+    read_limit_bps: float | None = None  # the least read bandwidth its cgroups allow a device
     # ---- the run's life ----
     first_step_s: float | None = None  # how long the first step took (the warm-up)
     ending: Ending | None = None  # how an ended run ended; None while it runs

@@ -1,8 +1,9 @@
 """A predicted gain in words, the same on every surface (banner, details, diagnose, compare).
 
-``≈ 1.8× steps/s (31 → 56), then compute bounds it``; ``≈ +9 % (the 2.0 s pause every 40
-steps)``; ``no gain: the 2 CPUs are busy``; ``up to 2.4× (the loaders' waits gone)``; ``no
-figure: ...``.  The short form (no range, no reason) is what fits a remedy line of 80 cells.
+``≈ 1.8× (1.6×–2.0×, 31 → 56 steps/s), then compute-bound``; ``≈ +9 % (the pauses of up to
+2.0 s every 40 steps gone)``; ``no gain: the job's CPUs are all in use``; ``up to 2.4× (the
+loaders' waits gone)``; ``no figure (...)``.  The short form (no range, no reason) is what
+fits a remedy line on an 80-column screen.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from traintop.diagnosis.model import Gain
 NO_GAIN = 0.03  # within this of 1.0 a figure reads "no gain"
 WORTH = 1.10  # a gain that leads the remedies (a smaller one goes after the bounds)
 TIMES_FROM = 1.5  # from this ratio on a gain reads as "1.8×", below it as "+40 %"
-BOUND_WORDS = {
-    "compute": "then compute bounds it",
-    "workers": "then the workers bound it",
-    "cores": "then the CPUs bound it",
-    "quota": "then the quota bounds it",
-    "disk": "then storage bounds it",
-    "peers": "then the other ranks bound it",
+BOUND_WORDS = {  # what bounds the job once the change is made
+    "compute": "then compute-bound",
+    "workers": "then worker-bound",
+    "cores": "then CPU-bound",
+    "quota": "then quota-bound",
+    "disk": "then storage-bound",
+    "peers": "then held by the other ranks",
 }
 HELD_WORDS = {  # why a change buys nothing: what holds the job where it is
     "compute": "compute bounds it",
@@ -57,13 +58,17 @@ def gain_words(gain: Gain, short: bool = False) -> str:
     if no_gain(gain):
         held = (None if short else gain.reason) or HELD_WORDS.get(gain.bound_by or "")
         return f"no gain: {held}" if held else "no gain"
-    text = f"≈ {ratio(gain.speedup)}"
-    if not short and _spread(gain):
-        text += f" ({ratio(gain.low or gain.speedup)}–{ratio(gain.high or gain.speedup)})"
-    text += _rates(gain)
+    inside = [] if short or not _spread(gain) else [_range(gain)]
+    inside += [_rates(gain)] if _rates(gain) else []
+    text = f"≈ {ratio(gain.speedup)}" + (f" ({', '.join(inside)})" if inside else "")
     if gain.reason and not short:
         text += f" ({gain.reason})"
     return text + _bounded(gain)
+
+
+def _range(gain: Gain) -> str:
+    speedup = gain.speedup or 1.0
+    return f"{ratio(gain.low or speedup)}–{ratio(gain.high or speedup)}"
 
 
 def _unmodelled(gain: Gain, short: bool) -> str:
@@ -80,11 +85,11 @@ def _spread(gain: Gain) -> bool:
 
 
 def _rates(gain: Gain) -> str:
-    """`` steps/s (31 → 56)``, where the rate now is known."""
+    """``31 → 56 steps/s``, where the rate now is known."""
     now, speedup = gain.steps_per_s, gain.speedup
     if now is None or speedup is None:
         return ""
-    return f" steps/s ({_steps(now)} → {_steps(now * speedup)})"
+    return f"{_steps(now)} → {_steps(now * speedup)} steps/s"
 
 
 def _steps(value: float) -> str:
@@ -98,8 +103,9 @@ def _bounded(gain: Gain) -> str:
 
 def remedy_line(gain: Gain) -> str:
     """One line for a remedy and its gain: the change it makes (its text where it has no
-    short form) and the short prediction, ``num_workers 1 → 4: ≈ 2.9× steps/s (31 → 90),
-    then compute bounds it``: 76 cells at most for a change, what an 80-column screen has."""
+    short form) and the short prediction, ``num_workers 1 → 4: ≈ 2.9× (31 → 90 steps/s),
+    then compute-bound``: under 68 cells for a change, what the details screen's list has on
+    an 80-column terminal."""
     return f"{gain.change or gain.remedy}: {gain_words(gain, short=True)}"
 
 

@@ -167,7 +167,9 @@ def _without(part: str) -> Change:
             "wait": max(0.0, loop.batch_s - loop.load_cpu_s),
         }[part]
         cpu = loop.cpu_s - (loop.load_cpu_s if part == "cpu" else 0.0)
-        faster = replace(loop, batch_s=max(1e-6, loop.batch_s - cut), cpu_s=max(0.0, cpu))
+        limit = None if part != "cpu" else loop.read_limit  # no reads: storage no longer limits
+        faster = replace(loop, batch_s=max(1e-6, loop.batch_s - cut), cpu_s=max(0.0, cpu),
+                         read_limit=limit)  # fmt: skip
         return rate(faster)
 
     return change

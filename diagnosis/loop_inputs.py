@@ -27,6 +27,7 @@ from traintop.diagnosis.views import ProcView
 DEFAULT_PREFETCH = 2  # torch's prefetch_factor when the probe did not see the loader
 MIN_OWN_SHARE = 0.2  # queueing taken out leaves at least this share of a part's time
 MIN_CORES = 0.1  # however busy the box, a rank gets some CPU
+AT_LIMIT = 0.8  # a job reading this share of a read limit is at it
 THROTTLED_MAX = 0.9  # the share of a step a quota's throttling is taken to hold the trainer
 
 
@@ -46,7 +47,7 @@ def measured_loop(ctx: Context) -> Measured | None:
 
 def _measure(ctx: Context) -> Measured | None:
     job = ctx.job.job if ctx.job else None
-    rate = job.batches_per_s or job.steps_per_s if job else None
+    rate = job.steps_per_s or job.batches_per_s if job else None
     wait = data_wait(ctx)
     if job is None or not rate or wait is None:
         return None
@@ -70,8 +71,19 @@ def _measure(ctx: Context) -> Measured | None:
         cores=_cores(ctx, others),
         load_cpu_s=min(load_cpu, batch_s),
         read_s=min(read, max(0.0, batch_s - load_cpu)),
+        read_limit=_read_limit(ctx, job.read_limit_bps, rate),
     )
     return Measured(loop, rate, others)
+
+
+def _read_limit(ctx: Context, limit_bps: float | None, rate: float) -> float | None:
+    """Steps/s the job's read limit allows, where it reads at that limit already (a limit far
+    above what it reads is on another device, or not what holds it)."""
+    reads = [p.read_bytes_per_s for p in (ctx.trainer, *ctx.workers) if p is not None]
+    total = sum(r for r in reads if r is not None)
+    if limit_bps is None or total < AT_LIMIT * limit_bps:
+        return None
+    return limit_bps / (total / rate)
 
 
 def _loader_parts(ctx: Context, rate: float, workers: int) -> tuple[float, float]:

@@ -11,10 +11,9 @@ changed knob, the gain measured beside the gain the earlier run's verdict predic
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from traintop.collectors.snapshot import JobSnapshot, Snapshot
+from traintop.collectors.snapshot import Snapshot
 from traintop.diagnosis.knob_diff import change_line, changes, settings
 from traintop.diagnosis.model import Finding, Verdict
 
@@ -41,19 +40,20 @@ class RunMemory:
 
     def update(self, snapshot: Snapshot, verdict: Verdict) -> tuple[str, ...]:
         """Remember the live runs of this tick; the lines for those that restarted one."""
-        judged = {v.job_id: v for v in verdict.per_job if v.live}
-        live = _first_ranks(snapshot.jobs)
-        for job_id, job in live.items():
-            found = judged.get(job_id)
-            findings = (found.primary, *found.also) if found is not None else ()
-            self._keep(SeenRun(job_id, job.name, settings(job.facts, job.cpu_limit),
-                               job.steps_per_s, job.samples_per_s, findings))  # fmt: skip
+        ranks = {j.pid: j for j in snapshot.jobs if j.state == "live"}
+        live: list[str] = []
+        for judged in (v for v in verdict.per_job if v.live):
+            first = min((ranks[r.pid] for r in judged.ranks if r.pid in ranks),
+                        key=lambda j: j.rank, default=None)  # fmt: skip
+            if first is None:
+                continue
+            live.append(judged.job_id)
+            self._keep(SeenRun(judged.job_id, first.name, settings(first.facts, first.cpu_limit),
+                               first.steps_per_s, first.samples_per_s,
+                               (judged.primary, *judged.also)))  # fmt: skip
         return tuple(line for job_id in live for line in self._against(job_id, set(live)))
 
     def _keep(self, run: SeenRun) -> None:
-        last = self._runs.get(run.job_id)
-        if last is not None and not run.findings:  # a tick without a verdict on it: keep its last
-            run = replace(run, findings=last.findings)
         self._runs[run.job_id] = run
         self._runs.move_to_end(run.job_id)
         while len(self._runs) > KEPT_RUNS:
@@ -77,15 +77,6 @@ class RunMemory:
         """The newest earlier run of the same name that no longer runs."""
         earlier = [r for r in self._runs.values() if r.name == now.name and r.job_id not in live]
         return earlier[-1] if earlier else None
-
-
-def _first_ranks(jobs: Sequence[JobSnapshot]) -> dict[str, JobSnapshot]:
-    """Each live job's lowest rank, by job id."""
-    found: dict[str, JobSnapshot] = {}
-    for job in jobs:
-        if job.state == "live" and (job.job_id not in found or job.rank < found[job.job_id].rank):
-            found[job.job_id] = job
-    return found
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
