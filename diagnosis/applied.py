@@ -12,6 +12,7 @@ remedy is offered with that said.  The evidence says what was seen (``facts_seen
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -125,6 +126,12 @@ def knob(ctx: Context, name: str) -> str | None:
     return KNOBS[name](ctx, facts)
 
 
+@functools.lru_cache(maxsize=256)
+def _turns(text: str, knob: str) -> Gain:
+    """A remedy that turns ``knob``, its figure for the rule to give (one object per text)."""
+    return Gain(text, knob=knob)
+
+
 def offer(ctx: Context, items: Iterable[Remedy | str | Gain]) -> tuple[str | Gain, ...]:
     """The remedies the job does not already follow and that apply to it, in order; one whose
     knob traintop could not read says so.  A remedy with its prediction (``Gain``) passes; one
@@ -138,7 +145,7 @@ def offer(ctx: Context, items: Iterable[Remedy | str | Gain]) -> tuple[str | Gai
         if state in (ON, NA):
             continue
         text = item.text if state == OFF else item.unsure
-        found.setdefault(text, Gain(text, knob=item.knob or ""))
+        found.setdefault(text, _turns(text, item.knob or ""))
     return tuple(found.values())
 
 

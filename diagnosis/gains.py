@@ -17,11 +17,12 @@ noise allows; 1.0 is "no gain", said with what holds the job where it is.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from traintop.diagnosis.context import Context
+from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.job_cpus import job_cpus, throttling
 from traintop.diagnosis.loader_model import Loop, rate, workers_for
 from traintop.diagnosis.loop_inputs import Measured, measured_loop
@@ -34,8 +35,11 @@ QUOTA_STEP = 0.5  # CPUs: a proposed quota is a multiple of this
 NOT_MODELLED = "not modelled: the time budget cannot say what it changes"
 
 
-def not_modelled(remedy: str, reason: str = NOT_MODELLED) -> Gain:
-    return Gain(remedy, reason=reason)
+@functools.lru_cache(maxsize=1024)
+def not_modelled(remedy: str, reason: str = NOT_MODELLED, knob: str = "", change: str = "") -> Gain:
+    """A remedy with no figure, and why (one object per remedy and reason: every rank of every
+    job on every tick offers the same texts)."""
+    return Gain(remedy, reason=reason, change=change, knob=knob)
 
 
 def bound(remedy: str, high: float, reason: str, now: float | None = None) -> Gain:
@@ -75,35 +79,44 @@ def _noise(ctx: Context, m: Measured) -> float:
 
 
 Change = Callable[[Loop], tuple[float, str]]
+Prediction = tuple[float, float, float, str]  # ratio, low, high, what bounds the job then
 
 
-def _predict(
-    m: Measured,
-    noise: float,
-    change: Change,
-    base: Change = rate,
-) -> tuple[float, float, float, str]:
-    """The ratio a change gives on the measured loop, and on the loop with its parts off by
-    ``noise`` either way (the step, the loader, the cores): (ratio, low, high, bound)."""
-    ratio, bound_by = _ratio(m.loop, change, base)
-    ratios = [ratio]
-    for sign in (-1.0, 1.0):
-        k = 1.0 + sign * noise
-        varied = replace(
-            m.loop, step_s=m.loop.step_s * k, batch_s=m.loop.batch_s / k, cores=m.loop.cores * k
-        )
-        ratios.append(_ratio(varied, change, base)[0])
-    return ratio, min(ratios), max(ratios), bound_by
+def _variants(ctx: Context) -> tuple[tuple[Loop, float], ...]:
+    """The measured loop and the loop with its parts off by the noise either way (the step,
+    the loader, the cores), each with its rate now: what every prediction of the rank reads,
+    made once."""
+    return once(ctx, "loops", _make_variants)
 
 
-def _ratio(
-    loop: Loop,
-    change: Change,
-    base: Change,
-) -> tuple[float, str]:
-    now = base(loop)[0]
+def _make_variants(ctx: Context) -> tuple[tuple[Loop, float], ...]:
+    m = measured_loop(ctx)
+    if m is None:
+        return ()
+    noise, loop = _noise(ctx, m), m.loop
+    loops = [loop] + [
+        loop._replace(step_s=loop.step_s * k, batch_s=loop.batch_s / k, cores=loop.cores * k)
+        for k in (1.0 - noise, 1.0 + noise)
+    ]
+    return tuple((lo, rate(lo)[0]) for lo in loops)
+
+
+def _ratio_now(ctx: Context, change: Change) -> tuple[float, str]:
+    """The ratio a change gives on the measured loop alone (a bound needs no range)."""
+    loop, now = _variants(ctx)[0]
     after, bound_by = change(loop)
     return (after / now if now > 0 else 1.0), bound_by
+
+
+def _predict(ctx: Context, change: Change) -> Prediction:
+    """The ratio a change gives on the measured loop (and its bound then), and the least and
+    most it gives on the loops the noise allows."""
+    ratios, bound_by = [], ""
+    for loop, now in _variants(ctx):
+        after, bound = change(loop)
+        ratios.append(after / now if now > 0 else 1.0)
+        bound_by = bound_by or bound
+    return ratios[0], min(ratios), max(ratios), bound_by
 
 
 def _setting(
@@ -111,8 +124,8 @@ def _setting(
 ) -> Gain:
     """What changing ``knob`` (from ``values[0]``, in words, to ``values[1]``) buys: the loop's
     rate with it changed (``after``) over its rate now, with the range the noise allows."""
-    ratio, low, high, bound_by = _predict(m, _noise(ctx, m), after)
     now, new = values
+    ratio, low, high, bound_by = once(ctx, f"{knob}:{new}", lambda c: _predict(c, after))
     return Gain(
         text, ratio, low, high, _bound_word(ctx, bound_by), "", m.steps_per_s,
         f"{knob} {now} → {new:g}", knob, float(new),
@@ -129,6 +142,10 @@ def _bound_word(ctx: Context, bound_by: str) -> str:
 def workers_target(ctx: Context) -> tuple[int, int] | None:
     """``(now, proposed)`` DataLoader workers: the fewest that reach the next bound, or twice
     as many as now where no count gains (None: no loop measured)."""
+    return once(ctx, "workers", _workers_target)
+
+
+def _workers_target(ctx: Context) -> tuple[int, int] | None:
     m = measured_loop(ctx)
     if m is None:
         return None
@@ -161,15 +178,13 @@ def _without(part: str) -> Change:
     not CPU (``wait``) taken out of each batch."""
 
     def change(loop: Loop) -> tuple[float, str]:
-        cut = {
-            "cpu": loop.load_cpu_s,
-            "read": loop.read_s,
-            "wait": max(0.0, loop.batch_s - loop.load_cpu_s),
-        }[part]
-        cpu = loop.cpu_s - (loop.load_cpu_s if part == "cpu" else 0.0)
-        limit = None if part != "cpu" else loop.read_limit  # no reads: storage no longer limits
-        faster = replace(loop, batch_s=max(1e-6, loop.batch_s - cut), cpu_s=max(0.0, cpu),
-                         read_limit=limit)  # fmt: skip
+        if part == "cpu":
+            cut, cpu, limit = loop.load_cpu_s, loop.cpu_s - loop.load_cpu_s, loop.read_limit
+        else:  # no reads: storage no longer limits
+            waits = loop.batch_s - loop.load_cpu_s
+            cut, cpu, limit = (loop.read_s if part == "read" else waits), loop.cpu_s, None
+        faster = loop._replace(batch_s=max(1e-6, loop.batch_s - cut), cpu_s=max(0.0, cpu),
+                               read_limit=limit)  # fmt: skip
         return rate(faster)
 
     return change
@@ -190,11 +205,12 @@ def loader_cut(ctx: Context, text: str, cut: tuple[str, str], exact: bool = Fals
     m = measured_loop(ctx)
     if m is None:
         return replace(not_modelled(text), change=change)
-    ratio, low, high, bound_by = _predict(m, _noise(ctx, m), _without(part))
     reason, now = WITHOUT_WORDS[part], m.steps_per_s
     if exact:
+        ratio, low, high, bound_by = _predict(ctx, _without(part))
         return Gain(text, ratio, low, high, bound_by, reason, now, change, "storage")
-    return Gain(text, None, None, max(1.0, ratio), bound_by, reason, now, change)
+    most, bound_by = once(ctx, f"cut:{part}", lambda c: _ratio_now(c, _without(part)))
+    return Gain(text, None, None, max(1.0, most), bound_by, reason, now, change)
 
 
 # ---- the CPUs a job may use ----------------------------------------------------------------
@@ -275,11 +291,17 @@ def unmodelled(items: Iterable[str | Gain], reason: str) -> tuple[Gain, ...]:
 def _fill(item: str | Gain, blank: Gain) -> Gain:
     """``item`` as a ``Gain``: a text, or a remedy that names only its knob, takes ``blank``'s
     figure and reason; one with a figure or a reason of its own keeps them."""
-    if isinstance(item, str):
-        return replace(blank, remedy=item)
-    if item.speedup is not None or item.high is not None or item.reason:
+    if isinstance(item, Gain) and (
+        item.speedup is not None or item.high is not None or item.reason
+    ):
         return item
-    return replace(blank, remedy=item.remedy, knob=item.knob, change=item.change)
+    text, knob, change = (
+        (item, "", "") if isinstance(item, str) else (item.remedy, item.knob, item.change)
+    )
+    if blank.high is None:
+        return not_modelled(text, blank.reason, knob, change)
+    return Gain(text, None, None, blank.high, blank.bound_by, blank.reason, blank.steps_per_s,
+                change, knob)  # fmt: skip
 
 
 def few(count: int) -> float:

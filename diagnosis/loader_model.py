@@ -21,18 +21,21 @@ trainer, in series with its step.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import NamedTuple
 
 # Where real loaders lie between constant (0) and exponential (1) service times; fitted on the
 # trial's tuning cases (docs/gains.md), the held-out third never seen.
 VARIABILITY = 0.5
 MAX_WORKERS = 32  # the most workers a remedy proposes: each holds a copy of the dataset
 SATURATED = 0.95  # the rate at which a bound counts as reached
+ROOT_STEPS = 40  # the most steps the inversion takes (a handful is the rule)
+ROOT_TOLERANCE = 1e-4  # of the rate, relative: the inversion's accuracy
 
 
-@dataclass(frozen=True, slots=True)
-class Loop:
-    """One rank's loader and step, as measured, in seconds per batch (one batch a step)."""
+class Loop(NamedTuple):
+    """One rank's loader and step, as measured, in seconds per batch (one batch a step).  A
+    named tuple: every prediction varies it a few times (``_replace``), on every tick."""
 
     workers: int  # 0: the trainer loads its own batches
     prefetch: int  # batches each worker is given ahead (torch's prefetch_factor)
@@ -48,16 +51,31 @@ class Loop:
 def chain_rate(workers: int, tokens: int, batch_s: float, step_s: float) -> float:
     """Steps/s of the closed loop with exponential service times: ``tokens`` indices, a
     station of ``workers`` parallel servers of mean ``batch_s``, one consumer of mean
-    ``step_s``.  The state is the indices at the workers; the chain is solved in one pass."""
-    down = 1.0 / step_s  # the trainer finishes a step: an index goes back to the workers
-    weight, total, busy = 1.0, 1.0, 0.0  # state 0: every index waits at the trainer
-    for k in range(1, tokens + 1):
-        busy += weight  # states 0..k-1 have a batch at the trainer
-        weight *= down * batch_s / min(k, workers)
+    ``step_s``.  The state is the indices at the workers: its weights grow by ``ρ / k`` up to
+    ``workers`` (ρ = ``batch_s / step_s``), then by ``ρ / workers`` (a geometric tail, summed
+    in closed form).  The trainer works unless every index is at the workers."""
+    ratio = batch_s / step_s
+    weight, total = 1.0, 1.0  # state 0: every index waits at the trainer
+    head = min(workers, tokens)
+    for k in range(1, head + 1):
+        weight *= ratio / k
         total += weight
         if total > 1e200:  # the workers are far slower: rescale, the ratio is what counts
-            weight, total, busy = weight / total, 1.0, busy / total
-    return down * busy / total
+            weight, total = weight / total, 1.0
+    rest = tokens - head
+    if rest:
+        q = ratio / workers
+        tail = rest if q == 1.0 else q * (1.0 - q**rest) / (1.0 - q) if q < 1.0 else None
+        if tail is None:  # q > 1: the last state dominates, sum the tail from its end
+            last = weight * q**rest if rest * math.log(q) < 690 else math.inf
+            tail_sum = last * (1.0 - q ** -rest) / (1.0 - 1.0 / q)
+            weight, total = last, total + tail_sum
+        else:
+            total += weight * tail
+            weight *= q**rest
+    if not math.isfinite(weight) or not math.isfinite(total):
+        return workers / batch_s  # the workers hold every index: they set the pace
+    return (1.0 - weight / total) / step_s
 
 
 def loop_rate(workers: int, prefetch: int, batch_s: float, step_s: float) -> float:
@@ -78,15 +96,23 @@ def rate(
     n = loop.workers if workers is None else workers
     p = loop.prefetch if prefetch is None else prefetch
     c = loop.cores if cores is None else cores
-    others = {"compute": 1.0 / loop.step_s}
-    if loop.cpu_s > 0:
-        others["cores"] = c / loop.cpu_s
-    if loop.read_limit is not None:
-        others["disk"] = loop.read_limit
-    beyond = min(others, key=others.__getitem__)
-    value = min(loop_rate(n, p, loop.batch_s, loop.step_s), others[beyond])
-    short = n > 0 and n / loop.batch_s < others[beyond] and value < SATURATED * others[beyond]
+    beyond, most = "compute", 1.0 / loop.step_s  # what no count of workers can pass
+    if loop.cpu_s > 0 and c / loop.cpu_s < most:
+        beyond, most = "cores", c / loop.cpu_s
+    if loop.read_limit is not None and loop.read_limit < most:
+        beyond, most = "disk", loop.read_limit
+    value = loop_rate(n, p, loop.batch_s, loop.step_s)
+    value = value if value < most else most
+    short = n > 0 and n / loop.batch_s < most and value < SATURATED * most
     return value, "workers" if short else beyond
+
+
+def _most(loop: Loop) -> float:
+    """What no count of workers can pass: the step's pace, the CPUs', the storage's."""
+    most = 1.0 / loop.step_s
+    if loop.cpu_s > 0:
+        most = min(most, loop.cores / loop.cpu_s)
+    return most if loop.read_limit is None else min(most, loop.read_limit)
 
 
 def batch_time(workers: int, prefetch: int, steps_per_s: float, step_s: float) -> float | None:
@@ -97,22 +123,46 @@ def batch_time(workers: int, prefetch: int, steps_per_s: float, step_s: float) -
         return spare if spare > 0 else None
     if steps_per_s >= loop_rate(workers, prefetch, 1e-9, step_s) * 0.999:
         return None
-    low, high = 1e-9, workers / steps_per_s * 4.0
-    for _ in range(48):  # the rate falls as the batch time grows: bisect
-        mid = math.sqrt(low * high)
-        if loop_rate(workers, prefetch, mid, step_s) > steps_per_s:
-            low = mid
+    return _solve(lambda s: loop_rate(workers, prefetch, s, step_s) - steps_per_s,
+                  1e-9, workers / steps_per_s, ROOT_TOLERANCE * steps_per_s)  # fmt: skip
+
+
+def _solve(f: Callable[[float], float], low: float, high: float, within: float) -> float:
+    """The root of ``f`` (falling, positive at ``low``, not at ``high``) by false position on
+    the log of its argument, Illinois' variant: a handful of evaluations, not a bisection's
+    forty (it runs for every rank whose input the verdict models, on every tick); ``within``:
+    how close to zero ``f`` must come."""
+    a, b = math.log(low), math.log(high)
+    fa, fb = f(low), f(high)
+    kept = 0  # which end the last two steps kept: +1 the high one, -1 the low one
+    for _ in range(ROOT_STEPS):
+        c = (a * fb - b * fa) / (fb - fa) if fb != fa else (a + b) / 2
+        fc = f(math.exp(c))
+        if abs(fc) <= within:
+            return math.exp(c)
+        if fc > 0:  # the root lies above c: c is the new low end
+            a, fa = c, fc
+            fb = fb / 2 if kept == 1 else fb  # the high end kept twice: halve its weight
+            kept = 1
         else:
-            high = mid
-    return math.sqrt(low * high)
+            b, fb = c, fc
+            fa = fa / 2 if kept == -1 else fa
+            kept = -1
+    return math.exp((a + b) / 2)
 
 
 def workers_for(loop: Loop, most: int = MAX_WORKERS) -> tuple[int, float, str]:
     """The fewest workers that reach the next bound (the rate within ``SATURATED`` of what
-    ``most`` workers would give), with their rate and that bound."""
-    ceiling, _ = rate(loop, workers=most)
-    for n in range(max(1, loop.workers), most + 1):
-        value, bound = rate(loop, workers=n)
-        if value >= SATURATED * ceiling:
-            return n, value, bound
-    return most, *rate(loop, workers=most)
+    ``most`` workers would give), with their rate and that bound: no fewer than constant
+    service times would need, then bisected (the rate grows with the count)."""
+    ceiling = rate(loop, workers=most)[0] if loop.batch_s / most > loop.step_s else _most(loop)
+    goal = SATURATED * ceiling
+    low = max(1, loop.workers, min(most, math.ceil(goal * loop.batch_s))) - 1  # too few
+    high = most  # enough
+    while high - low > 1:
+        mid = (low + high) // 2
+        if rate(loop, workers=mid)[0] >= goal:
+            high = mid
+        else:
+            low = mid
+    return high, *rate(loop, workers=high)

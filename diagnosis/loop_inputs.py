@@ -21,7 +21,7 @@ from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.data_split import data_split
 from traintop.diagnosis.job_cpus import job_cpus, throttling
 from traintop.diagnosis.loader_model import Loop, batch_time
-from traintop.diagnosis.signals import data_wait, read_traffic
+from traintop.diagnosis.signals import READ_MIN_BYTES_PER_S, data_wait
 from traintop.diagnosis.views import ProcView
 
 DEFAULT_PREFETCH = 2  # torch's prefetch_factor when the probe did not see the loader
@@ -79,8 +79,7 @@ def _measure(ctx: Context) -> Measured | None:
 def _read_limit(ctx: Context, limit_bps: float | None, rate: float) -> float | None:
     """Steps/s the job's read limit allows, where it reads at that limit already (a limit far
     above what it reads is on another device, or not what holds it)."""
-    reads = [p.read_bytes_per_s for p in (ctx.trainer, *ctx.workers) if p is not None]
-    total = sum(r for r in reads if r is not None)
+    total = _reads(ctx)
     if limit_bps is None or total < AT_LIMIT * limit_bps:
         return None
     return limit_bps / (total / rate)
@@ -93,9 +92,15 @@ def _loader_parts(ctx: Context, rate: float, workers: int) -> tuple[float, float
         split = data_split(ctx)
         return (split.cpu / rate, split.io / rate) if split is not None else (0.0, 0.0)
     cpu = sum(w.cpu_pct or 0.0 for w in ctx.workers) / 100.0
-    reads = bool(read_traffic(ctx))
+    reads = _reads(ctx) >= READ_MIN_BYTES_PER_S  # blocked while the job reads: on storage
     blocked = sum(w.blocked_share or 0.0 for w in ctx.workers) if reads else 0.0
     return cpu / rate, blocked / rate
+
+
+def _reads(ctx: Context) -> float:
+    """Bytes a second the rank's trainer and workers read."""
+    procs = (ctx.trainer, *ctx.workers)
+    return sum(p.read_bytes_per_s or 0.0 for p in procs if p is not None)
 
 
 def _settings(ctx: Context) -> tuple[int, int]:

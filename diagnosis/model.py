@@ -6,7 +6,8 @@ so they hold finished, human-readable text next to the raw value each statement 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from traintop.collectors.snapshot import Collective, Ending, Frame, ProcState, WorkerSnapshot
 
@@ -270,7 +271,12 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A finding plus the share of step time it is estimated to cost, used only for ranking."""
+    """A finding plus the share of step time it is estimated to cost, used only for ranking.
+    ``fixes`` makes its remedies where they cost a model's evaluation (the input pipeline's):
+    only the findings a verdict keeps are given them (``findings.with_fixes``), not every rank's."""
 
     finding: Finding
     lost_share: float
+    fixes: Callable[[], Iterable[str | Gain]] | None = field(
+        default=None, compare=False, repr=False
+    )

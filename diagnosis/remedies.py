@@ -10,7 +10,7 @@ from dataclasses import replace
 from traintop.diagnosis import gains
 from traintop.diagnosis.applied import Remedy, facts_of, knob, offer
 from traintop.diagnosis.busy import gpm_mean
-from traintop.diagnosis.context import Context
+from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.demand import CpuDemand
 from traintop.diagnosis.job_cpus import amount, job_cpus
 from traintop.diagnosis.limit_remedies import limit_remedies
@@ -54,7 +54,12 @@ def _workers_text(ctx: Context, now: int, new: int) -> str:
 
 def _more_workers(ctx: Context) -> tuple[str | Gain, ...]:
     """The workers the loader model says reach the next bound, with what they buy (no gain
-    where the CPUs or storage hold the job); the old rule of thumb where no loop is measured."""
+    where the CPUs or storage hold the job); the old rule of thumb where no loop is measured.
+    Made once a rank: each data rule that claims a part of its wait offers it."""
+    return once(ctx, "more_workers", _workers_remedy)
+
+
+def _workers_remedy(ctx: Context) -> tuple[str | Gain, ...]:
     target = gains.workers_target(ctx)
     if target is None:
         new = suggest_workers(ctx)

@@ -97,7 +97,7 @@ def data_io(ctx: Context) -> Candidate | None:
         severity="warning",
         summary=f"Input pipeline limited by storage: {pct(part)} of time lost",
         evidence=facts,
-        remedies=remedies.data_io(ctx),
+        remedies=lambda: remedies.data_io(ctx),
         lost=part,
         steady=wait_held(ctx),
     )
@@ -135,7 +135,7 @@ def data_cpu(ctx: Context) -> Candidate | None:
         severity="warning",
         summary=f"Input pipeline limited by CPU{cause}: {pct(part)} of time lost",
         evidence=(*_wait_line(ctx, split), *_cpu_facts(ctx), *throttled(ctx), *_loader_seen(ctx)),
-        remedies=remedies.data_cpu(ctx, spare),
+        remedies=lambda: remedies.data_cpu(ctx, spare),
         lost=part,
         steady=wait_held(ctx),
     )
@@ -168,7 +168,7 @@ def data_starved(ctx: Context) -> Candidate | None:
         severity="warning",
         summary="Input pipeline too slow with CPU and disk to spare",
         evidence=(*_wait_line(ctx, split), *_worker_facts(ctx), *_loader_seen(ctx)),
-        remedies=remedies.data_starved(ctx),
+        remedies=lambda: remedies.data_starved(ctx),
         lost=part,
         steady=wait_held(ctx),
     )
@@ -205,7 +205,7 @@ def _system(ctx: Context, name: str) -> Candidate | None:
         severity="warning",
         summary=_SYSTEM_SUMMARY[name].format(pct(lost)),
         evidence=facts,
-        remedies=_system_remedies(ctx, name),
+        remedies=lambda: _system_remedies(ctx, name),
         lost=lost,
         certainty=SYSTEM_GUESS if name == "data_starved" else 1.0,
     )

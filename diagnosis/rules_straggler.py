@@ -22,7 +22,7 @@ from statistics import median
 from traintop.diagnosis import remedies
 from traintop.diagnosis.budget import is_wait
 from traintop.diagnosis.context import Context, RankResult
-from traintop.diagnosis.findings import candidate
+from traintop.diagnosis.findings import candidate, with_fixes
 from traintop.diagnosis.gains import few
 from traintop.diagnosis.model import Candidate, Evidence, Finding, Gain, Straggler
 from traintop.diagnosis.stats import share_true
@@ -85,7 +85,7 @@ def _remedies(
     cause = _costed(own)
     now = slow.job.steps_per_s
     pace = remedies.straggler(slow.job.rank, claim, few(_summaries(slow)), now)
-    first = _capped(cause.finding, pace[0]) if cause is not None else ()
+    first = _capped(with_fixes(cause).finding, pace[0]) if cause is not None else ()
     return (*first, *pace, *how_to_look(slow.ctx, own_time=True))
 
 

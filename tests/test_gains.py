@@ -61,7 +61,7 @@ def test_a_deeper_prefetch_only_helps_where_the_sides_are_matched():
 def test_the_batch_time_inverts_the_loop(workers, rate_):
     batch = batch_time(workers, 2, rate_, 0.012)
     assert batch is not None
-    assert loop_rate(workers, 2, batch, 0.012) == pytest.approx(rate_, rel=1e-6)
+    assert loop_rate(workers, 2, batch, 0.012) == pytest.approx(rate_, rel=1e-4)
 
 
 def test_the_step_alone_explains_a_rate_at_its_pace():
