@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.job_cpus import job_cpus, throttling
-from traintop.diagnosis.loader_model import Loop, rate, workers_for
+from traintop.diagnosis.loader_model import MAX_WORKERS, Loop, rate, workers_for
 from traintop.diagnosis.loop_inputs import Measured, measured_loop
 from traintop.diagnosis.model import Gain
 from traintop.diagnosis.stats import mean_of, std_of
@@ -150,8 +150,18 @@ def _workers_target(ctx: Context) -> tuple[int, int] | None:
     if m is None:
         return None
     now = m.loop.workers
-    target, _, _ = workers_for(m.loop)
+    target, _, _ = workers_for(m.loop, worker_room(m.loop))
     return now, target if target > now else max(now + 1, 2 * now)
+
+
+def worker_room(loop: Loop) -> int:
+    """The most workers worth proposing: as many as the rank's CPUs keep busy at the share of
+    its time a worker computes (workers that wait on a fetch need no core each; ones that
+    compute beyond the CPUs only queue, and take them from the host's other processes)."""
+    busy = loop.load_cpu_s / loop.batch_s if loop.batch_s > 0 else 0.0
+    if busy <= 0.0:
+        return MAX_WORKERS
+    return max(1, min(MAX_WORKERS, math.ceil(loop.cores / busy)))
 
 
 def more_workers(ctx: Context, text: str) -> Gain | None:
@@ -223,21 +233,20 @@ def quota_target(ctx: Context) -> float | None:
     if m is None or cpus.limit is None or cpus.limit.quota_cpus is None:
         return None
     host = float(cpus.host)
-    ceiling, _ = rate(m.loop, cores=_rank_cores(host, m, ctx))
+    ceiling, _ = rate(m.loop, cores=_rank_cores(host, ctx))
     quota = cpus.limit.quota_cpus
     steps = math.ceil((host - quota) / QUOTA_STEP)
     for i in range(1, steps + 1):
         value = quota + i * QUOTA_STEP
-        if rate(m.loop, cores=_rank_cores(value, m, ctx))[0] >= 0.95 * ceiling:
+        if rate(m.loop, cores=_rank_cores(value, ctx))[0] >= 0.95 * ceiling:
             return min(value, host)
     return host
 
 
-def _rank_cores(quota: float, m: Measured, ctx: Context) -> float:
-    """A rank's CPUs under a quota of ``quota``: what the host's other processes leave of it,
-    shared by the ranks in it."""
-    cpus = job_cpus(ctx)
-    return max(0.1, min(quota, cpus.host - m.others_cpus) / max(1, cpus.ranks))
+def _rank_cores(quota: float, ctx: Context) -> float:
+    """A rank's CPUs under a quota of ``quota``, shared by the ranks in it (what the host's
+    other processes leave is the loop's own bound)."""
+    return max(0.1, quota / max(1, job_cpus(ctx).ranks))
 
 
 def raise_quota(ctx: Context, text: str, new: float) -> Gain:
@@ -245,7 +254,7 @@ def raise_quota(ctx: Context, text: str, new: float) -> Gain:
     m, limit = measured_loop(ctx), throttling(ctx)
     if m is None or limit is None:
         return not_modelled(text)
-    cores = _rank_cores(new, m, ctx)
+    cores = _rank_cores(new, ctx)
     quota = limit.quota_cpus or limit.cpus
     return _setting(
         ctx, m, text, "cpu_quota", (f"{quota:g}", new), lambda lo: rate(lo, cores=cores)

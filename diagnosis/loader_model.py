@@ -12,10 +12,13 @@ below is exact for it).  Real loaders lie between the two (a sleep-bound fetch i
 constant, a CPU-bound worker sharing cores is not): ``VARIABILITY`` is where between, and is the
 model's one fitted constant (docs/gains.md).
 
-CPU is a separate limit: the cores the job may use (its cgroup's quota and cpuset, less what
-other processes take) cap batches per second at ``cores / cpu_per_step`` (the workers' CPU per
-batch plus the trainer's per step), whatever the workers' count.  ``num_workers=0`` loads in the
-trainer, in series with its step.
+CPU is a separate limit: the cores the job gets cap batches per second at ``cores /
+cpu_per_step`` (the workers' CPU per batch plus the trainer's per step), whatever the workers'
+count.  It gets what its cgroup allows (quota, cpuset) of what the host's other processes leave
+it: the scheduler shares a full host among runnable threads alike, so a job with more of them
+(more workers) gets more of it, ``host × m / (others + m)`` for ``m`` runnable threads of its
+own against ``others``; on a host with room, what the others do not use.
+``num_workers=0`` loads in the trainer, in series with its step.
 """
 
 from __future__ import annotations
@@ -42,10 +45,13 @@ class Loop(NamedTuple):
     batch_s: float  # a worker's time on one batch at the current load: CPU, queueing, waits
     step_s: float  # the trainer's own time a step (every phase but the wait for data)
     cpu_s: float  # CPU seconds a step costs the job: its loaders' and its trainer's
-    cores: float  # the CPUs the job may use now (quota, cpuset, host less other processes)
+    cores: float  # the CPUs the rank may use: its share of its cgroup's (quota, cpuset) or host's
     load_cpu_s: float = 0.0  # of ``batch_s`` (and ``cpu_s``): the loader's CPU on a batch
     read_s: float = 0.0  # of ``batch_s``: the loader blocked reading a batch
     read_limit: float | None = None  # steps/s its storage allows (a read limit it is at)
+    host: float = 0.0  # the host's CPUs, the rank's share (0: others take none of them)
+    others: float = 0.0  # other processes' runnable threads on them, the rank's share
+    threads: float = 1.0  # the trainer's threads that want a CPU (besides its workers)
 
 
 def chain_rate(workers: int, tokens: int, batch_s: float, step_s: float) -> float:
@@ -95,7 +101,7 @@ def rate(
     what no count of them can pass are not the bound: what stops them is."""
     n = loop.workers if workers is None else workers
     p = loop.prefetch if prefetch is None else prefetch
-    c = loop.cores if cores is None else cores
+    c = min(loop.cores if cores is None else cores, host_share(loop, n))
     beyond, most = "compute", 1.0 / loop.step_s  # what no count of workers can pass
     if loop.cpu_s > 0 and c / loop.cpu_s < most:
         beyond, most = "cores", c / loop.cpu_s
@@ -107,11 +113,22 @@ def rate(
     return value, "workers" if short else beyond
 
 
+def host_share(loop: Loop, workers: int) -> float:
+    """The host's CPUs the rank gets beside the other processes' runnable threads, with
+    ``workers`` workers and its trainer's threads runnable (infinite on a host nobody shares)."""
+    if loop.host <= 0.0:
+        return math.inf
+    mine = workers + loop.threads
+    if loop.others + mine <= loop.host:
+        return loop.host - loop.others
+    return loop.host * mine / (loop.others + mine)
+
+
 def _most(loop: Loop) -> float:
     """What no count of workers can pass: the step's pace, the CPUs', the storage's."""
     most = 1.0 / loop.step_s
     if loop.cpu_s > 0:
-        most = min(most, loop.cores / loop.cpu_s)
+        most = min(most, min(loop.cores, host_share(loop, MAX_WORKERS)) / loop.cpu_s)
     return most if loop.read_limit is None else min(most, loop.read_limit)
 
 

@@ -28,6 +28,7 @@ DEFAULT_PREFETCH = 2  # torch's prefetch_factor when the probe did not see the l
 MIN_OWN_SHARE = 0.2  # queueing taken out leaves at least this share of a part's time
 MIN_CORES = 0.1  # however busy the box, a rank gets some CPU
 AT_LIMIT = 0.8  # a job reading this share of a read limit is at it
+FULL = 0.9  # a host this busy has no room: its CPUs are shared among runnable threads
 THROTTLED_MAX = 0.9  # the share of a step a quota's throttling is taken to hold the trainer
 
 
@@ -62,16 +63,21 @@ def _measure(ctx: Context) -> Measured | None:
     others = _others(ctx)
     batch_s = _less(batch, loader_wait)
     load_cpu, read = _loader_parts(ctx, rate, workers)
+    cpus = job_cpus(ctx)
+    ranks = max(1, cpus.ranks)
     loop = Loop(
         workers=workers,
         prefetch=prefetch,
         batch_s=batch_s,
         step_s=step_s,
         cpu_s=_cpu_s(ctx, rate),
-        cores=_cores(ctx, others),
+        cores=max(MIN_CORES, cpus.cpus),
         load_cpu_s=min(load_cpu, batch_s),
         read_s=min(read, max(0.0, batch_s - load_cpu)),
         read_limit=_read_limit(ctx, job.read_limit_bps, rate),
+        host=cpus.host / ranks,
+        others=_others_threads(ctx, others) / ranks,
+        threads=_trainer_threads(ctx),
     )
     return Measured(loop, rate, others)
 
@@ -141,12 +147,25 @@ def _cpu_s(ctx: Context, rate: float) -> float:
     return sum((p.cpu_pct or 0.0) for p in procs if p is not None) / 100.0 / rate
 
 
-def _cores(ctx: Context, others: float) -> float:
-    """The CPUs this rank may use: its cgroup's (or the host's) where other processes leave
-    that many, its share among the ranks that use them too."""
-    cpus = job_cpus(ctx)
-    free = min(cpus.total, cpus.host - others)
-    return max(MIN_CORES, free / max(1, cpus.ranks))
+def _others_threads(ctx: Context, others: float) -> float:
+    """Other processes' runnable threads, on average: on a host with room, the CPUs they used
+    (each thread ran whenever it wanted); on a full one, what the attached jobs' share says
+    (the scheduler gives each runnable thread alike: they got ``host × mine / (others +
+    mine)`` for ``mine`` runnable threads of theirs).  A quota's throttling is not the host's
+    doing: the CPUs others used, then."""
+    demand, host = ctx.box.demand, float(ctx.box.logical_cpus)
+    if demand is None or demand.wait_pct is None or throttling(ctx) is not None:
+        return others
+    used, wanted = demand.cpu_pct / 100.0, (demand.cpu_pct + demand.wait_pct) / 100.0
+    if used <= 0.0 or used + others < FULL * host:
+        return others
+    return max(others, wanted * host / used - wanted)
+
+
+def _trainer_threads(ctx: Context) -> float:
+    """The trainer's threads that want a CPU half the time or more (at least its main one)."""
+    busy = ctx.trainer.threads_busy if ctx.trainer is not None else None
+    return max(1.0, busy or 0.0)
 
 
 def _others(ctx: Context) -> float:

@@ -13,7 +13,8 @@ no code change, every cost set on the command line so that a case states what it
 * every ``--pause-every`` steps, a pause of ``--pause-ms``: sleep, CPU, or a file written and
   fsynced (a checkpoint);
 * under ``RANK``/``WORLD_SIZE`` (torchrun's variables), a gloo DDP job: rank ``--slow-rank``
-  spends ``--slow-ms`` more per step in its forward, off the CPU.
+  spends ``--slow-ms`` more per step in its forward, off the CPU;
+* ``--autocast bf16``: every forward in bf16 autocast on the CPU.
 
 It stops by itself after ``--seconds``.
 """
@@ -121,6 +122,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--pause-dir", type=Path, default=Path("/tmp"))
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow-ms", type=float, default=0.0)
+    p.add_argument("--autocast", choices=("off", "bf16"), default="off")
     return p.parse_args()
 
 
@@ -160,8 +162,10 @@ def main() -> None:
             pause(o.pause_kind, o.pause_ms, checkpoint)
 
     started = time.monotonic()
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=o.autocast == "bf16")
     try:
-        steps = train(loader, model, o.seconds, after_step, stop_together)
+        with autocast:  # on the training thread, around every forward
+            steps = train(loader, model, o.seconds, after_step, stop_together)
     finally:
         checkpoint.unlink(missing_ok=True)
     report("job", steps, started)
