@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -28,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from gaintrial.cases import CASES
+from gaintrial.predict import prediction
 from gaintrial.report import markdown, replace_section, summary
 from gaintrial.trial import Options, load_state, run_case
 
@@ -48,7 +50,12 @@ def _args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=None, help="recordings (default: by --state)")
     p.add_argument("--fresh", action="store_true", help="forget the runs in --state")
     p.add_argument("--report-only", action="store_true")
+    p.add_argument("--repredict", action="store_true",
+                   help="development: the tuning cases' predictions made again from their A "
+                   "recordings with the code as it is now (never the held-out cases'; the "
+                   "report says so, and nothing is written to --state or the docs)")  # fmt: skip
     p.add_argument("--max-others", type=float, default=0.15, help="CPUs of other work allowed")
+    p.add_argument("--max-peak", type=float, default=0.6, help="... in any one second")
     p.add_argument("--warm", type=float, default=8.0, help="seconds before recording")
     p.add_argument("--record", type=float, default=20.0, help="seconds recorded")
     p.add_argument("--docs", type=Path, default=ROOT / "docs" / "gains.md")
@@ -76,21 +83,31 @@ def _log(row: dict) -> None:
     )
 
 
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM too: stop the jobs and undo the cgroups and the disk
+
+
 def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
     opts = _args(argv)
     if opts.fresh and opts.state.exists():
         opts.state.unlink()
     out = opts.out or opts.state.with_suffix("")
     out.mkdir(parents=True, exist_ok=True)
     rows = load_state(opts.state)
-    if not opts.report_only:
-        options = Options(opts.state, out, opts.repeat, opts.warm, opts.record, opts.max_others)
+    if not opts.report_only and not opts.repredict:
+        options = Options(opts.state, out, opts.repeat, opts.warm, opts.record, opts.max_others,
+                          opts.max_peak)  # fmt: skip
         try:
             for case in _cases(opts):
                 run_case(case, options, rows, _log)
         except KeyboardInterrupt:
             print("gain trial: interrupted; run again to resume", file=sys.stderr)
             return 130
+    if opts.repredict:
+        print(markdown(summary(repredicted(rows))))
+        print("(re-predicted with the code as it is now: a development aid, not the trial)")
+        return 0
     result = summary(rows)
     section = markdown(result)
     (opts.docs.parent / "gains-trial.json").write_text(json.dumps(result, indent=1) + "\n")
@@ -98,6 +115,19 @@ def main(argv: list[str]) -> int:
         opts.docs.write_text(replace_section(opts.docs.read_text(), section))
     print(section)
     return 0
+
+
+def repredicted(rows: list[dict]) -> list[dict]:
+    """The rows with each tuning case's A predictions made again from its recording."""
+    held = {c.name for c in CASES if c.held_out}
+    knob = {c.name: c.knob for c in CASES}
+    out = []
+    for row in rows:
+        if row["role"] == "A" and row["case"] not in held and row["run"]["steps_per_s"]:
+            again = prediction(row["run"]["recording"], row["case"], knob[row["case"]], True)
+            row = {**row, "prediction": again}
+        out.append(row)
+    return out
 
 
 if __name__ == "__main__":

@@ -95,8 +95,7 @@ def _make_variants(ctx: Context) -> tuple[tuple[Loop, float], ...]:
         return ()
     noise, loop = _noise(ctx, m), m.loop
     loops = [loop] + [
-        loop._replace(step_s=loop.step_s * k, batch_s=loop.batch_s / k, cores=loop.cores * k)
-        for k in (1.0 - noise, 1.0 + noise)
+        _varied(loop, k) for k in (1.0 - noise, 1.0 + noise)
     ]
     return tuple((lo, rate(lo)[0]) for lo in loops)
 
@@ -106,6 +105,13 @@ def _ratio_now(ctx: Context, change: Change) -> tuple[float, str]:
     loop, now = _variants(ctx)[0]
     after, bound_by = change(loop)
     return (after / now if now > 0 else 1.0), bound_by
+
+
+def _varied(loop: Loop, k: float) -> Loop:
+    """The loop with its step ``k`` times as long and its loader's parts (all of them) and the
+    cores ``1/k`` times: the ends of the range the window's noise allows."""
+    return loop._replace(step_s=loop.step_s * k, batch_s=loop.batch_s / k, cores=loop.cores * k,
+                         load_cpu_s=loop.load_cpu_s / k, read_s=loop.read_s / k)  # fmt: skip
 
 
 def _predict(ctx: Context, change: Change) -> Prediction:

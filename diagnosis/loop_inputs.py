@@ -22,12 +22,15 @@ from traintop.diagnosis.data_split import data_split
 from traintop.diagnosis.job_cpus import job_cpus, throttling
 from traintop.diagnosis.loader_model import Loop, batch_time
 from traintop.diagnosis.signals import READ_MIN_BYTES_PER_S, data_wait
+from traintop.diagnosis.stats import mean_of
 from traintop.diagnosis.views import ProcView
 
 DEFAULT_PREFETCH = 2  # torch's prefetch_factor when the probe did not see the loader
 MIN_OWN_SHARE = 0.2  # queueing taken out leaves at least this share of a part's time
 MIN_CORES = 0.1  # however busy the box, a rank gets some CPU
 AT_LIMIT = 0.8  # a job reading this share of a read limit is at it
+COUNTED = 0.3  # ... or this share of it counted, with its loaders blocked BLOCKED of the time
+BLOCKED = 0.5
 FULL = 0.9  # a host this busy has no room: its CPUs are shared among runnable threads
 THROTTLED_MAX = 0.9  # the share of a step a quota's throttling is taken to hold the trainer
 
@@ -84,11 +87,17 @@ def _measure(ctx: Context) -> Measured | None:
 
 def _read_limit(ctx: Context, limit_bps: float | None, rate: float) -> float | None:
     """Steps/s the job's read limit allows, where it reads at that limit already (a limit far
-    above what it reads is on another device, or not what holds it)."""
+    above what it reads is on another device, or not what holds it).  Reads the limit holds
+    back are counted to the kernel thread that lets them through later, not to the job
+    (``/proc/PID/io`` saw half of them under a blkio limit): loaders blocked reading most of
+    the time, under a limit, with a good part of it counted, are at the limit too."""
     total = _reads(ctx)
-    if limit_bps is None or total < AT_LIMIT * limit_bps:
+    if limit_bps is None or total <= 0.0:
         return None
-    return limit_bps / (total / rate)
+    if total >= AT_LIMIT * limit_bps:
+        return limit_bps / (total / rate)
+    blocked = mean_of(p.blocked_share for p in ctx.workers) or 0.0
+    return rate if total >= COUNTED * limit_bps and blocked >= BLOCKED else None
 
 
 def _loader_parts(ctx: Context, rate: float, workers: int) -> tuple[float, float]:
@@ -149,17 +158,20 @@ def _cpu_s(ctx: Context, rate: float) -> float:
 
 def _others_threads(ctx: Context, others: float) -> float:
     """Other processes' runnable threads, on average: on a host with room, the CPUs they used
-    (each thread ran whenever it wanted); on a full one, what the attached jobs' share says
-    (the scheduler gives each runnable thread alike: they got ``host × mine / (others +
-    mine)`` for ``mine`` runnable threads of theirs).  A quota's throttling is not the host's
-    doing: the CPUs others used, then."""
-    demand, host = ctx.box.demand, float(ctx.box.logical_cpus)
-    if demand is None or demand.wait_pct is None or throttling(ctx) is not None:
+    (each thread ran whenever it wanted); on a full one, the most of that, of what the jobs'
+    own share says (the scheduler gives each runnable thread alike: they got ``host × mine /
+    (others + mine)`` for ``mine`` runnable threads of theirs; not where a quota throttles
+    them, which is not the host's doing) and of the load average less the jobs' threads."""
+    demand, box = ctx.box.demand, ctx.box
+    host = float(box.logical_cpus)
+    used = demand.cpu_pct / 100.0 if demand is not None else 0.0
+    if used + others < FULL * host:
         return others
-    used, wanted = demand.cpu_pct / 100.0, (demand.cpu_pct + demand.wait_pct) / 100.0
-    if used <= 0.0 or used + others < FULL * host:
-        return others
-    return max(others, wanted * host / used - wanted)
+    wanted = (demand.cpu_pct + (demand.wait_pct or 0.0)) / 100.0 if demand is not None else 0.0
+    found = [others, (box.load1 or 0.0) - wanted]
+    if demand is not None and demand.wait_pct is not None and used > 0.0 and not throttling(ctx):
+        found.append(wanted * host / used - wanted)
+    return max(found)
 
 
 def _trainer_threads(ctx: Context) -> float:

@@ -9,12 +9,15 @@ was being built (never for held-out cases, whose predictions were written at run
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+from traintop.collectors.job_window import RECENT_STEPS as RECENT
+from traintop.collectors.snapshot import JobSnapshot, Snapshot
 from traintop.diagnosis.engine import diagnose
 from traintop.diagnosis.gain_text import gain_words
 from traintop.diagnosis.model import Finding, Gain, JobVerdict, Verdict
-from traintop.store.reader import Recording
+from traintop.store.reader import RecordedSegment, Recording
 
 WINDOW = 31  # samples: the monitor's 30 s window at 1 s ticks
 
@@ -34,12 +37,41 @@ def _verdict(path: Path, rediagnose: bool) -> Verdict | None:
     with Recording(path) as rec:
         count = len(rec.samples)
         if rediagnose:
-            return diagnose([rec.sample(i)[0] for i in range(max(0, count - WINDOW), count)])
+            window = [rec.sample(i)[0] for i in range(max(0, count - WINDOW), count)]
+            return diagnose(_restored(rec, window))
         for index in range(count - 1, -1, -1):
             verdict = rec.sample(index)[1]
             if verdict is not None:
                 return verdict
     return None
+
+
+def _restored(rec: Recording, window: list[Snapshot]) -> list[Snapshot]:
+    """The snapshots with each job's recent step times put back (a recording leaves them out,
+    store/trim.py: its step records hold them, losslessly), as the live monitor judged them."""
+    steps = {s.pid: _steps(rec, s) for s in rec.segments()}
+    return [replace(snap, jobs=tuple(_with_steps(j, steps.get(j.pid, []), snap.timestamp)
+                                     for j in snap.jobs)) for snap in window]  # fmt: skip
+
+
+def _steps(rec: Recording, seg: RecordedSegment) -> list[tuple[float, tuple[float, ...]]]:
+    """(end, phase seconds in the segment's order) of every recorded step of a rank."""
+    found = []
+    for block in rec.steps(seg):
+        phases = list(zip(*(block.phase_ns(i) for i in range(len(seg.phases))), strict=True))
+        for t0, ph in zip(block.t_start_ns(), phases, strict=True):
+            found.append(((t0 + seg.clock_offset_ns + sum(ph)) / 1e9, tuple(p / 1e9 for p in ph)))
+    return found
+
+
+def _with_steps(job: JobSnapshot, steps: list, at: float) -> JobSnapshot:
+    """``job`` with its last ``RECENT`` steps ended by ``at``, split as its phases are."""
+    if job.recent_step_times_s or not steps:
+        return job
+    recent = [ph for end, ph in steps if end <= at][-RECENT:]
+    times = tuple(sum(ph) for ph in recent)
+    columns = tuple(tuple(ph[i] for ph in recent) for i in range(len(job.phases)))
+    return replace(job, recent_step_times_s=times, recent_phase_times_s=columns)
 
 
 def _job(verdict: Verdict, name: str) -> JobVerdict | None:

@@ -55,7 +55,7 @@ def model_version() -> str:
 def append(path: Path, row: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as out:
-        out.write(json.dumps(row) + "\n")
+        out.write(json.dumps(row, default=str) + "\n")
 
 
 def accepted(rows: list[dict], case: str, rep: int, role: str) -> dict | None:
