@@ -124,7 +124,8 @@ def repredicted(rows: list[dict]) -> list[dict]:
     out = []
     for row in rows:
         if row["role"] == "A" and row["case"] not in held and row["run"]["steps_per_s"]:
-            again = prediction(row["run"]["recording"], row["case"], knob[row["case"]], True)
+            value = ((row.get("prediction") or {}).get("gain") or {}).get("value")
+            again = prediction(row["run"]["recording"], row["case"], knob[row["case"]], True, value)
             row = {**row, "prediction": again}
         out.append(row)
     return out

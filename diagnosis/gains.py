@@ -94,9 +94,7 @@ def _make_variants(ctx: Context) -> tuple[tuple[Loop, float], ...]:
     if m is None:
         return ()
     noise, loop = _noise(ctx, m), m.loop
-    loops = [loop] + [
-        _varied(loop, k) for k in (1.0 - noise, 1.0 + noise)
-    ]
+    loops = [loop] + [_varied(loop, k) for k in (1.0 - noise, 1.0 + noise)]
     return tuple((lo, rate(lo)[0]) for lo in loops)
 
 
@@ -366,3 +364,22 @@ def fewer_threads(ctx: Context, text: str, threads: int) -> Gain | None:
         "threads",
         float(threads),
     )
+
+
+def at_value(ctx: Context, knob: str, value: float) -> Gain | None:
+    """What setting ``knob`` (``num_workers``, ``prefetch_factor``, ``cpu_quota``) to
+    ``value`` buys the rank, whatever value its remedy proposes (None: no loop measured, or
+    a knob the loop does not hold)."""
+    m = measured_loop(ctx)
+    if m is None:
+        return None
+    loop = m.loop
+    changes: dict[str, tuple[str, Change]] = {
+        "num_workers": (str(loop.workers), lambda lo: rate(lo, workers=int(value))),
+        "prefetch_factor": (str(loop.prefetch), lambda lo: rate(lo, prefetch=int(value))),
+        "cpu_quota": (f"{loop.cores:g}", lambda lo: rate(lo, cores=_rank_cores(value, ctx))),
+    }
+    if knob not in changes:
+        return None
+    now, after = changes[knob]
+    return _setting(ctx, m, f"{knob} {now} → {value:g}", knob, (now, value), after)

@@ -15,9 +15,10 @@ model's one fitted constant (docs/gains.md).
 CPU is a separate limit: the cores the job gets cap batches per second at ``cores /
 cpu_per_step`` (the workers' CPU per batch plus the trainer's per step), whatever the workers'
 count.  It gets what its cgroup allows (quota, cpuset) of what the host's other processes leave
-it: the scheduler shares a full host among runnable threads alike, so a job with more of them
-(more workers) gets more of it, ``host × m / (others + m)`` for ``m`` runnable threads of its
-own against ``others``; on a host with room, what the others do not use.
+it (``host_share``: on a full host, a fair share among runnable threads, so more workers get
+more).  And when its own runnable threads outnumber those cores, each runs that share of the time:
+the CPU parts of a worker's batch and of the trainer's step stretch alike (``stretched``), so
+workers that crowd the trainer's main thread slow the loop down.
 ``num_workers=0`` loads in the trainer, in series with its step.
 """
 
@@ -32,6 +33,7 @@ from typing import NamedTuple
 VARIABILITY = 0.5
 MAX_WORKERS = 32  # the most workers a remedy proposes: each holds a copy of the dataset
 SATURATED = 0.95  # the rate at which a bound counts as reached
+MARGINAL = 0.03  # a worker that buys less than this is past the knee
 ROOT_STEPS = 40  # the most steps the inversion takes (a handful is the rule)
 ROOT_TOLERANCE = 1e-4  # of the rate, relative: the inversion's accuracy
 
@@ -50,8 +52,10 @@ class Loop(NamedTuple):
     read_s: float = 0.0  # of ``batch_s``: the loader blocked reading a batch
     read_limit: float | None = None  # steps/s its storage allows (a read limit it is at)
     host: float = 0.0  # the host's CPUs, the rank's share (0: others take none of them)
-    others: float = 0.0  # other processes' runnable threads on them, the rank's share
-    threads: float = 1.0  # the trainer's threads that want a CPU (besides its workers)
+    others: float = 0.0  # CPUs other processes took of them, the rank's share
+    threads: float = 1.0  # the trainer's threads that want a CPU half the time or more
+    demand: float = 1.0  # CPUs the trainer's threads wanted (on one, or queued for one)
+    main_cpu_s: float = 0.0  # of ``step_s``: the trainer's main thread on a CPU
 
 
 def chain_rate(workers: int, tokens: int, batch_s: float, step_s: float) -> float:
@@ -74,7 +78,7 @@ def chain_rate(workers: int, tokens: int, batch_s: float, step_s: float) -> floa
         tail = rest if q == 1.0 else q * (1.0 - q**rest) / (1.0 - q) if q < 1.0 else None
         if tail is None:  # q > 1: the last state dominates, sum the tail from its end
             last = weight * q**rest if rest * math.log(q) < 690 else math.inf
-            tail_sum = last * (1.0 - q ** -rest) / (1.0 - 1.0 / q)
+            tail_sum = last * (1.0 - q**-rest) / (1.0 - 1.0 / q)
             weight, total = last, total + tail_sum
         else:
             total += weight * tail
@@ -102,20 +106,44 @@ def rate(
     n = loop.workers if workers is None else workers
     p = loop.prefetch if prefetch is None else prefetch
     c = min(loop.cores if cores is None else cores, host_share(loop, n))
-    beyond, most = "compute", 1.0 / loop.step_s  # what no count of workers can pass
+    batch_s, step_s = stretched(loop, n, c)
+    beyond, most = "compute", 1.0 / step_s  # what no count of workers can pass
     if loop.cpu_s > 0 and c / loop.cpu_s < most:
         beyond, most = "cores", c / loop.cpu_s
     if loop.read_limit is not None and loop.read_limit < most:
         beyond, most = "disk", loop.read_limit
-    value = loop_rate(n, p, loop.batch_s, loop.step_s)
+    value = loop_rate(n, p, batch_s, step_s)
     value = value if value < most else most
-    short = n > 0 and n / loop.batch_s < most and value < SATURATED * most
+    short = n > 0 and n / batch_s < most and value < SATURATED * most
     return value, "workers" if short else beyond
 
 
+def stretched(loop: Loop, workers: int, cores: float) -> tuple[float, float]:
+    """The worker's time on a batch and the trainer's on a step when the job's runnable
+    threads outnumber the cores: each then runs ``cores / runnable`` of the time, so the CPU
+    parts of both stretch (the trainer's main thread, on the loop's critical path, is slowed
+    by workers that crowd it, however many batches they have ready)."""
+    slower = slowdown(loop, workers, cores)
+    if slower <= 0.0:
+        return loop.batch_s, loop.step_s
+    return loop.batch_s + loop.load_cpu_s * slower, loop.step_s + loop.main_cpu_s * slower
+
+
+def slowdown(loop: Loop, workers: int, cores: float) -> float:
+    """How much longer a CPU second takes for the job's threads, over the cores they get:
+    ``runnable / cores - 1`` where its threads want more CPUs than that (0 where they fit);
+    a worker wants a CPU the share of its batch it computes, the trainer what it wanted."""
+    busy = loop.load_cpu_s / loop.batch_s if loop.batch_s > 0 else 0.0
+    runnable = workers * busy + loop.demand
+    return runnable / cores - 1.0 if runnable > cores > 0 else 0.0
+
+
 def host_share(loop: Loop, workers: int) -> float:
-    """The host's CPUs the rank gets beside the other processes' runnable threads, with
-    ``workers`` workers and its trainer's threads runnable (infinite on a host nobody shares)."""
+    """The host's CPUs the rank gets beside the other processes (infinite on a host nobody
+    shares): what they leave, on a host with room; on a full one, the scheduler shares the
+    CPUs among runnable threads alike, so the job's ``m`` threads (its workers, its trainer's
+    busy ones) get ``host × m / (others + m)`` against the others' (taken as the CPUs they
+    used: each of their threads ran whenever it could), and more workers get more of it."""
     if loop.host <= 0.0:
         return math.inf
     mine = workers + loop.threads
@@ -169,17 +197,17 @@ def _solve(f: Callable[[float], float], low: float, high: float, within: float) 
 
 
 def workers_for(loop: Loop, most: int = MAX_WORKERS) -> tuple[int, float, str]:
-    """The fewest workers that reach the next bound (the rate within ``SATURATED`` of what
-    ``most`` workers would give), with their rate and that bound: no fewer than constant
-    service times would need, then bisected (the rate grows with the count)."""
-    ceiling = rate(loop, workers=most)[0] if loop.batch_s / most > loop.step_s else _most(loop)
-    goal = SATURATED * ceiling
-    low = max(1, loop.workers, min(most, math.ceil(goal * loop.batch_s))) - 1  # too few
-    high = most  # enough
-    while high - low > 1:
-        mid = (low + high) // 2
-        if rate(loop, workers=mid)[0] >= goal:
-            high = mid
-        else:
-            low = mid
-    return high, *rate(loop, workers=high)
+    """The workers that reach the next bound, with their rate and that bound: from the count
+    constant service times would need to reach it, as many more as each still buys
+    ``MARGINAL`` or more (a loop near its knee gains a little from every worker; past it, one
+    more worker buys nothing), or until the rate is within ``SATURATED`` of the bound."""
+    bound = _most(loop)
+    goal = SATURATED * bound
+    n = max(1, loop.workers, min(most, math.ceil(bound * loop.batch_s)))
+    value, name = rate(loop, workers=n)
+    while n < most and value < goal:
+        more, more_name = rate(loop, workers=n + 1)
+        if more < value * (1.0 + MARGINAL):
+            break
+        n, value, name = n + 1, more, more_name
+    return n, value, name

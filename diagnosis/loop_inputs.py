@@ -20,7 +20,7 @@ from traintop.diagnosis.applied import facts_of
 from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.data_split import data_split
 from traintop.diagnosis.job_cpus import job_cpus, throttling
-from traintop.diagnosis.loader_model import Loop, batch_time
+from traintop.diagnosis.loader_model import Loop, batch_time, host_share, slowdown
 from traintop.diagnosis.signals import READ_MIN_BYTES_PER_S, data_wait
 from traintop.diagnosis.stats import mean_of
 from traintop.diagnosis.views import ProcView
@@ -31,7 +31,6 @@ MIN_CORES = 0.1  # however busy the box, a rank gets some CPU
 AT_LIMIT = 0.8  # a job reading this share of a read limit is at it
 COUNTED = 0.3  # ... or this share of it counted, with its loaders blocked BLOCKED of the time
 BLOCKED = 0.5
-FULL = 0.9  # a host this busy has no room: its CPUs are shared among runnable threads
 THROTTLED_MAX = 0.9  # the share of a step a quota's throttling is taken to hold the trainer
 
 
@@ -79,10 +78,41 @@ def _measure(ctx: Context) -> Measured | None:
         read_s=min(read, max(0.0, batch_s - load_cpu)),
         read_limit=_read_limit(ctx, job.read_limit_bps, rate),
         host=cpus.host / ranks,
-        others=_others_threads(ctx, others) / ranks,
-        threads=_trainer_threads(ctx),
+        others=others / ranks,
+        threads=_busy_threads(ctx),
+        demand=_trainer_demand(ctx),
+        main_cpu_s=min(step_s, _main_cpu_s(ctx, rate, workers, wait)),
     )
-    return Measured(loop, rate, others)
+    return Measured(loop if _queued(ctx) else _unstretched(loop), rate, others)
+
+
+def _queued(ctx: Context) -> bool:
+    """Whether the scheduler's run-queue waits were measured (and taken out of the parts)."""
+    procs = (ctx.trainer, *ctx.workers)
+    return any(p.cpu_wait_pct is not None for p in procs if p is not None)
+
+
+def _unstretched(loop: Loop) -> Loop:
+    """Without the run-queue waits, the parts as measured hold the job's own crowding: what
+    the model puts back for the threads it has now (``slowdown``) is taken out first."""
+    c = min(loop.cores, host_share(loop, loop.workers))
+    slower = slowdown(loop, loop.workers, c)
+    if slower <= 0.0:
+        return loop
+    batch = max(loop.load_cpu_s + loop.read_s, loop.batch_s - loop.load_cpu_s * slower)
+    step = max(loop.main_cpu_s, loop.step_s - loop.main_cpu_s * slower)
+    return loop._replace(batch_s=batch, step_s=step)
+
+
+def _main_cpu_s(ctx: Context, rate: float, workers: int, wait: float) -> float:
+    """CPU seconds a step the trainer's main thread spends outside its own loading: its
+    critical path, which workers that crowd the cores slow down."""
+    t = ctx.trainer
+    cpu = (t.main_cpu_pct if t.main_cpu_pct is not None else t.cpu_pct) if t else None
+    if cpu is None:
+        return 0.0
+    own = cpu / 100.0 / rate
+    return own * (1.0 - wait) if workers == 0 else own
 
 
 def _read_limit(ctx: Context, limit_bps: float | None, rate: float) -> float | None:
@@ -156,28 +186,18 @@ def _cpu_s(ctx: Context, rate: float) -> float:
     return sum((p.cpu_pct or 0.0) for p in procs if p is not None) / 100.0 / rate
 
 
-def _others_threads(ctx: Context, others: float) -> float:
-    """Other processes' runnable threads, on average: on a host with room, the CPUs they used
-    (each thread ran whenever it wanted); on a full one, the most of that, of what the jobs'
-    own share says (the scheduler gives each runnable thread alike: they got ``host × mine /
-    (others + mine)`` for ``mine`` runnable threads of theirs; not where a quota throttles
-    them, which is not the host's doing) and of the load average less the jobs' threads."""
-    demand, box = ctx.box.demand, ctx.box
-    host = float(box.logical_cpus)
-    used = demand.cpu_pct / 100.0 if demand is not None else 0.0
-    if used + others < FULL * host:
-        return others
-    wanted = (demand.cpu_pct + (demand.wait_pct or 0.0)) / 100.0 if demand is not None else 0.0
-    found = [others, (box.load1 or 0.0) - wanted]
-    if demand is not None and demand.wait_pct is not None and used > 0.0 and not throttling(ctx):
-        found.append(wanted * host / used - wanted)
-    return max(found)
-
-
-def _trainer_threads(ctx: Context) -> float:
+def _busy_threads(ctx: Context) -> float:
     """The trainer's threads that want a CPU half the time or more (at least its main one)."""
     busy = ctx.trainer.threads_busy if ctx.trainer is not None else None
     return max(1.0, busy or 0.0)
+
+
+def _trainer_demand(ctx: Context) -> float:
+    """CPUs the trainer's threads wanted: on one, or queued for one."""
+    t = ctx.trainer
+    if t is None or t.cpu_pct is None:
+        return 1.0
+    return max(MIN_CORES, (t.cpu_pct + (t.cpu_wait_pct or 0.0)) / 100.0)
 
 
 def _others(ctx: Context) -> float:

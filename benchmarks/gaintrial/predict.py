@@ -14,23 +14,48 @@ from pathlib import Path
 
 from traintop.collectors.job_window import RECENT_STEPS as RECENT
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
+from traintop.diagnosis.context import box_of, context_for
 from traintop.diagnosis.engine import diagnose
 from traintop.diagnosis.gain_text import gain_words
+from traintop.diagnosis.gains import at_value
+from traintop.diagnosis.memo import Memo
 from traintop.diagnosis.model import Finding, Gain, JobVerdict, Verdict
 from traintop.store.reader import RecordedSegment, Recording
 
 WINDOW = 31  # samples: the monitor's 30 s window at 1 s ticks
 
 
-def prediction(path: str | Path, name: str, knob: str, rediagnose: bool = False) -> dict:
+def prediction(path: str | Path, name: str, knob: str, rediagnose: bool = False,
+               value: float | None = None) -> dict:  # fmt: skip
     """What the verdict on job ``name`` predicted for ``knob``: the figure, its range, what
-    bounds it then, the value it proposes; ``gain`` None where it made no such prediction."""
+    bounds it then, the value it proposes; ``gain`` None where it made no such prediction.
+    Re-diagnosed with a ``value``: what the model says that value buys (the one B ran with)."""
+    if rediagnose and value is not None:
+        found = _at_value(Path(path), name, knob, value)
+        if found is not None:
+            return found
     verdict = _verdict(Path(path), rediagnose)
     job = _job(verdict, name) if verdict is not None else None
     if job is None:
         return {"bottleneck": None, "gain": None}
     gain = next((g for f in (job.primary, *job.also) for g in _gains(f) if g.knob == knob), None)
     return {"bottleneck": job.primary.bottleneck, "gain": None if gain is None else _row(gain)}
+
+
+def _at_value(path: Path, name: str, knob: str, value: float) -> dict | None:
+    """The model's figure for ``knob`` at ``value`` on the recording's last window (None: a
+    knob it gives figures for at any value only through the verdict)."""
+    with Recording(path) as rec:
+        count = len(rec.samples)
+        window = _restored(rec, [rec.sample(i)[0] for i in range(max(0, count - WINDOW), count)])
+    jobs = [j for j in window[-1].jobs if j.state == "live"]
+    mine = min((j for j in jobs if j.name == name), key=lambda j: j.rank, default=None)
+    if mine is None:
+        return None
+    ctx = context_for(box_of(Memo().window(window), jobs), mine)
+    gain = at_value(ctx, knob, value)
+    bottleneck = diagnose(window).primary.bottleneck
+    return None if gain is None else {"bottleneck": bottleneck, "gain": _row(gain)}
 
 
 def _verdict(path: Path, rediagnose: bool) -> Verdict | None:
