@@ -25,13 +25,17 @@ from dataclasses import replace
 from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.job_cpus import job_cpus, throttling
 from traintop.diagnosis.loader_model import MAX_WORKERS, Loop, rate, workers_for
-from traintop.diagnosis.loop_inputs import Measured, measured_loop
+from traintop.diagnosis.loop_inputs import Measured, measured_loop, others_cpus
 from traintop.diagnosis.model import Gain
 from traintop.diagnosis.stats import mean_of, std_of
 
 NO_GAIN = 1.03  # below this a prediction is "no gain" (the trial's noise is larger)
 NOISE_MIN, NOISE_MAX = 0.05, 0.3  # the relative spread of the inputs a range allows for
 QUOTA_STEP = 0.5  # CPUs: a proposed quota is a multiple of this
+MIN_SHARE = 0.1  # CPUs: however busy the host, a trainer gets some
+THREADS_WASTE = (
+    "if all its threads' queueing was waste: a step's cost on fewer threads is not in the budget"
+)
 NOT_MODELLED = "not modelled: the time budget cannot say what it changes"
 
 
@@ -341,29 +345,21 @@ def more_threads(ctx: Context, text: str, threads: int) -> Gain:
 def fewer_threads(ctx: Context, text: str, threads: int) -> Gain | None:
     """``torch.set_num_threads(k)`` for trainers whose threads outnumber the cores (none of
     them with DataLoader workers, whose share the figure cannot split): each then runs on
-    ``min(k, its share of the cores)`` without queueing.  What a step costs now includes what
-    its threads burn waiting on each other while a peer is queued (OpenMP spins at its
-    barriers): the share of the time they queued is taken as that waste (the figure), none of
-    it (the low end)."""
+    ``min(k, its share of what other processes leave of the cores)`` without queueing.  What
+    that buys turns on what a step's work costs on fewer threads (a parallel region waits for
+    its slowest thread, and one descheduled for a slice holds up its peers): not in the
+    budget, so only the bound, where all the time its threads queued was that waste."""
     d, t = ctx.box.demand, ctx.trainer
     if d is None or t is None or ctx.workers or not t.cpu_pct or d.worker_cpus > 0:
         return None
     used = t.cpu_pct / 100.0
     wait = (t.cpu_wait_pct or 0.0) / (t.cpu_pct + (t.cpu_wait_pct or 0.0))
-    cores = min(float(threads), d.cpus / max(1, d.jobs))
-    low, point = cores / used, cores / (used * max(0.05, 1.0 - wait))
-    return Gain(
-        text,
-        point,
-        min(low, point),
-        max(low, point),
-        "cores",
-        "",
-        now_rate(ctx),
-        f"torch threads → {threads} a trainer",
-        "threads",
-        float(threads),
-    )
+    free = max(MIN_SHARE, d.cpus - others_cpus(ctx))
+    cores = min(float(threads), free / max(1, d.jobs))
+    high = cores / (used * max(0.05, 1.0 - wait))
+    gain = bound(text, high, THREADS_WASTE, now_rate(ctx))
+    return replace(gain, change=f"torch threads → {threads} a trainer", knob="threads",
+                   value=float(threads), bound_by="cores")  # fmt: skip
 
 
 def at_value(ctx: Context, knob: str, value: float) -> Gain | None:

@@ -62,7 +62,7 @@ def _measure(ctx: Context) -> Measured | None:
     trainer_wait = _wait_s(ctx, ctx.trainer, rate)
     step_s = _less(own, trainer_wait * (1.0 - wait if workers == 0 else 1.0))
     loader_wait = trainer_wait * wait if workers == 0 else _workers_wait(ctx, rate)
-    others = _others(ctx)
+    others = others_cpus(ctx)
     batch_s = _less(batch, loader_wait)
     load_cpu, read = _loader_parts(ctx, rate, workers)
     cpus = job_cpus(ctx)
@@ -200,7 +200,7 @@ def _trainer_demand(ctx: Context) -> float:
     return max(MIN_CORES, (t.cpu_pct + (t.cpu_wait_pct or 0.0)) / 100.0)
 
 
-def _others(ctx: Context) -> float:
+def others_cpus(ctx: Context) -> float:
     """CPUs the processes that are not attached jobs' took over the window: the host's busy
     CPUs less the jobs' trainers and workers (each rank counts its peers' use as theirs)."""
     busy, demand = ctx.box.cpu_busy_pct, ctx.box.demand

@@ -159,6 +159,13 @@ def markdown(s: dict) -> str:
     return "\n".join([*lines, "", END])
 
 
+def _predicted(r: dict) -> str:
+    """``1.80× (1.60×–2.00×)``, ``up to 4.15× (no figure)`` or ``none``."""
+    if r["predicted"] is not None:
+        return f"{_x(r['predicted'])} ({_x(r['low'])}–{_x(r['high'])})"
+    return f"up to {_x(r['high'])} (no figure)" if r["high"] is not None else "none"
+
+
 def replace_section(text: str, section: str) -> str:
     """``text`` with the marked section replaced (appended where there is none)."""
     if START in text and END in text:
