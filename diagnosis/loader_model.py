@@ -105,8 +105,9 @@ def rate(
     what no count of them can pass are not the bound: what stops them is."""
     n = loop.workers if workers is None else workers
     p = loop.prefetch if prefetch is None else prefetch
-    c = min(loop.cores if cores is None else cores, host_share(loop, n))
-    batch_s, step_s = stretched(loop, n, c)
+    limit = loop.cores if cores is None else cores
+    c = min(limit, host_share(loop, n))
+    batch_s, step_s = stretched(loop, n, limit)
     beyond, most = "compute", 1.0 / step_s  # what no count of workers can pass
     if loop.cpu_s > 0 and c / loop.cpu_s < most:
         beyond, most = "cores", c / loop.cpu_s
@@ -119,10 +120,10 @@ def rate(
 
 
 def stretched(loop: Loop, workers: int, cores: float) -> tuple[float, float]:
-    """The worker's time on a batch and the trainer's on a step when the job's runnable
-    threads outnumber the cores: each then runs ``cores / runnable`` of the time, so the CPU
-    parts of both stretch (the trainer's main thread, on the loop's critical path, is slowed
-    by workers that crowd it, however many batches they have ready)."""
+    """The worker's time on a batch and the trainer's on a step when runnable threads
+    outnumber the CPUs: each then runs ``CPUs / runnable`` of the time, so the CPU parts of
+    both stretch (the trainer's main thread, on the loop's critical path, is slowed by workers
+    that crowd it, however many batches they have ready, and by other processes' threads)."""
     slower = slowdown(loop, workers, cores)
     if slower <= 0.0:
         return loop.batch_s, loop.step_s
@@ -130,12 +131,15 @@ def stretched(loop: Loop, workers: int, cores: float) -> tuple[float, float]:
 
 
 def slowdown(loop: Loop, workers: int, cores: float) -> float:
-    """How much longer a CPU second takes for the job's threads, over the cores they get:
-    ``runnable / cores - 1`` where its threads want more CPUs than that (0 where they fit);
-    a worker wants a CPU the share of its batch it computes, the trainer what it wanted."""
+    """How much longer a CPU second takes for the job's threads: ``runnable / CPUs - 1`` where
+    more threads want a CPU than there are, among the job's own on the CPUs its cgroup allows
+    (``cores``), and with the other processes' on the host's (0 where they fit).  A worker
+    wants a CPU the share of its batch it computes, the trainer what it wanted."""
     busy = loop.load_cpu_s / loop.batch_s if loop.batch_s > 0 else 0.0
-    runnable = workers * busy + loop.demand
-    return runnable / cores - 1.0 if runnable > cores > 0 else 0.0
+    mine = workers * busy + loop.demand
+    own = mine / cores - 1.0 if cores > 0 else 0.0
+    shared = (mine + loop.others) / loop.host - 1.0 if loop.host > 0 else 0.0
+    return max(0.0, own, shared)
 
 
 def host_share(loop: Loop, workers: int) -> float:
