@@ -72,6 +72,9 @@ def _range(gain: Gain) -> str:
 
 
 def _unmodelled(gain: Gain, short: bool) -> str:
+    if gain.high is not None and gain.high < 1.0 + NO_GAIN:
+        held = HELD_WORDS.get(gain.bound_by or "")
+        return f"no gain: {held}" if held and not short else "no gain"
     if gain.high is not None:
         text = f"up to {ratio(gain.high)}"
         return text if short or not gain.reason else f"{text} ({gain.reason})"

@@ -197,12 +197,11 @@ def _without(part: str) -> Change:
 
     def change(loop: Loop) -> tuple[float, str]:
         if part == "cpu":
-            cut, cpu, limit = loop.load_cpu_s, loop.cpu_s - loop.load_cpu_s, loop.read_limit
+            batch, cpu = loop.batch_s - loop.load_cpu_s, loop.cpu_s - loop.load_cpu_s
+            faster = loop._replace(batch_s=max(1e-6, batch), cpu_s=max(0.0, cpu), load_cpu_s=0.0)
         else:  # no reads: storage no longer limits
-            waits = loop.batch_s - loop.load_cpu_s
-            cut, cpu, limit = (loop.read_s if part == "read" else waits), loop.cpu_s, None
-        faster = loop._replace(batch_s=max(1e-6, loop.batch_s - cut), cpu_s=max(0.0, cpu),
-                               read_limit=limit)  # fmt: skip
+            batch = loop.batch_s - loop.read_s if part == "read" else loop.load_cpu_s
+            faster = loop._replace(batch_s=max(1e-6, batch), read_s=0.0, read_limit=None)
         return rate(faster)
 
     return change

@@ -78,7 +78,7 @@ def _measure(ctx: Context) -> Measured | None:
         read_s=min(read, max(0.0, batch_s - load_cpu)),
         read_limit=_read_limit(ctx, job.read_limit_bps, rate),
         host=cpus.host / ranks,
-        others=others / ranks,
+        others=_others_runnable(ctx, others, workers) / ranks,
         threads=_busy_threads(ctx),
         demand=_trainer_demand(ctx),
         main_cpu_s=min(step_s, _main_cpu_s(ctx, rate, workers, wait)),
@@ -186,6 +186,26 @@ def _cpu_s(ctx: Context, rate: float) -> float:
     return sum((p.cpu_pct or 0.0) for p in procs if p is not None) / 100.0 / rate
 
 
+def _others_runnable(ctx: Context, others: float, workers: int) -> float:
+    """Other processes' runnable threads, as what they do to the job's: where the scheduler's
+    waits are measured and no quota throttles the job, the count that makes the job's threads
+    wait as long as they did (each runnable thread runs ``host / runnable`` of the time, so
+    ``(mine + others) / host`` is a CPU second's wall time); else the CPUs the others used."""
+    procs = [p for p in (ctx.trainer, *ctx.workers) if p is not None and p.cpu_pct]
+    waits = [p.cpu_wait_pct for p in procs if p.cpu_wait_pct is not None]
+    if not waits or throttling(ctx) is not None:
+        return others
+    used = sum(p.cpu_pct or 0.0 for p in procs)
+    slower = sum(waits) / used if used > 0 else 0.0
+    mine = _trainer_demand(ctx) + sum(min(1.0, _runnable(w)) for w in ctx.workers)
+    return max(others, job_cpus(ctx).host * (1.0 + slower) - mine)
+
+
+def _runnable(proc: ProcView) -> float:
+    """CPUs a process wanted: on one, or queued for one."""
+    return ((proc.cpu_pct or 0.0) + (proc.cpu_wait_pct or 0.0)) / 100.0
+
+
 def _busy_threads(ctx: Context) -> float:
     """The trainer's threads that want a CPU half the time or more (at least its main one)."""
     busy = ctx.trainer.threads_busy if ctx.trainer is not None else None
@@ -197,7 +217,7 @@ def _trainer_demand(ctx: Context) -> float:
     t = ctx.trainer
     if t is None or t.cpu_pct is None:
         return 1.0
-    return max(MIN_CORES, (t.cpu_pct + (t.cpu_wait_pct or 0.0)) / 100.0)
+    return max(MIN_CORES, _runnable(t))
 
 
 def others_cpus(ctx: Context) -> float:
