@@ -327,12 +327,13 @@ def few(count: int) -> float:
 
 def more_threads(ctx: Context, text: str, threads: int) -> Gain:
     """``torch.set_num_threads(k)`` for a trainer that computes on the CPU: at most what
-    ``k`` busy threads on the cores it may use give over what it uses now (how well its
-    step's work spreads over them is not in the budget); nothing where it uses them all."""
-    t, m = ctx.trainer, measured_loop(ctx)
+    ``k`` busy threads on the cores it may use (what other processes leave of them) give over
+    what it uses now (how well its step's work spreads over them is not in the budget);
+    nothing where it uses them all."""
+    t, cpus = ctx.trainer, job_cpus(ctx)
     used = (t.cpu_pct or 0.0) / 100.0 if t is not None else 0.0
-    cores = m.loop.cores if m is not None else job_cpus(ctx).cpus
-    most = min(float(threads), cores)
+    free = min(cpus.total, cpus.host - others_cpus(ctx)) / max(1, cpus.ranks)
+    most = min(float(threads), max(MIN_SHARE, free))
     now = now_rate(ctx)
     if used <= 0.0:
         return not_modelled(text)
