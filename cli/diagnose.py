@@ -72,27 +72,27 @@ def _settle(jobs, lock: threading.Lock, window: list) -> None:
         time.sleep(0.05)
 
 
-def _stabilised(window: list, job_pid: int | None):
+def _stabilised(window: list, job_pid: int | None, memory=None):
     """Replay the observation tick by tick, as the monitor would; the whole observation is the
     window, so its end is judged even when ``--for`` is shorter than the usual minimum.
-    Returns the last verdict, the timeline: ``[seconds into the window, bottleneck]`` at
-    every change of the shown primary (a verdict that flips shows up here), and the lines of a
-    job restarted under the same name against its run before (``RunMemory``)."""
+    Returns the last verdict and the timeline: ``[seconds into the window, bottleneck]`` at
+    every change of the shown primary (a verdict that flips shows up here).  ``memory`` (a
+    ``RunMemory``) follows the runs tick by tick: a job restarted under the same name is held
+    against its run before (``memory.lines``)."""
     from traintop.diagnosis import VerdictStabilizer
     from traintop.diagnosis.engine import MIN_WINDOW_S
-    from traintop.diagnosis.run_memory import RunMemory
 
     span = window[-1].monotonic - window[0].monotonic if window else 0.0
     stabilizer = VerdictStabilizer(min_window_s=min(MIN_WINDOW_S, span))
-    memory = RunMemory()
-    verdict, timeline, against = None, [], ()
+    verdict, timeline = None, []
     for end in range(1, len(window) + 1):
         verdict = stabilizer.update(window[:end], job_pid=job_pid)
-        against = memory.update(window[end - 1], verdict)
+        if memory is not None:
+            memory.update(window[end - 1], verdict)
         shown = verdict.primary.bottleneck
         if not timeline or timeline[-1][1] != shown:
             timeline.append([round(window[end - 1].monotonic - window[0].monotonic, 2), shown])
-    return verdict, timeline, against
+    return verdict, timeline
 
 
 def _print_text(verdict, against: tuple[str, ...] = ()) -> None:
@@ -178,9 +178,12 @@ def run_diagnose(*, for_s: float, job_pid: int | None, as_json: bool, interval_s
             f"traintop: no training job with pid {job_pid} (see `traintop jobs`)", file=sys.stderr
         )
         return EXIT_NO_VERDICT
-    verdict, timeline, against = _stabilised(window, job_pid)
+    from traintop.diagnosis.run_memory import RunMemory
+
+    memory = RunMemory()
+    verdict, timeline = _stabilised(window, job_pid, memory)
     if verdict is None:
         print("traintop: no sample was taken", file=sys.stderr)
         return EXIT_NO_VERDICT
-    _print(verdict, timeline, job_pid, as_json, against)
+    _print(verdict, timeline, job_pid, as_json, memory.lines)
     return _exit_code(verdict, job_pid)

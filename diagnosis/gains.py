@@ -36,7 +36,7 @@ MIN_SHARE = 0.1  # CPUs: however busy the host, a trainer gets some
 THREADS_WASTE = (
     "if all its threads' queueing was waste: a step's cost on fewer threads is not in the budget"
 )
-NOT_MODELLED = "not modelled: the time budget cannot say what it changes"
+NOT_MODELLED = "not in the time budget"
 
 
 @functools.lru_cache(maxsize=1024)

@@ -37,6 +37,7 @@ class RunMemory:
 
     def __init__(self) -> None:
         self._runs: OrderedDict[str, SeenRun] = OrderedDict()
+        self.lines: tuple[str, ...] = ()  # the newest update's
 
     def update(self, snapshot: Snapshot, verdict: Verdict) -> tuple[str, ...]:
         """Remember the live runs of this tick; the lines for those that restarted one."""
@@ -51,7 +52,8 @@ class RunMemory:
             self._keep(SeenRun(judged.job_id, first.name, settings(first.facts, first.cpu_limit),
                                first.steps_per_s, first.samples_per_s,
                                (judged.primary, *judged.also)))  # fmt: skip
-        return tuple(line for job_id in live for line in self._against(job_id, set(live)))
+        self.lines = tuple(line for job_id in live for line in self._against(job_id, set(live)))
+        return self.lines
 
     def _keep(self, run: SeenRun) -> None:
         self._runs[run.job_id] = run
