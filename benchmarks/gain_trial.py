@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import signal
 import sys
@@ -56,6 +57,8 @@ def _args(argv: list[str]) -> argparse.Namespace:
                    "report says so, and nothing is written to --state or the docs)")  # fmt: skip
     p.add_argument("--max-others", type=float, default=0.15, help="CPUs of other work allowed")
     p.add_argument("--max-peak", type=float, default=0.6, help="... in any one second")
+    p.add_argument("--quiet-wait", type=float, default=math.inf,
+                   help="longest wait (s) for a quiet box before a run (none)")  # fmt: skip
     p.add_argument("--warm", type=float, default=8.0, help="seconds before recording")
     p.add_argument("--record", type=float, default=20.0, help="seconds recorded")
     p.add_argument("--docs", type=Path, default=ROOT / "docs" / "gains.md")
@@ -97,7 +100,7 @@ def main(argv: list[str]) -> int:
     rows = load_state(opts.state)
     if not opts.report_only and not opts.repredict:
         options = Options(opts.state, out, opts.repeat, opts.warm, opts.record, opts.max_others,
-                          opts.max_peak)  # fmt: skip
+                          opts.max_peak, quiet_wait_s=opts.quiet_wait)  # fmt: skip
         try:
             for case in _cases(opts):
                 run_case(case, options, rows, _log)
