@@ -252,3 +252,28 @@ def test_at_80x24_the_first_remedy_and_its_gain_fit_one_line():
             assert lines[1].startswith("   raise DataLoader num_workers from 2 to ")
 
     run()
+
+
+def test_the_details_screen_holds_a_restarted_job_against_its_run_before():
+    from tests.test_tui_verdict import async_test, make, settle
+    from traintop.diagnosis.verdict_runner import VerdictUpdate
+    from traintop.tui.screens.details import DetailsScreen
+
+    line = "train.py, against its run before: num_workers 2 → 4: 1.71× steps/s measured, ..."
+
+    @async_test
+    async def run() -> None:
+        window = LATENCY.window()
+        source, app = make(window[0])
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, source, window)
+            await pilot.press("d")
+            screen = app.screen
+            assert isinstance(screen, DetailsScreen)
+            assert not screen.query_one("#details-against").display
+            screen.show(VerdictUpdate(diagnose(window), (), (line,)))
+            await pilot.pause()
+            assert screen.query_one("#details-against").display
+            assert line in screen.query_one("#details-against").render().plain
+
+    run()
