@@ -12,7 +12,9 @@ second would leave the first's loaders no CPU):
 * a trainer computing matmuls on the CPU in fp32, then in bf16 autocast: A's verdict (healthy
   CPU compute) offers bf16 with no figure, a kernel change on a CPU, and compare says so.
 
-Which verdict A gets depends on the CPU time the jobs get: ``solo``.
+The first holds on a loaded box (the loader sleeps: A's verdict is data_starved on any load, and
+three workers never make it slower); the second needs A's trainer to get the CPU time that makes
+it compute-bound: ``solo``.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ PAIRS = (
 )
 
 pytest.importorskip("torch")
-pytestmark = [pytest.mark.slow, pytest.mark.solo]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +79,14 @@ def test_more_workers_are_named_with_the_gain_measured_beside_the_one_predicted(
     changes, text = _changes(recordings["w1"], recordings["w3"])
     (change,) = [c for c in changes if c["knob"] == "num_workers"]
     assert (change["a"], change["b"]) == ("1", "3")
-    assert change["measured_speedup"] > 1.2, text
+    assert change["measured_speedup"] > 1.0, text
     predicted = change["predicted"]
-    assert predicted.get("speedup") is not None and predicted["speedup"] > 1.0, predicted
+    assert predicted.get("speedup") is not None and predicted["knob"] == "num_workers", predicted
     assert f"num_workers 1 → 3: {change['measured_speedup']:.2f}× steps/s measured, " in text
-    assert " predicted" in change["line"] and "(≈ " in change["line"], change["line"]
+    assert f"{predicted['speedup']:.2f}× predicted" in change["line"], change["line"]
 
 
+@pytest.mark.solo
 def test_autocast_on_a_cpu_is_named_and_says_it_has_no_prediction(recordings):
     changes, text = _changes(recordings["fp32"], recordings["bf16"])
     (change,) = [c for c in changes if c["knob"] == "autocast"]
