@@ -9,8 +9,10 @@ throughput is Little's law's: what is in flight over the time round the loop.  W
 service time constant it is ``min(n / batch_s, 1 / step_s)``; with exponential ones it is less,
 most where the two stations are matched and the loop holds few indices (the birth-death chain
 below is exact for it).  Real loaders lie between the two (a sleep-bound fetch is nearly
-constant, a CPU-bound worker sharing cores is not): ``VARIABILITY`` is where between, and is the
-model's one fitted constant (docs/gains.md).
+constant, a remote store's latency or a CPU-bound worker sharing cores is not): a loop's
+``variability`` says where, the squared coefficient of variation of the waits for its batches
+(Kingman's: a queue's wait grows with its service times' squared CV), ``VARIABILITY`` where
+they say nothing.
 
 CPU is a separate limit: the cores the job gets cap batches per second at ``cores /
 cpu_per_step`` (the workers' CPU per batch plus the trainer's per step), whatever the workers'
@@ -28,8 +30,8 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-# Where real loaders lie between constant (0) and exponential (1) service times; fitted on the
-# trial's tuning cases (docs/gains.md), the held-out third never seen.
+# Where a loader lies between constant (0) and exponential (1) service times when its waits
+# say nothing (too few steps waited in the window): halfway.
 VARIABILITY = 0.5
 MAX_WORKERS = 32  # the most workers a remedy proposes: each holds a copy of the dataset
 SATURATED = 0.95  # the rate at which a bound counts as reached
@@ -56,6 +58,7 @@ class Loop(NamedTuple):
     threads: float = 1.0  # the trainer's threads that want a CPU half the time or more
     demand: float = 1.0  # CPUs the trainer's threads wanted (on one, or queued for one)
     main_cpu_s: float = 0.0  # of ``step_s``: the trainer's main thread on a CPU
+    variability: float = VARIABILITY  # where its service times lie: 0 constant, 1 exponential
 
 
 def chain_rate(workers: int, tokens: int, batch_s: float, step_s: float) -> float:
@@ -88,13 +91,15 @@ def chain_rate(workers: int, tokens: int, batch_s: float, step_s: float) -> floa
     return (1.0 - weight / total) / step_s
 
 
-def loop_rate(workers: int, prefetch: int, batch_s: float, step_s: float) -> float:
-    """Steps/s of the loop between constant service times and exponential ones."""
+def loop_rate(workers: int, prefetch: int, batch_s: float, step_s: float,
+              variability: float = VARIABILITY) -> float:  # fmt: skip
+    """Steps/s of the loop between constant service times (``variability`` 0) and
+    exponential ones (1)."""
     if workers <= 0:
         return 1.0 / (batch_s + step_s)
     steady = min(workers / batch_s, 1.0 / step_s)
     tokens = workers * max(1, prefetch)
-    return steady - VARIABILITY * (steady - chain_rate(workers, tokens, batch_s, step_s))
+    return steady - variability * (steady - chain_rate(workers, tokens, batch_s, step_s))
 
 
 def rate(
@@ -113,7 +118,7 @@ def rate(
         beyond, most = "cores", c / loop.cpu_s
     if loop.read_limit is not None and loop.read_limit < most:
         beyond, most = "disk", loop.read_limit
-    value = loop_rate(n, p, batch_s, step_s)
+    value = loop_rate(n, p, batch_s, step_s, loop.variability)
     value = value if value < most else most
     short = n > 0 and n / batch_s < most and value < SATURATED * most
     return value, "workers" if short else beyond
@@ -164,15 +169,16 @@ def _most(loop: Loop) -> float:
     return most if loop.read_limit is None else min(most, loop.read_limit)
 
 
-def batch_time(workers: int, prefetch: int, steps_per_s: float, step_s: float) -> float | None:
+def batch_time(workers: int, prefetch: int, steps_per_s: float, step_s: float,
+               variability: float = VARIABILITY) -> float | None:  # fmt: skip
     """The worker time per batch that makes the loop run at the measured ``steps_per_s``
     (the inverse of :func:`loop_rate`), None where the step alone explains the rate."""
     if workers <= 0:
         spare = 1.0 / steps_per_s - step_s
         return spare if spare > 0 else None
-    if steps_per_s >= loop_rate(workers, prefetch, 1e-9, step_s) * 0.999:
+    if steps_per_s >= loop_rate(workers, prefetch, 1e-9, step_s, variability) * 0.999:
         return None
-    return _solve(lambda s: loop_rate(workers, prefetch, s, step_s) - steps_per_s,
+    return _solve(lambda s: loop_rate(workers, prefetch, s, step_s, variability) - steps_per_s,
                   1e-9, workers / steps_per_s, ROOT_TOLERANCE * steps_per_s)  # fmt: skip
 
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from traintop.diagnosis.applied import facts_of
+from traintop.diagnosis.budget import DATA_PHASE
 from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.data_split import data_split
 from traintop.diagnosis.job_cpus import job_cpus, throttling
-from traintop.diagnosis.loader_model import Loop, batch_time, host_share, slowdown
+from traintop.diagnosis.loader_model import VARIABILITY, Loop, batch_time, host_share, slowdown
 from traintop.diagnosis.signals import READ_MIN_BYTES_PER_S, data_wait
 from traintop.diagnosis.stats import mean_of
 from traintop.diagnosis.views import ProcView
@@ -31,6 +32,7 @@ MIN_CORES = 0.1  # however busy the box, a rank gets some CPU
 AT_LIMIT = 0.8  # a job reading this share of a read limit is at it
 COUNTED = 0.3  # ... or this share of it counted, with its loaders blocked BLOCKED of the time
 BLOCKED = 0.5
+MIN_WAITS = 10  # steps that waited for a batch: fewer say nothing of the waits' spread
 THROTTLED_MAX = 0.9  # the share of a step a quota's throttling is taken to hold the trainer
 
 
@@ -56,7 +58,8 @@ def _measure(ctx: Context) -> Measured | None:
         return None
     workers, prefetch = _settings(ctx)
     own = (1.0 - wait) / rate
-    batch = batch_time(workers, prefetch, rate, own)
+    variability = _variability(ctx)
+    batch = batch_time(workers, prefetch, rate, own, variability)
     if batch is None:  # the step alone explains the rate: batches are never late
         batch = 0.0 if workers == 0 else own * 1e-3
     trainer_wait = _wait_s(ctx, ctx.trainer, rate)
@@ -82,8 +85,25 @@ def _measure(ctx: Context) -> Measured | None:
         threads=_busy_threads(ctx),
         demand=_trainer_demand(ctx),
         main_cpu_s=min(step_s, _main_cpu_s(ctx, rate, workers, wait)),
+        variability=variability,
     )
     return Measured(loop if _queued(ctx) else _unstretched(loop), rate, others)
+
+
+def _variability(ctx: Context) -> float:
+    """The squared coefficient of variation of the steps' waits for a batch (those that
+    waited), at most 1: how far the loop's service times are from constant."""
+    job = ctx.job
+    columns = job.steps.phase_times if job is not None else None
+    names = [p.name for p in job.job.phases] if job is not None else []
+    if columns is None or DATA_PHASE not in names or len(columns) != len(names):
+        return VARIABILITY
+    waits = [w for w in columns[names.index(DATA_PHASE)] if w > 0.0]
+    if len(waits) < MIN_WAITS:
+        return VARIABILITY
+    mean = sum(waits) / len(waits)
+    spread = sum((w - mean) ** 2 for w in waits) / len(waits)
+    return min(1.0, spread / (mean * mean)) if mean > 0 else VARIABILITY
 
 
 def _queued(ctx: Context) -> bool:

@@ -46,8 +46,9 @@ def _at_value(path: Path, name: str, knob: str, value: float) -> dict | None:
     """The model's figure for ``knob`` at ``value`` on the recording's last window (None: a
     knob it gives figures for at any value only through the verdict)."""
     with Recording(path) as rec:
-        count = len(rec.samples)
-        window = _restored(rec, [rec.sample(i)[0] for i in range(max(0, count - WINDOW), count)])
+        window = _restored(rec, _live_window(rec, name))
+    if not window:
+        return None
     jobs = [j for j in window[-1].jobs if j.state == "live"]
     mine = min((j for j in jobs if j.name == name), key=lambda j: j.rank, default=None)
     if mine is None:
@@ -62,13 +63,21 @@ def _verdict(path: Path, rediagnose: bool) -> Verdict | None:
     with Recording(path) as rec:
         count = len(rec.samples)
         if rediagnose:
-            window = [rec.sample(i)[0] for i in range(max(0, count - WINDOW), count)]
-            return diagnose(_restored(rec, window))
+            return diagnose(_restored(rec, [rec.sample(i)[0] for i in range(count)][-WINDOW:]))
         for index in range(count - 1, -1, -1):
             verdict = rec.sample(index)[1]
             if verdict is not None:
                 return verdict
     return None
+
+
+def _live_window(rec: Recording, name: str) -> list[Snapshot]:
+    """The last ``WINDOW`` samples up to the last one in which job ``name`` ran (a recording
+    made with ``traintop run --record`` goes on to the job's end)."""
+    snaps = [rec.sample(i)[0] for i in range(len(rec.samples))]
+    live = [i for i, s in enumerate(snaps) if any(j.name == name and j.state == "live"
+                                                   for j in s.jobs)]  # fmt: skip
+    return snaps[max(0, live[-1] + 1 - WINDOW) : live[-1] + 1] if live else []
 
 
 def _restored(rec: Recording, window: list[Snapshot]) -> list[Snapshot]:
