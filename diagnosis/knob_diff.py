@@ -48,16 +48,16 @@ def settings(facts: JobFacts | None, limit: CpuLimit | None) -> dict[str, str]:
 
 
 def _loader(facts: JobFacts) -> dict[str, str]:
+    """The first loader's settings; those of its workers only where it has some (a loader
+    loading in the trainer has no prefetch or persistence to change)."""
     if not facts.loaders:
         return {}
     first = facts.loaders[0]
-    found = {
-        "num_workers": str(first.num_workers),
-        "pin_memory": str(first.pin_memory),
-        "persistent_workers": str(first.persistent_workers),
-    }
-    if first.prefetch_factor is not None:
-        found["prefetch_factor"] = str(first.prefetch_factor)
+    found = {"num_workers": str(first.num_workers), "pin_memory": str(first.pin_memory)}
+    if first.num_workers > 0:
+        found["persistent_workers"] = str(first.persistent_workers)
+        if first.prefetch_factor is not None:
+            found["prefetch_factor"] = str(first.prefetch_factor)
     if first.batch_size is not None:
         found["batch_size"] = str(first.batch_size)
     return found
