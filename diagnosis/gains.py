@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.job_cpus import job_cpus, throttling
-from traintop.diagnosis.loader_model import MAX_WORKERS, Loop, rate, workers_for
+from traintop.diagnosis.loader_model import MARGINAL, MAX_WORKERS, Loop, rate, workers_for
 from traintop.diagnosis.loop_inputs import Measured, measured_loop, others_cpus
 from traintop.diagnosis.model import Gain
 from traintop.diagnosis.stats import mean_of, std_of
@@ -33,6 +33,7 @@ NO_GAIN = 1.03  # below this a prediction is "no gain" (the trial's noise is lar
 NOISE_MIN, NOISE_MAX = 0.05, 0.3  # the relative spread of the inputs a range allows for
 QUOTA_STEP = 0.5  # CPUs: a proposed quota is a multiple of this
 MIN_SHARE = 0.1  # CPUs: however busy the host, a trainer gets some
+MAX_PREFETCH = 16  # batches a worker keeps ahead, at most (each is memory, pinned or not)
 THREADS_WASTE = (
     "if all its threads' queueing was waste: a step's cost on fewer threads is not in the budget"
 )
@@ -179,6 +180,21 @@ def more_workers(ctx: Context, text: str) -> Gain | None:
         return None
     now, new = target
     return _setting(ctx, m, text, "num_workers", (str(now), new), lambda lo: rate(lo, workers=new))
+
+
+def prefetch_target(ctx: Context, now: int) -> int:
+    """The prefetch depth past which one more batch a worker buys under ``MARGINAL``, from
+    ``now`` (twice ``now`` where none buys anything: the remedy then says so)."""
+    m = measured_loop(ctx)
+    if m is None or m.loop.workers == 0:
+        return 2 * now
+    depth, value = now, rate(m.loop, prefetch=now)[0]
+    while depth < MAX_PREFETCH:
+        more = rate(m.loop, prefetch=depth + 1)[0]
+        if more < value * (1.0 + MARGINAL):
+            break
+        depth, value = depth + 1, more
+    return depth if depth > now else 2 * now
 
 
 def deeper_prefetch(ctx: Context, text: str, now: int, new: int) -> Gain | None:

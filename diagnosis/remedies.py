@@ -70,16 +70,17 @@ def _workers_remedy(ctx: Context) -> tuple[str | Gain, ...]:
 
 
 def _prefetch(ctx: Context, why: str) -> str | Gain:
-    """``raise prefetch_factor from 2 to 4 ...``, with the job's own value where it was seen,
-    and what the loop says a deeper queue buys."""
+    """``raise prefetch_factor from 2 to 6 ...``: from the job's own value (torch's default 2
+    where the probe did not see the loader) to the depth the loop model says reaches the
+    knee (twice it where no depth gains), with what that buys."""
     facts = facts_of(ctx)
     loaders = [lo for lo in facts.loaders if lo.prefetch_factor] if facts else []
-    if not loaders:  # torch's default, 2, where the probe did not see the loader
-        text = f"raise prefetch_factor (e.g. 4) {why}"
-        return gains.deeper_prefetch(ctx, text, 2, 4) or text
-    now = loaders[0].prefetch_factor or 2
-    text = f"raise prefetch_factor from {now} to {2 * now} {why}"
-    return gains.deeper_prefetch(ctx, text, now, 2 * now) or text
+    now = (loaders[0].prefetch_factor or 2) if loaders else 2
+    new = gains.prefetch_target(ctx, now)
+    head = f"raise prefetch_factor from {now} to {new}" if loaders else (
+        f"raise prefetch_factor (e.g. {new})")  # fmt: skip
+    text = f"{head} {why}"
+    return gains.deeper_prefetch(ctx, text, now, new) or text
 
 
 def data_cpu(ctx: Context, spare_cores: bool) -> tuple[str | Gain, ...]:
