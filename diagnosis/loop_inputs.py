@@ -6,10 +6,10 @@ workers' time on a batch is what makes the measured rate come out of the loop (t
 inverted: a worker also idles when the queue ahead of the trainer is full, which its share of
 the time alone would count as work).  Both include the time their threads queued for a CPU
 (run-queue wait, and a cgroup quota's throttling, which the kernel counts the same way): that
-part is taken out, since it depends on what else wants the cores; the model's CPU bound puts it
-back where the cores are short.  The CPU a step costs is the trainer's (all its threads) plus
-its workers' per batch.  The cores are the job's (quota, cpuset) less what other processes on
-the box take.
+part is taken out, since it depends on what else wants the cores; the model puts it back for
+the threads a change leaves runnable.  The CPU a step costs is the trainer's (all its threads)
+plus its workers' per batch.  The cores are the job's (quota, cpuset), and the host's beside
+the other processes' runnable threads, read from how long they made the job's own wait.
 """
 
 from __future__ import annotations
@@ -57,17 +57,10 @@ def _measure(ctx: Context) -> Measured | None:
     if job is None or not rate or wait is None:
         return None
     workers, prefetch = _settings(ctx)
-    own = (1.0 - wait) / rate
     variability = _variability(ctx)
-    batch = batch_time(workers, prefetch, rate, own, variability)
-    if batch is None:  # the step alone explains the rate: batches are never late
-        batch = 0.0 if workers == 0 else own * 1e-3
-    trainer_wait = _wait_s(ctx, ctx.trainer, rate)
-    step_s = _less(own, trainer_wait * (1.0 - wait if workers == 0 else 1.0))
-    loader_wait = trainer_wait * wait if workers == 0 else _workers_wait(ctx, rate)
-    others = others_cpus(ctx)
-    batch_s = _less(batch, loader_wait)
+    batch_s, step_s = _times(ctx, rate, wait, (workers, prefetch), variability)
     load_cpu, read = _loader_parts(ctx, rate, workers)
+    others = others_cpus(ctx)
     cpus = job_cpus(ctx)
     ranks = max(1, cpus.ranks)
     loop = Loop(
@@ -81,13 +74,29 @@ def _measure(ctx: Context) -> Measured | None:
         read_s=min(read, max(0.0, batch_s - load_cpu)),
         read_limit=_read_limit(ctx, job.read_limit_bps, rate),
         host=cpus.host / ranks,
-        others=_others_runnable(ctx, others, workers) / ranks,
+        others=_others_runnable(ctx, others) / ranks,
         threads=_busy_threads(ctx),
         demand=_trainer_demand(ctx),
         main_cpu_s=min(step_s, _main_cpu_s(ctx, rate, workers, wait)),
         variability=variability,
     )
     return Measured(loop if _queued(ctx) else _unstretched(loop), rate, others)
+
+
+def _times(
+    ctx: Context, rate: float, wait: float, settings: tuple[int, int], variability: float
+) -> tuple[float, float]:
+    """A worker's time on a batch (the loop inverted at the measured rate) and the trainer's
+    own time a step, each less the time its threads queued for a CPU."""
+    workers, prefetch = settings
+    own = (1.0 - wait) / rate
+    batch = batch_time(workers, prefetch, rate, own, variability)
+    if batch is None:  # the step alone explains the rate: batches are never late
+        batch = 0.0 if workers == 0 else own * 1e-3
+    trainer_wait = _wait_s(ctx, ctx.trainer, rate)
+    step_s = _less(own, trainer_wait * (1.0 - wait if workers == 0 else 1.0))
+    loader_wait = trainer_wait * wait if workers == 0 else _workers_wait(ctx, rate)
+    return _less(batch, loader_wait), step_s
 
 
 def _variability(ctx: Context) -> float:
@@ -206,7 +215,7 @@ def _cpu_s(ctx: Context, rate: float) -> float:
     return sum((p.cpu_pct or 0.0) for p in procs if p is not None) / 100.0 / rate
 
 
-def _others_runnable(ctx: Context, others: float, workers: int) -> float:
+def _others_runnable(ctx: Context, others: float) -> float:
     """Other processes' runnable threads, as what they do to the job's: where the scheduler's
     waits are measured and no quota throttles the job, the count that makes the job's threads
     wait as long as they did (each runnable thread runs ``host / runnable`` of the time, so
