@@ -102,7 +102,10 @@ def setting_b(case: Case, a: Setting, env: dict, value: float | None) -> Setting
     return replace(a, args=set_arg(a.args, "--slow-ms", "0"))  # no_slow
 
 
-def box_busy(seconds: float = 3.0) -> float:
+QUIET_S = 20.0  # the box must stay quiet this long before a run starts
+
+
+def box_busy(seconds: float = QUIET_S) -> float:
     """CPUs busy on the box over ``seconds`` (nothing of the trial's runs)."""
     from gaintrial.runs import TICK, _busy_ticks
 
@@ -117,7 +120,6 @@ def wait_quiet(opts: Options) -> float:
     deadline = time.monotonic() + opts.quiet_wait_s
     busy = box_busy()
     while busy > opts.max_others and time.monotonic() < deadline:
-        time.sleep(10.0)
         busy = box_busy()
     return busy
 
