@@ -65,6 +65,7 @@ class Case:
     ranks: int  # ... of this many ranks each
     workers: int = 0  # DataLoader workers per rank
     ended: int = 0  # one-rank runs that finished before
+    data_wait: float = 0.02  # the share of each step its ranks wait for a batch
 
 
 CASES = {
@@ -72,6 +73,7 @@ CASES = {
     "1 rank": Case(1, 1),
     "8 ranks": Case(1, 8),
     "8 ranks x 4 workers": Case(1, 8, workers=4),
+    "8 ranks data-bound": Case(1, 8, workers=4, data_wait=0.5),
     "24 ended": Case(0, 0, ended=24),
     "8 ranks + 24 ended": Case(1, 8, ended=24),
     "64 ranks": Case(8, 8),
@@ -97,7 +99,8 @@ def _job(pid: int, rank: int, job: int, case: Case, tick: int) -> JobSnapshot:
     """A live rank's summary at ``tick``: 20 steps a second, step times and shares moving."""
     total = RATE * (tick + 10)
     steps = tuple(0.05 * (1 + 0.01 * ((s + rank) % 7)) for s in range(total - RECENT, total))
-    shares = (0.02 + 0.001 * (tick % 3), 0.3, 0.5, 0.1, 0.078)
+    wait = case.data_wait + 0.001 * (tick % 3)
+    shares = (wait, *(share * (1 - case.data_wait) / 0.98 for share in (0.3, 0.5, 0.1, 0.078)))
     return JobSnapshot(
         pid=pid, name=f"job{job}", rank=rank, local_rank=rank % 8, world_size=case.ranks,
         state="live", steps_total=total, steps_per_s=RATE, samples_per_s=32.0 * RATE,

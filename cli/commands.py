@@ -197,7 +197,7 @@ def compare(args: argparse.Namespace) -> int:
     """`traintop compare A B`: which differences between two runs are beyond noise."""
     from traintop.cli.compare import run_compare
 
-    return run_compare(args.a, args.b, job=args.job, as_json=args.json)
+    return run_compare(args.a, args.b, job=args.job, as_json=args.json, for_s=args.for_s)
 
 
 def export(args: argparse.Namespace) -> int:

@@ -61,11 +61,13 @@ def _settle(jobs, lock: threading.Lock, window: list) -> None:
         time.sleep(0.05)
 
 
-def _stabilised(window: list, job_pid: int | None):
+def _stabilised(window: list, job_pid: int | None, memory=None):
     """Replay the observation tick by tick, as the monitor would; the whole observation is the
     window, so its end is judged even when ``--for`` is shorter than the usual minimum.
     Returns the last verdict and the timeline: ``[seconds into the window, bottleneck]`` at
-    every change of the shown primary (a verdict that flips shows up here)."""
+    every change of the shown primary (a verdict that flips shows up here).  ``memory`` (a
+    ``RunMemory``) follows the runs tick by tick: a job restarted under the same name is held
+    against its run before (``memory.lines``)."""
     from traintop.diagnosis import VerdictStabilizer
     from traintop.diagnosis.engine import MIN_WINDOW_S
 
@@ -74,13 +76,15 @@ def _stabilised(window: list, job_pid: int | None):
     verdict, timeline = None, []
     for end in range(1, len(window) + 1):
         verdict = stabilizer.update(window[:end], job_pid=job_pid)
+        if memory is not None:
+            memory.update(window[end - 1], verdict)
         shown = verdict.primary.bottleneck
         if not timeline or timeline[-1][1] != shown:
             timeline.append([round(window[end - 1].monotonic - window[0].monotonic, 2), shown])
     return verdict, timeline
 
 
-def _print_text(verdict) -> None:
+def _print_text(verdict, against: tuple[str, ...] = ()) -> None:
     p = verdict.primary
     print(f"{p.bottleneck}: {p.summary} (confidence {p.confidence:.0%}, {verdict.mode} mode)")
     focus = next((j for j in verdict.per_job if j.job_id == verdict.job_id), None)
@@ -90,11 +94,25 @@ def _print_text(verdict) -> None:
         print(f"  evidence: {ev.text}")
     for i, remedy in enumerate(p.remedies, 1):
         print(f"  fix {i}: {remedy}")
+        gain = p.gain_of(remedy)
+        if gain is not None:
+            print(f"    expect: {_expect(gain)}")
+    for line in against:
+        print(f"  restarted: {line}")
     for other in verdict.also:
         print(f"  also: {other.bottleneck}: {other.summary}")
     for job in verdict.per_job:
         if job.job_id != verdict.job_id:
             print(f"  {_job_line(job)}")
+
+
+def _expect(gain) -> str:
+    """``num_workers 1 → 4: ≈ 2.9× ...``: the change, where it has a short name, and the
+    prediction with its range and reason."""
+    from traintop.diagnosis.gain_text import gain_words
+
+    words = gain_words(gain)
+    return f"{gain.change}: {words}" if gain.change else words
 
 
 def _job_line(job) -> str:
@@ -126,17 +144,19 @@ def _exit_code(verdict, job_pid: int | None) -> int:
     return 0 if verdict.primary.bottleneck != "unknown" else EXIT_NO_VERDICT
 
 
-def _print(verdict, timeline: list, job_pid: int | None, as_json: bool) -> None:
+def _print(verdict, timeline: list, job_pid: int | None, as_json: bool,
+           against: tuple[str, ...] = ()) -> None:  # fmt: skip
     from traintop.diagnosis import verdict_to_dict
     from traintop.diagnosis.engine import no_live_job
 
     if as_json:
-        json.dump({**verdict_to_dict(verdict), "timeline": timeline}, sys.stdout, indent=2)
+        doc = {**verdict_to_dict(verdict), "timeline": timeline, "against": list(against)}
+        json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif job_pid is None and _not_live(verdict, None):
         print(f"traintop: {no_live_job(verdict.per_job)}")
     else:
-        _print_text(verdict)
+        _print_text(verdict, against)
 
 
 def run_diagnose(*, for_s: float, job_pid: int | None, as_json: bool, interval_s: float) -> int:
@@ -147,9 +167,12 @@ def run_diagnose(*, for_s: float, job_pid: int | None, as_json: bool, interval_s
             f"traintop: no training job with pid {job_pid} (see `traintop jobs`)", file=sys.stderr
         )
         return EXIT_NO_VERDICT
-    verdict, timeline = _stabilised(window, job_pid)
+    from traintop.diagnosis.run_memory import RunMemory
+
+    memory = RunMemory()
+    verdict, timeline = _stabilised(window, job_pid, memory)
     if verdict is None:
         print("traintop: no sample was taken", file=sys.stderr)
         return EXIT_NO_VERDICT
-    _print(verdict, timeline, job_pid, as_json)
+    _print(verdict, timeline, job_pid, as_json, memory.lines)
     return _exit_code(verdict, job_pid)

@@ -33,7 +33,8 @@ FORGET_AFTER_S = 30.0  # a process not asked about for this long is dropped
 MAX_FOLDERS = 4096  # cgroup directories kept resolved before the table starts over
 CPUSET_FILES = {1: ("cpuset.effective_cpus", "cpuset.cpus"), 2: ("cpuset.cpus.effective",)}
 V2 = ""  # the unified hierarchy's key in /proc/PID/cgroup ("0::/path")
-CONTROLLERS = frozenset({"cpu", "cpuset", "memory"})  # the v1 hierarchies read (memory: memcg.py)
+# The v1 hierarchies read (memory: memcg.py; blkio: the read limit the gains model uses).
+CONTROLLERS = frozenset({"cpu", "cpuset", "memory", "blkio"})
 _US, _NS = 1e-6, 1e-9
 
 
@@ -73,8 +74,8 @@ def _unescape(field: str) -> str:
 
 
 def mounts_from(mountinfo: str) -> dict[str, Mount]:
-    """The ``cpu``, ``cpuset`` and ``memory`` v1 mounts and the v2 mount (key ``V2``) in a
-    mountinfo text, the first of each kind."""
+    """The ``cpu``, ``cpuset``, ``memory`` and ``blkio`` v1 mounts and the v2 mount (key
+    ``V2``) in a mountinfo text, the first of each kind."""
     found: dict[str, Mount] = {}
     for line in mountinfo.splitlines():
         left, _, right = line.partition(" - ")
@@ -126,6 +127,19 @@ def parse_cpuset(text: str) -> tuple[int, ...]:
         low, _, high = part.partition("-")
         cpus.update(range(int(low), int(high or low) + 1))
     return tuple(sorted(cpus))
+
+
+def parse_read_limits(text: str | None) -> list[int]:
+    """The read bandwidth limits (bytes/s) in a v1 ``blkio.throttle.read_bps_device``
+    (``8:0 4000000`` lines) or a v2 ``io.max`` (``8:0 rbps=4000000 wbps=max ...``)."""
+    found = []
+    for line in (text or "").splitlines():
+        for word in line.split()[1:]:
+            read = word.startswith("rbps=") or "=" not in word  # v2's read key, or v1's number
+            value = word.removeprefix("rbps=") if read else ""
+            if value.isdigit():
+                found.append(int(value))
+    return [v for v in found if v > 0]
 
 
 def parse_cpu_stat(text: str) -> Throttle | None:
@@ -191,6 +205,7 @@ class CgroupReader:
         self._members: dict[int, tuple[float, dict[str, str] | None]] = {}  # pid: when, paths
         self._groups: dict[tuple, _Reading] = {}  # by the cgroup paths of cpu, cpuset, v2
         self._folders: dict[tuple, tuple[Mount, Path, str] | None] = {}
+        self._io: dict[tuple, tuple[float, float | None]] = {}  # by the blkio and v2 paths
 
     def limit(self, pid: int) -> CpuLimit | None:
         """``pid``'s CPU limit (None: no cgroup could be read for it, the process gone)."""
@@ -207,6 +222,31 @@ class CgroupReader:
                 last = _Reading(now, None, None)
             self._groups[key] = last
         return last.limit
+
+    def read_limit(self, pid: int) -> float | None:
+        """The least read bandwidth (bytes/s) ``pid``'s cgroups allow on any device (cgroup v1
+        ``blkio.throttle.read_bps_device``, v2 ``io.max`` rbps), from its cgroup up to the
+        root; None where none is set.  Read with the CPU limit's cadence."""
+        now = self._clock()
+        paths = self.paths(pid, now)
+        if paths is None:
+            return None
+        key = ("io", paths.get("blkio"), paths.get(V2))
+        last = self._io.get(key)
+        if last is None or now - last[0] >= self._every_s:
+            last = (now, self._least_read(paths))
+            self._io[key] = last
+        return last[1]
+
+    def _least_read(self, paths: dict[str, str]) -> float | None:
+        found = self.folder(paths, "blkio")
+        if found is None:
+            return None
+        mount, folder, _ = found
+        name = "io.max" if mount.version == 2 else "blkio.throttle.read_bps_device"
+        levels = _up(folder, mount.path)
+        limits = [v for level in levels for v in parse_read_limits(_read(level / name))]
+        return float(min(limits)) if limits else None
 
     def paths(self, pid: int, now: float) -> dict[str, str] | None:
         """Which cgroups ``pid`` is in, read again every ``every_s`` (a process can move)."""
@@ -225,6 +265,8 @@ class CgroupReader:
             del self._members[pid]
         for key in [k for k, r in self._groups.items() if now - r.at > FORGET_AFTER_S]:
             del self._groups[key]
+        for key in [k for k, (at, _) in self._io.items() if now - at > FORGET_AFTER_S]:
+            del self._io[key]
 
     def mounts(self) -> dict[str, Mount]:
         """The hierarchies, found once."""

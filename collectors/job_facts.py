@@ -140,6 +140,7 @@ def job_facts(raw: Any) -> JobFacts | None:
         **read,
         optimizers=tuple(o for o in map(_optimizer, _items(raw.get("optimizers"))) if o),
         loaders=tuple(lo for lo in map(_loader, _items(raw.get("loaders"))) if lo),
+        threads=_count(raw.get("threads")) or None,
     )
 
 

@@ -439,6 +439,13 @@ class JobCollector:
         job.shown, job.shown_at = snapshot, now
         return snapshot
 
+    def _limits(self, job: _Job) -> dict:
+        """What the rank's cgroups allow it: CPUs, and read bandwidth (none for an ended one)."""
+        if job.segment.closed:
+            return {"cpu_limit": None, "read_limit_bps": None}
+        pid, cgroups = job.header.pid, self.cgroups
+        return {"cpu_limit": cgroups.limit(pid), "read_limit_bps": cgroups.read_limit(pid)}
+
     def _extras(self, job: _Job, now: float) -> dict:
         """The ledger's newest collective per group, the stack, the stall limits, the CPU limit."""
         p50 = job.window.step_time_p50_s()
@@ -453,7 +460,7 @@ class JobCollector:
             "threads": rank_threads(job.stacks.threads, now, THREADS_KEEP_S),
             "stall_after_s": self.stall.after_s(p50),
             "hang_after_s": self.hang.after_s(p50),
-            "cpu_limit": None if job.segment.closed else self.cgroups.limit(job.header.pid),
+            **self._limits(job),
             **job.facts.read(now),  # what the job already does, its syncs, its GPU profile
         }
 

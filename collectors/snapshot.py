@@ -413,6 +413,7 @@ class JobFacts:
     # The probe's sync hook was on (a CUDA job, not switched off): only then does an empty
     # ``JobSnapshot.sync_sites`` mean that no sync was seen.
     syncs_watched: bool | None = None
+    threads: int | None = None  # torch's intra-op threads (torch.get_num_threads())
 
 
 @dataclass(frozen=True, slots=True)
@@ -539,6 +540,7 @@ class JobSnapshot:
     facts: JobFacts | None = None
     cuda_alloc_retries: int | None = None  # the caching allocator's retries since start
     cpu_limit: CpuLimit | None = None
+    read_limit_bps: float | None = None  # the least read bandwidth its cgroups allow a device
     # ---- the run's life ----
     first_step_s: float | None = None  # how long the first step took (the warm-up)
     ending: Ending | None = None  # how an ended run ended; None while it runs

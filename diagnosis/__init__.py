@@ -9,6 +9,7 @@ the engine and every rule: 0.05 s of the monitor's start.
 from __future__ import annotations
 
 from importlib import import_module
+from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -16,7 +17,11 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    """``api``'s public names (and its ``__all__``), imported when first asked for."""
+    """``api``'s public names (and its ``__all__``), imported when first asked for.  A module
+    of the package (``from traintop.diagnosis import kill_words``) is imported as itself: going
+    through ``api`` first would load the engine from inside a module the engine imports."""
+    if find_spec(f"{__name__}.{name}") is not None:
+        return import_module(f"{__name__}.{name}")
     api = import_module("traintop.diagnosis.api")
     if name == "__all__" or name in api.__all__:
         return getattr(api, name)

@@ -12,12 +12,13 @@ remedy is offered with that said.  The evidence says what was seen (``facts_seen
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from traintop.collectors.snapshot import JobFacts
 from traintop.diagnosis.context import Context
-from traintop.diagnosis.model import Evidence
+from traintop.diagnosis.model import Evidence, Gain
 
 ON, OFF, NA = "on", "off", "n/a"  # and None: the probe could not tell
 UNSURE = "(if not already: the probe could not tell)"
@@ -125,19 +126,27 @@ def knob(ctx: Context, name: str) -> str | None:
     return KNOBS[name](ctx, facts)
 
 
-def offer(ctx: Context, items: Iterable[Remedy | str]) -> tuple[str, ...]:
+@functools.lru_cache(maxsize=256)
+def _turns(text: str, knob: str) -> Gain:
+    """A remedy that turns ``knob``, its figure for the rule to give (one object per text)."""
+    return Gain(text, knob=knob)
+
+
+def offer(ctx: Context, items: Iterable[Remedy | str | Gain]) -> tuple[str | Gain, ...]:
     """The remedies the job does not already follow and that apply to it, in order; one whose
-    knob traintop could not read says so."""
-    found: list[str] = []
+    knob traintop could not read says so.  A remedy with its prediction (``Gain``) passes; one
+    that turns a knob comes as a ``Gain`` naming it, its figure for the rule to give."""
+    found: dict[str, str | Gain] = {}
     for item in items:
-        if isinstance(item, str):
-            found.append(item)
+        if isinstance(item, str | Gain):
+            found.setdefault(item if isinstance(item, str) else item.remedy, item)
             continue
         state = knob(ctx, item.knob) if item.knob else OFF
         if state in (ON, NA):
             continue
-        found.append(item.text if state == OFF else item.unsure)
-    return tuple(dict.fromkeys(found))
+        text = item.text if state == OFF else item.unsure
+        found.setdefault(text, _turns(text, item.knob or ""))
+    return tuple(found.values())
 
 
 def _optimizer_words(f: JobFacts) -> str | None:

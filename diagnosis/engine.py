@@ -23,6 +23,7 @@ from traintop.diagnosis import (
 )
 from traintop.diagnosis.context import Box, Context, context_for
 from traintop.diagnosis.explain import explain
+from traintop.diagnosis.findings import with_fixes
 from traintop.diagnosis.job_groups import group_jobs
 from traintop.diagnosis.job_verdicts import judge_ended, judge_live, ranked_rules
 from traintop.diagnosis.memo import Memo
@@ -148,7 +149,7 @@ def _about_box(box: Box, per_job: tuple[JobVerdict, ...], span: float) -> Verdic
     found = run_rules(ctx)
     if not found:
         return _unknown(explain(ctx).summary, "system", span, per_job=per_job, idle_box=idle)
-    findings = tuple(c.finding for c in found)
+    findings = tuple(with_fixes(c).finding for c in found)
     return Verdict(findings[0], findings[1:], "system", span, None, per_job=per_job, idle_box=idle)
 
 

@@ -6,7 +6,8 @@ came with multi-rank jobs; ``share`` (the share of time a finding claims) and ea
 ``budget`` (every rank's phases and its long steps' excess by phase) with the time budget; each
 job's ``ending`` (how an ended job ended: ``kind``, ``detail``, ``frame``, ``exit_code``) with a
 run's life, and its ``kill`` (the kernel's word on a rank gone: the OOM killer or a SIGKILL)
-with issue 43; everything before them means what it meant.
+with issue 43; ``fixes`` (each remedy with what it is ``expected`` to buy) with predicted gains;
+everything before them means what it meant.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from traintop.collectors.snapshot import (
     PyThread,
     WorkerSnapshot,
 )
+from traintop.diagnosis.gain_text import gain_words
 from traintop.diagnosis.kill_words import kill_text
 from traintop.diagnosis.model import (
     Finding,
+    Gain,
     Hang,
     JobSummary,
     JobVerdict,
@@ -50,7 +53,26 @@ def _finding(f: Finding) -> dict[str, Any]:
         "share": round(f.share, 3),
         "evidence": [e.text for e in f.evidence],
         "remedies": list(f.remedies),
+        "fixes": [{"remedy": r, "expected": expected(f.gain_of(r))} for r in f.remedies],
     }
+
+
+def expected(g: Gain | None) -> dict[str, Any]:
+    """What a remedy is predicted to buy: ``speedup`` (steps/s after over now) with ``low``,
+    ``high`` and ``bound_by`` (what limits the job then); a bound alone as ``high`` with
+    ``speedup`` null; ``{"none": reason}`` where no figure can be given.  ``words`` is what
+    the text surfaces print."""
+    if g is None:
+        return {"none": "no prediction made (an older recording, or a finding without one)"}
+    if g.speedup is None and g.high is None:
+        return {"none": g.reason or "not modelled", "words": gain_words(g)}
+    now = g.steps_per_s
+    after = now * g.speedup if now is not None and g.speedup is not None else None
+    return {"speedup": _round(g.speedup), "low": _round(g.low), "high": _round(g.high),
+            "bound_by": g.bound_by, "steps_per_s": _round(now),
+            "predicted_steps_per_s": _round(after), "change": g.change or None,
+            "knob": g.knob or None, "value": g.value, "reason": g.reason or None,
+            "words": gain_words(g)}  # fmt: skip
 
 
 def _also(also: tuple[Finding, ...]) -> list[dict[str, Any]]:

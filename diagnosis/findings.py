@@ -9,10 +9,13 @@ one answer on one run and the other on the next (docs/diagnosis.md, "Ranking").
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from traintop.diagnosis.context import Context
-from traintop.diagnosis.model import SEVERITIES, Candidate, Evidence, Finding
+from traintop.diagnosis.gain_text import ordered
+from traintop.diagnosis.gains import NOT_MODELLED, unmodelled
+from traintop.diagnosis.model import SEVERITIES, Candidate, Evidence, Finding, Gain
 from traintop.diagnosis.stats import clamp01
 
 CONFIDENCE_CAP = 0.95  # nothing measured from outside the process is certain
@@ -59,7 +62,7 @@ def candidate(
     severity: str,
     summary: str,
     evidence: Iterable[Evidence],
-    remedies: Iterable[str],
+    remedies: Iterable[str | Gain] | Callable[[], Iterable[str | Gain]],
     lost: float,
     steady: float = 1.0,
     explained: float | None = None,
@@ -67,7 +70,10 @@ def candidate(
 ) -> Candidate:
     """Wrap a rule's result: ``lost`` is the share of time it claims (what ranks it);
     ``explained`` the share its evidence accounts for where that is not a time loss (a healthy
-    device's busy share, a full card), else ``lost``; ``steady`` how steadily it held."""
+    device's busy share, a full card), else ``lost``; ``steady`` how steadily it held.  The
+    remedies come ordered by what they are predicted to buy (a bare text has no figure), once
+    the finding is kept (:func:`with_fixes`): most of a multi-rank job's findings are not;
+    given as a function, they are not even made before."""
     share = clamp01(lost)
     clear = share if explained is None else explained
     finding = Finding(
@@ -76,10 +82,30 @@ def candidate(
         severity=severity,
         summary=summary,
         evidence=tuple(evidence),
-        remedies=tuple(remedies),
         share=share,
     )
-    return Candidate(finding=finding, lost_share=share)
+    fixes = remedies if callable(remedies) else (lambda made=tuple(remedies): made)
+    return Candidate(finding=finding, lost_share=share, fixes=fixes)
+
+
+def with_fixes(c: Candidate) -> Candidate:
+    """``c`` with its remedies made, where they were left for when it is kept."""
+    if c.fixes is None:
+        return c
+    return Candidate(_with_remedies(c.finding, c.fixes()), c.lost_share)
+
+
+def _with_remedies(finding: Finding, remedies: Iterable[str | Gain]) -> Finding:
+    gains = ordered(_gains(remedies))
+    return replace(finding, remedies=tuple(g.remedy for g in gains), gains=gains)
+
+
+def _gains(remedies: Iterable[str | Gain]) -> list[Gain]:
+    """One prediction per remedy, each text once (the first prediction made for it)."""
+    found: dict[str, Gain] = {}
+    for gain in unmodelled(remedies, NOT_MODELLED):
+        found.setdefault(gain.remedy, gain)
+    return list(found.values())
 
 
 def rank_key(c: Candidate) -> tuple[float, int, float]:

@@ -130,23 +130,3 @@ def limit_spent(ctx: Context) -> bool:
         return False
     used = job_cpu_used(ctx)
     return throttling(ctx) is not None or (used is not None and used >= SPARE_SHARE * cpus.total)
-
-
-def limit_remedies(ctx: Context, workers: bool) -> tuple[str, ...]:
-    """What to do about a quota that throttles the job: raise it, and (``workers``) run no
-    more DataLoader workers than its CPUs feed."""
-    limit = throttling(ctx)
-    if limit is None:
-        return ()
-    cpus = job_cpus(ctx)
-    first = (
-        f"raise the job's CPU limit (its cgroup quota is {amount(limit)}): docker --cpus,"
-        " Kubernetes resources.limits.cpu, Slurm --cpus-per-task"
-    )
-    fit = max(1, int(cpus.cpus))
-    now = len(ctx.workers)
-    if not workers or now <= fit:
-        return (first,)
-    fewer = f"lower DataLoader num_workers from {now} to {fit}: more workers than the quota's"
-    fewer += f" {amount(limit)} only queue for it, and each holds a copy of the dataset"
-    return (first, fewer)

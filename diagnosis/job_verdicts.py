@@ -15,7 +15,7 @@ from dataclasses import replace
 from traintop.collectors.snapshot import JobSnapshot, Snapshot
 from traintop.diagnosis.context import Box, Context, RankResult, box_of, context_for, span_trust
 from traintop.diagnosis.explain import explain
-from traintop.diagnosis.findings import near, ranked
+from traintop.diagnosis.findings import near, ranked, with_fixes
 from traintop.diagnosis.fold import fold
 from traintop.diagnosis.hang import crash_of, hang_of
 from traintop.diagnosis.hang_finding import beside
@@ -69,7 +69,8 @@ def judge(box: Box, group: JobGroup, rules: Rules, now: float | None = None) -> 
         return _before_first_step(group, now)
     results = [RankResult(r, ctx := context_for(box, r), rules(ctx)) for r in group.ranks]
     found, straggler = fold(results)
-    findings = tuple(c.finding for c in _split_stated(found)) or (_explained(results, straggler),)
+    kept = _split_stated(found)
+    findings = tuple(with_fixes(c).finding for c in kept) or (_explained(results, straggler),)
     lost = found[0].lost_share if found else 0.0
     hang = _stopped(group)
     if hang is not None:  # a stopped job: nothing it measured before matters as much

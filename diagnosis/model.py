@@ -6,7 +6,8 @@ so they hold finished, human-readable text next to the raw value each statement 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from traintop.collectors.snapshot import Collective, Ending, Frame, ProcState, WorkerSnapshot
 
@@ -55,6 +56,33 @@ class Evidence:
 
 
 @dataclass(frozen=True, slots=True)
+class Gain:
+    """What one remedy is predicted to buy, from the measured time budget (diagnosis/gains.py).
+
+    ``speedup`` is steps/s after the change over steps/s now (1.0: no gain), with its range
+    (``low``..``high``) where the inputs are noisy; ``bound_by`` is what limits the job once
+    it is applied (``compute``, ``cores``, ``quota``, ``disk``, ``latency``, ``workers``...).
+    Where the effect cannot be modelled ``speedup`` is None: ``high`` is then the most it can
+    buy where the budget bounds it ("up to"), else None too, and ``reason`` says why.
+    """
+
+    remedy: str
+    speedup: float | None = None
+    low: float | None = None
+    high: float | None = None
+    bound_by: str | None = None
+    reason: str = ""  # why no figure, or what the figure counts ("the 2.0 s pause every 40 steps")
+    steps_per_s: float | None = None  # the job's rate now
+    change: str = ""  # the setting it changes, in a few words ("num_workers 1 → 4")
+    knob: str = ""  # that setting's name, as compare names it ("num_workers")
+    value: float | None = None  # the value it proposes
+
+    @property
+    def modelled(self) -> bool:
+        return self.speedup is not None
+
+
+@dataclass(frozen=True, slots=True)
 class Finding:
     """One bottleneck that holds over the window, with its evidence and ranked remedies."""
 
@@ -65,6 +93,13 @@ class Finding:
     evidence: tuple[Evidence, ...] = ()
     remedies: tuple[str, ...] = ()
     share: float = 0.0  # the share of the time its cause explains (what ranks it)
+    # What each remedy is predicted to buy, in the order of ``remedies`` (one each; a finding
+    # made before predictions, an older recording's, has none)
+    gains: tuple[Gain, ...] = ()
+
+    def gain_of(self, remedy: str) -> Gain | None:
+        """The prediction for one of ``remedies`` (None: none made)."""
+        return next((g for g in self.gains if g.remedy == remedy), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +273,12 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A finding plus the share of step time it is estimated to cost, used only for ranking."""
+    """A finding plus the share of step time it is estimated to cost, used only for ranking.
+    ``fixes`` makes its remedies where they cost a model's evaluation (the input pipeline's):
+    only the findings a verdict keeps are given them (``findings.with_fixes``), not every rank's."""
 
     finding: Finding
     lost_share: float
+    fixes: Callable[[], Iterable[str | Gain]] | None = field(
+        default=None, compare=False, repr=False
+    )

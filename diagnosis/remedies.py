@@ -5,11 +5,17 @@ Where a number can be computed (how many DataLoader workers the cores allow), it
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from traintop.diagnosis import gains
 from traintop.diagnosis.applied import Remedy, facts_of, knob, offer
 from traintop.diagnosis.busy import gpm_mean
-from traintop.diagnosis.context import Context
+from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.demand import CpuDemand
-from traintop.diagnosis.job_cpus import amount, job_cpus, limit_remedies
+from traintop.diagnosis.job_cpus import amount, job_cpus
+from traintop.diagnosis.limit_remedies import limit_remedies
+from traintop.diagnosis.model import Gain
+from traintop.diagnosis.text import pct
 
 IDLE_WORKER_PCT = 25.0  # workers below this much CPU wait on something other than a core
 SM_FILLED_PCT = 50.0  # GPM: below this share of SMs active while a kernel runs, kernels are small
@@ -28,88 +34,106 @@ def worker_budget(ctx: Context) -> int:
 
 
 def suggest_workers(ctx: Context) -> int | None:
-    """A concrete ``num_workers`` when more workers would fit on idle cores, else ``None``."""
+    """A concrete ``num_workers`` where no loop could be measured (an ended run, system mode):
+    more workers while idle cores would feed them, else ``None``."""
     current = len(ctx.workers)
     target = min(worker_budget(ctx), max(2, current * 2, current + 2))
     return target if target > current else None
 
 
-def _more_workers(ctx: Context) -> tuple[str, ...]:
-    target = suggest_workers(ctx)
+def _workers_text(ctx: Context, now: int, new: int) -> str:
+    """``raise DataLoader num_workers from 2 to 4 (16 logical CPUs)``, or why latency, not
+    CPU, bounds workers that idle."""
+    head = f"raise DataLoader num_workers from {now} to {new}"
+    loads = [w.cpu_pct for w in ctx.workers if w.cpu_pct is not None]
+    if loads and sum(loads) / len(loads) < IDLE_WORKER_PCT:
+        idle = sum(loads) / len(loads)
+        return f"{head}: they idle at {idle:.0f} % CPU, so latency, not CPU, bounds them"
+    return f"{head} ({job_cpus(ctx).words})"
+
+
+def _more_workers(ctx: Context) -> tuple[str | Gain, ...]:
+    """The workers the loader model says reach the next bound, with what they buy (no gain
+    where the CPUs or storage hold the job); the old rule of thumb where no loop is measured.
+    Made once a rank: each data rule that claims a part of its wait offers it."""
+    return once(ctx, "more_workers", _workers_remedy)
+
+
+def _workers_remedy(ctx: Context) -> tuple[str | Gain, ...]:
+    target = gains.workers_target(ctx)
     if target is None:
-        return ()
-    return (
-        f"raise DataLoader num_workers from {len(ctx.workers)} to {target} ({job_cpus(ctx).words})",
-    )
+        new = suggest_workers(ctx)
+        return (_workers_text(ctx, len(ctx.workers), new),) if new is not None else ()
+    text = _workers_text(ctx, *target)
+    gain = gains.more_workers(ctx, text)
+    return (gain,) if gain is not None else (text,)
 
 
-def _prefetch(ctx: Context, why: str) -> str:
-    """``raise prefetch_factor from 2 to 4 ...``, with the job's own value where it was seen."""
+def _prefetch(ctx: Context, why: str) -> str | Gain:
+    """``raise prefetch_factor from 2 to 6 ...``: from the job's own value (torch's default 2
+    where the probe did not see the loader) to the depth the loop model says reaches the
+    knee (twice it where no depth gains), with what that buys."""
     facts = facts_of(ctx)
     loaders = [lo for lo in facts.loaders if lo.prefetch_factor] if facts else []
-    if not loaders:
-        return f"raise prefetch_factor (e.g. 4) {why}"
-    now = loaders[0].prefetch_factor or 2
-    return f"raise prefetch_factor from {now} to {2 * now} {why}"
+    now = (loaders[0].prefetch_factor or 2) if loaders else 2
+    new = gains.prefetch_target(ctx, now)
+    head = f"raise prefetch_factor from {now} to {new}" if loaders else (
+        f"raise prefetch_factor (e.g. {new})")  # fmt: skip
+    text = f"{head} {why}"
+    return gains.deeper_prefetch(ctx, text, now, new) or text
 
 
-def data_cpu(ctx: Context, spare_cores: bool) -> tuple[str, ...]:
-    """Workers are CPU-bound: add workers only while cores are free, else make each cheaper;
-    a cgroup quota that throttles the job comes first (raise it, run no more workers than it
-    feeds)."""
-    more = _more_workers(ctx) if spare_cores else ()
+def data_cpu(ctx: Context, spare_cores: bool) -> tuple[str | Gain, ...]:
+    """Workers are CPU-bound: more workers buy something only while cores are free (the model
+    says how much, or that they buy nothing), else make each batch cheaper; a cgroup quota
+    that throttles the job comes first (raise it, run no more workers than it feeds)."""
+    del spare_cores  # the loader model weighs the free cores itself
     return offer(
         ctx,
         (
             *limit_remedies(ctx, workers=True),
-            *more,
-            "move augmentation to the GPU (torchvision.transforms.v2 on CUDA tensors, NVIDIA DALI)",
-            "pre-process offline: store decoded/resized samples instead of decoding every epoch",
-            "use a faster decoder (pillow-simd, torchvision.io.decode_jpeg on GPU)",
+            *_more_workers(ctx),
+            gains.loader_cut(ctx, "move augmentation to the GPU (torchvision.transforms.v2 on "
+                             "CUDA tensors, NVIDIA DALI)", ("cpu", "augmentation on the GPU")),
+            gains.loader_cut(ctx, "pre-process offline: store decoded/resized samples instead "
+                             "of decoding every epoch", ("cpu", "samples pre-processed")),
+            gains.loader_cut(ctx, "use a faster decoder (pillow-simd, torchvision.io."
+                             "decode_jpeg on GPU)", ("cpu", "a faster decoder")),
             PERSISTENT,
             PINNED,
         ),
-    )
+    )  # fmt: skip
 
 
-def data_io(ctx: Context) -> tuple[str, ...]:
+def data_io(ctx: Context) -> tuple[str | Gain, ...]:
     """Reads are the limit: read less, read sequentially, or read from something faster."""
     return (
-        "copy the dataset to local NVMe or RAM (/dev/shm) so reads hit the page cache",
-        "pack small files into sharded formats (WebDataset tar shards, LMDB, TFRecord, "
-        "MosaicML streaming) for sequential reads",
+        gains.loader_cut(ctx, "copy the dataset to local NVMe or RAM (/dev/shm) so reads hit "
+                         "the page cache", ("read", "the data in RAM"), exact=True),
+        gains.loader_cut(ctx, "pack small files into sharded formats (WebDataset tar shards, "
+                         "LMDB, TFRecord, MosaicML streaming) for sequential reads",
+                         ("read", "files packed in shards")),
         *_more_workers(ctx),
         _prefetch(ctx, "so more reads are in flight while the GPU computes"),
-        "store smaller samples (compressed JPEG/WebP at training resolution)",
-    )
+        gains.loader_cut(ctx, "store smaller samples (compressed JPEG/WebP at training "
+                         "resolution)", ("read", "smaller samples")),
+    )  # fmt: skip
 
 
-def _idle_workers(ctx: Context) -> tuple[str, ...]:
-    """Workers that sleep on a fetch cost no core: more of them fit however few cores there
-    are (a worker that waits on latency is a process, not a CPU)."""
-    loads = [w.cpu_pct for w in ctx.workers if w.cpu_pct is not None]
-    if not loads or sum(loads) / len(loads) >= IDLE_WORKER_PCT:
-        return _more_workers(ctx)
-    current = len(ctx.workers)
-    return (
-        f"raise DataLoader num_workers from {current} to {2 * current}: they idle at "
-        f"{sum(loads) / len(loads):.0f} % CPU, so latency, not CPU, bounds them",
-    )
-
-
-def data_starved(ctx: Context) -> tuple[str, ...]:
+def data_starved(ctx: Context) -> tuple[str | Gain, ...]:
     """Neither CPU nor disk is full: the pipeline lacks parallelism, not capacity."""
     return offer(
         ctx,
         (
-            *_idle_workers(ctx),
+            *_more_workers(ctx),
             _prefetch(ctx, "to keep more batches in flight"),
             PERSISTENT,
             Remedy("pin_memory=True", "pin_memory"),
-            "batch remote fetches or cache them locally: per-sample latency bounds throughput",
+            gains.loader_cut(ctx, "batch remote fetches or cache them locally: per-sample "
+                             "latency bounds throughput", ("wait", "fetches batched or cached")),
             "check the Dataset's __getitem__ for locks, sleeps or per-sample network calls",
         ),
-    )
+    )  # fmt: skip
 
 
 MIXED_PRECISION = Remedy(
@@ -132,9 +156,14 @@ GPU_COMPUTE: tuple[Remedy | str, ...] = (
 )
 
 
-def compute(ctx: Context) -> tuple[str, ...]:
+KERNELS = "a kernel change: how much faster its kernels run is not in the time budget"
+ON_GPU = "how fast a GPU would run the step is not in a CPU job's time budget"
+
+
+def compute(ctx: Context) -> tuple[str | Gain, ...]:
     """The device is the limit: make each step cheaper on it, by what the job does not do yet
-    (and what the SMs' counters say is left on the table)."""
+    (and what the SMs' counters say is left on the table).  No figure: what a kernel change
+    buys is not in the budget."""
     if not ctx.box.has_gpus:
         return _cpu_compute(ctx)
     fixes = list(GPU_COMPUTE)
@@ -148,27 +177,32 @@ def compute(ctx: Context) -> tuple[str, ...]:
             f"tensor cores run {tensor:.0f} % of the time in autocast: keep matmul dimensions "
             "(hidden size, batch × sequence) multiples of 8, 64 on Hopper",
         )
-    return offer(ctx, fixes)
+    return gains.unmodelled(offer(ctx, fixes), KERNELS)
 
 
-def _cpu_compute(ctx: Context) -> tuple[str, ...]:
+def _cpu_compute(ctx: Context) -> tuple[str | Gain, ...]:
     """A CPU-only trainer: a GPU, a quota that lets it use its cores, bf16, compile."""
     cpus = job_cpus(ctx)
+    k = max(1, int(cpus.cpus))
     threads = "torch.set_num_threads(physical cores)"
     if cpus.limit is not None:
-        k = max(1, int(cpus.cpus))
         threads = f"torch.set_num_threads({k}): the job may use {amount(cpus.limit)}"
-    return offer(
-        ctx,
-        (
-            *limit_remedies(ctx, workers=False),
-            "move training to a GPU if one is available",
-            threads,
-            Remedy(
-                "bf16 autocast on the CPU: torch.autocast('cpu', dtype=torch.bfloat16)", "autocast"
+    gpu = gains.not_modelled("move training to a GPU if one is available", ON_GPU)
+    return gains.unmodelled(
+        offer(
+            ctx,
+            (
+                *limit_remedies(ctx, workers=False),
+                gpu,
+                gains.more_threads(ctx, threads, k),
+                Remedy(
+                    "bf16 autocast on the CPU: torch.autocast('cpu', dtype=torch.bfloat16)",
+                    "autocast",
+                ),
+                COMPILE,
             ),
-            COMPILE,
         ),
+        KERNELS,
     )
 
 
@@ -194,11 +228,13 @@ LAUNCHES: tuple[Remedy | str, ...] = (
 )
 
 
-def host_overhead(ctx: Context) -> tuple[str, ...]:
+def host_overhead(ctx: Context, idle: float) -> tuple[Gain, ...]:
     """Launch-bound: fewer launches (compile, CUDA graphs, a fused optimizer), more work per
     launch (a bigger batch), less Python between them.  Mixed precision makes kernels faster,
-    not fewer, so it is never advice here."""
-    return offer(ctx, (*limit_remedies(ctx, workers=False), *LAUNCHES))
+    not fewer, so it is never advice here.  Each buys at most the ``idle`` share of the time
+    the GPU waits for launches."""
+    fixes = offer(ctx, (*limit_remedies(ctx, workers=False), *LAUNCHES))
+    return gains.bounded(fixes, idle, f"the {pct(idle)} the GPU waits for launches gone")
 
 
 THEN_COMPILE = Remedy(
@@ -208,9 +244,12 @@ THEN_COMPILE = Remedy(
 )
 
 
-def sync_stall(ctx: Context, site: str | None, launching: bool = False) -> tuple[str, ...]:
+def sync_stall(
+    ctx: Context, site: str | None, idle: float, launching: bool = False
+) -> tuple[Gain, ...]:
     """Remove the waits: the named line first, then the usual suspects; a training thread
-    that also runs all the time may be launch-bound behind them (``launching``)."""
+    that also runs all the time may be launch-bound behind them (``launching``).  Each buys
+    at most the ``idle`` share of the time the GPU waits after the syncs."""
     first = (
         (
             f"take {site} off the step: keep the value on the GPU and read it every N "
@@ -219,7 +258,7 @@ def sync_stall(ctx: Context, site: str | None, launching: bool = False) -> tuple
         if site
         else ()
     )
-    return offer(
+    fixes = offer(
         ctx,
         (
             *first,
@@ -230,16 +269,28 @@ def sync_stall(ctx: Context, site: str | None, launching: bool = False) -> tuple
             *((THEN_COMPILE,) if launching else ()),
         ),
     )
+    return gains.bounded(fixes, idle, f"the {pct(idle)} the GPU waits after syncs gone")
 
 
-def straggler(rank: int) -> tuple[str, ...]:
-    """One rank holds the others back: find what only it has, or even out the work."""
-    return (
-        f"look at what only rank {rank} has: a slower or throttled device, other processes on "
-        "its CPUs, a busier disk or link",
-        "balance the work across ranks: uneven shards or sequence lengths, or a task only one "
-        "rank runs (logging, evaluation, checkpoints)",
+def straggler(rank: int, claim: float, spread: float, now: float | None) -> tuple[Gain, ...]:
+    """One rank holds the others back: find what only it has, or even out the work.  Either
+    brings it to the others' pace, which buys back the ``claim`` they wait on it."""
+    reason = f"rank {rank} at the others' pace"
+    change = f"rank {rank} at the others' pace"
+    return tuple(
+        replace(gains.removed(text, claim, spread, reason, now), change=change, knob="straggler")
+        for text in (
+            f"look at what only rank {rank} has: a slower or throttled device, other processes "
+            "on its CPUs, a busier disk or link",
+            "balance the work across ranks: uneven shards or sequence lengths, or a task only "
+            "one rank runs (logging, evaluation, checkpoints)",
+        )
     )
+
+
+def network(share: float, now: float | None) -> tuple[Gain, ...]:
+    """Each buys at most the ``share`` of the time in communication."""
+    return gains.bounded(NETWORK, share, f"the {pct(share)} in communication gone", now)
 
 
 NETWORK = (
@@ -267,6 +318,17 @@ PERIODIC = (
     "run evaluation on a separate process or GPU",
 )
 
+
+def periodic(lost: float, pause: str, count: int, now: float | None) -> tuple[Gain, ...]:
+    """Taking the pause off the step buys back its ``lost`` share (``count`` long steps
+    measured it); the first remedy does that for a checkpoint, the others for their causes,
+    so for them it is only the most they can buy."""
+    first, *others = PERIODIC
+    gain = gains.removed(first, lost, gains.few(count), pause, now)
+    rest = gains.bounded(others, lost, pause, now)
+    return (replace(gain, change="the pauses off the step", knob="pauses"), *rest)
+
+
 IDLE = (
     "check the model and batches are on the GPU: model.to('cuda'), batch.to('cuda')",
     "check CUDA_VISIBLE_DEVICES and that torch.cuda.is_available() is True in the job",
@@ -274,7 +336,10 @@ IDLE = (
 )
 
 
-def memory(ctx: Context) -> tuple[str, ...]:
+MEMORY = "memory held, not time: what it buys is not in the time budget"
+
+
+def memory(ctx: Context) -> tuple[Gain, ...]:
     """A full GPU risks OOM: less activation memory, or less fragmentation (the host's memory
     is traintop.diagnosis.remedies_host's)."""
     gpu = (
@@ -283,12 +348,12 @@ def memory(ctx: Context) -> tuple[str, ...]:
         Remedy("mixed precision (bf16 autocast) to halve activation memory", "autocast"),
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation",
     )
-    return offer(ctx, gpu)
+    return gains.unmodelled(offer(ctx, gpu), MEMORY)
 
 
-def alloc_retries(ctx: Context) -> tuple[str, ...]:
+def alloc_retries(ctx: Context) -> tuple[Gain, ...]:
     """The allocator retries: fragmentation first (the cheapest fix), then less memory."""
-    return offer(
+    fixes = offer(
         ctx,
         (
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: segments grow instead of "
@@ -299,9 +364,10 @@ def alloc_retries(ctx: Context) -> tuple[str, ...]:
             Remedy("mixed precision (bf16 autocast) to halve activation memory", "autocast"),
         ),
     )
+    return gains.unmodelled(fixes, MEMORY)
 
 
-def oversubscribed(ctx: Context) -> tuple[str, ...]:
+def oversubscribed(ctx: Context) -> tuple[str | Gain, ...]:
     """Too many runnable threads: give each trainer an explicit share of the cores, what is
     left of them once the DataLoader workers have one each (``CpuDemand.threads_per_trainer``)."""
     d = ctx.box.demand
@@ -317,7 +383,7 @@ def oversubscribed(ctx: Context) -> tuple[str, ...]:
             f" ({d.cpus} CPUs,{workers} shared by {trainers})"
         )
     return (
-        first,
+        gains.fewer_threads(ctx, first, share) or first,
         "cv2.setNumThreads(0) and torch.set_num_threads(1) inside DataLoader workers",
         _fewer(d),
     )

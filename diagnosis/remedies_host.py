@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from traintop.diagnosis.applied import facts_of, offer
 from traintop.diagnosis.context import Context
+from traintop.diagnosis.model import Gain
 from traintop.diagnosis.text import size
 
 ARRAYS = (
@@ -29,10 +30,12 @@ SWAP = (
 )
 
 
-def host_memory(ctx: Context, limit: tuple[str, int] | None, copies: bool) -> tuple[str, ...]:
+def host_memory(
+    ctx: Context, limit: tuple[str, int] | None, copies: bool
+) -> tuple[str | Gain, ...]:
     """Workers' copies first (the commonest cause), then fewer workers, then the limit that
     runs out (``limit``: "cgroup" or "host", and its bytes)."""
-    found: list[str] = []
+    found: list[str | Gain] = []
     if copies:
         found += [ARRAYS, *_persistent(ctx)]
     found += [*_fewer_workers(ctx), *_prefetch(ctx)]

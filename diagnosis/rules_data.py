@@ -18,7 +18,7 @@ from traintop.diagnosis.data_split import DataSplit, data_split
 from traintop.diagnosis.findings import candidate
 from traintop.diagnosis.host_view import psi_evidence
 from traintop.diagnosis.job_cpus import amount, limit_spent, quota_note, throttled, throttling
-from traintop.diagnosis.model import Candidate, Evidence
+from traintop.diagnosis.model import Candidate, Evidence, Gain
 from traintop.diagnosis.signals import (
     DATA_WAIT_SHARE,
     WAIT_EVIDENCE_PCT,
@@ -98,7 +98,7 @@ def data_io(ctx: Context) -> Candidate | None:
         severity="warning",
         summary=f"Input pipeline limited by storage: {pct(part)} of time lost",
         evidence=facts,
-        remedies=remedies.data_io(ctx),
+        remedies=lambda: remedies.data_io(ctx),
         lost=part,
         steady=wait_held(ctx),
     )
@@ -136,7 +136,7 @@ def data_cpu(ctx: Context) -> Candidate | None:
         severity="warning",
         summary=f"Input pipeline limited by CPU{cause}: {pct(part)} of time lost",
         evidence=_cpu_evidence(ctx, split),
-        remedies=remedies.data_cpu(ctx, spare),
+        remedies=lambda: remedies.data_cpu(ctx, spare),
         lost=part,
         steady=wait_held(ctx),
     )
@@ -179,7 +179,7 @@ def data_starved(ctx: Context) -> Candidate | None:
         severity="warning",
         summary="Input pipeline too slow with CPU and disk to spare",
         evidence=(*_wait_line(ctx, split), *_worker_facts(ctx), *_loader_seen(ctx)),
-        remedies=remedies.data_starved(ctx),
+        remedies=lambda: remedies.data_starved(ctx),
         lost=part,
         steady=wait_held(ctx),
     )
@@ -216,7 +216,7 @@ def _system(ctx: Context, name: str) -> Candidate | None:
         severity="warning",
         summary=_SYSTEM_SUMMARY[name].format(pct(lost)),
         evidence=facts,
-        remedies=_system_remedies(ctx, name),
+        remedies=lambda: _system_remedies(ctx, name),
         lost=lost,
         certainty=SYSTEM_GUESS if name == "data_starved" else 1.0,
     )
@@ -242,7 +242,7 @@ def _system_cause(ctx: Context) -> str | None:
     return "data_starved"
 
 
-def _system_remedies(ctx: Context, name: str) -> tuple[str, ...]:
+def _system_remedies(ctx: Context, name: str) -> tuple[str | Gain, ...]:
     if name == "data_io":
         return remedies.data_io(ctx)
     if name == "data_cpu":

@@ -37,6 +37,7 @@ from traintop.diagnosis import remedies_host
 from traintop.diagnosis.busy import gpu_busy
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.findings import candidate
+from traintop.diagnosis.gains import bounded, now_rate
 from traintop.diagnosis.model import Candidate, Evidence
 from traintop.diagnosis.stack_text import where
 from traintop.diagnosis.text import pct, pct100
@@ -122,7 +123,12 @@ def gil_contention(ctx: Context) -> Candidate | None:
         summary=f"Thread '{first.thread.name}' holds the interpreter {pct100(first.cpu_pct)} "
         "of the time: the training loop waits for the GIL",
         evidence=_facts(ctx, found, need),
-        remedies=remedies_host.gil_holder(first.thread.name, first.cpu_pct),
+        remedies=lambda: bounded(
+            remedies_host.gil_holder(first.thread.name, first.cpu_pct),
+            lost,
+            "the share of the step the loop waits for the interpreter",
+            now_rate(ctx),
+        ),
         lost=lost,
     )
 

@@ -231,7 +231,7 @@ def network(ctx: Context) -> Candidate | None:
         severity="warning",
         summary=f"Communication-bound: {pct(lost)} of time in collectives/network",
         evidence=facts,
-        remedies=remedies.NETWORK,
+        remedies=remedies.network(lost, _rate(ctx)),
         lost=lost,
         steady=comm_held(ctx),
         certainty=1.0 if ctx.mode == "attach" else NIC_ONLY,
@@ -266,7 +266,7 @@ def periodic_stall(ctx: Context) -> Candidate | None:
         severity="warning",
         summary=f"Periodic long steps cost {pct(lost)} of training time",
         evidence=(Evidence(text, "stall_share", lost, "training"),),
-        remedies=remedies.PERIODIC,
+        remedies=remedies.periodic(lost, _pause(excess), excess.count, _rate(ctx)),
         lost=lost,
         steady=_stalls_held(ctx, excess.median_s),
     )
@@ -294,6 +294,16 @@ def _spread_like_steps(budget: Budget, excess: Excess) -> bool:
         return False
     gaps = (abs(budget.shares[n] / steps - excess.by_phase.get(n, 0.0) / extra) for n in names)
     return sum(gaps) / 2 <= SPREAD_ALIKE
+
+
+def _rate(ctx: Context) -> float | None:
+    return ctx.job.job.steps_per_s if ctx.job else None
+
+
+def _pause(excess: Excess) -> str:
+    """``the 2.0 s pauses every 40 steps``: what taking them off the step buys back."""
+    every = excess.steps / max(1, excess.count)
+    return f"the pauses of up to {seconds(excess.longest_s)} every {every:.0f} steps gone"
 
 
 def _where(excess: Excess, waits: tuple[str, ...]) -> str:

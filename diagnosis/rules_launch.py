@@ -128,7 +128,7 @@ def host_overhead(ctx: Context) -> Candidate | None:
         severity="warning",
         summary=f"Launch-bound: the GPU waits {pct(split.host)} of the time for the host's kernels",
         evidence=facts,
-        remedies=remedies.host_overhead(ctx),
+        remedies=remedies.host_overhead(ctx, split.host),
         lost=split.host,
     )
 
@@ -145,7 +145,7 @@ def _system_host(ctx: Context) -> Candidate | None:
         severity="warning",
         summary=f"Trainer CPU-bound between GPU work: GPU idle {pct(lost)}",
         evidence=gaps + pegged,
-        remedies=remedies.host_overhead(ctx),
+        remedies=remedies.host_overhead(ctx, lost),
         lost=lost,
     )
 
@@ -207,7 +207,7 @@ def sync_stall(ctx: Context) -> Candidate | None:
         summary=_sync_summary(split, head),
         evidence=(*facts, *_dominant_phase(ctx), *facts_seen(ctx, ("pin_memory",))),
         remedies=remedies.sync_stall(
-            ctx, site_name(sites(ctx)[0]) if named else None, launching=bool(thread)
+            ctx, site_name(sites(ctx)[0]) if named else None, split.sync, launching=bool(thread)
         ),
         lost=split.sync,
         certainty=_sync_certainty(ctx, split, bool(thread)),

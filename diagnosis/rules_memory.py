@@ -26,8 +26,10 @@ from traintop.collectors.memory_state import CgroupMemory, PressureSet, UniqueMe
 from traintop.diagnosis import remedies_host
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.findings import candidate
+from traintop.diagnosis.gains import unmodelled
 from traintop.diagnosis.host_view import psi_evidence
 from traintop.diagnosis.model import Candidate, Evidence
+from traintop.diagnosis.remedies import MEMORY
 from traintop.diagnosis.signals import DATA_WAIT_SHARE, data_wait
 from traintop.diagnosis.text import duration, pct, rate, size
 
@@ -236,8 +238,11 @@ def host_memory(ctx: Context) -> Candidate | None:
         severity="error" if urgent or swap or (full or 0.0) >= PSI_FULL else "warning",
         summary=_summary(lim if soon else None, stalled, swapped),
         evidence=facts,
-        remedies=remedies_host.host_memory(
-            ctx, (lim.where, lim.limit_bytes) if lim else None, copies_grow(ctx, lim)
+        remedies=lambda: unmodelled(
+            remedies_host.host_memory(
+                ctx, (lim.where, lim.limit_bytes) if lim else None, copies_grow(ctx, lim)
+            ),
+            MEMORY,
         ),
         lost=lost,
         explained=max(stalled, swapped, 1.0 if soon else 0.0),

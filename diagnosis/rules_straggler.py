@@ -16,13 +16,15 @@ cause is the job's answer (:mod:`traintop.diagnosis.fold`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from statistics import median
 
 from traintop.diagnosis import remedies
 from traintop.diagnosis.budget import is_wait
 from traintop.diagnosis.context import Context, RankResult
-from traintop.diagnosis.findings import candidate
-from traintop.diagnosis.model import Candidate, Evidence, Straggler
+from traintop.diagnosis.findings import candidate, with_fixes
+from traintop.diagnosis.gains import few
+from traintop.diagnosis.model import Candidate, Evidence, Finding, Gain, Straggler
 from traintop.diagnosis.stats import share_true
 from traintop.diagnosis.straggler_cause import slow_remedies, what_slows
 from traintop.diagnosis.text import pct, seconds
@@ -31,6 +33,7 @@ from traintop.diagnosis.where import how_to_look, where_time_goes
 
 MOST = 0.5  # the others wait on it for most of their step beyond what it waits itself
 SLOWED = 0.2  # ... or a fifth of it, where what only it has says why (straggler_cause.py)
+GPU_CLOCKS = "straggler.sm_clock_mhz"  # its GPU slower: a throttle rule's own finding
 NO_OWN_COST = frozenset({"compute", "unknown"})  # its own findings that name no lost time
 
 
@@ -45,7 +48,7 @@ def held_back(
     (its quota throttles it, its cpuset is narrower, its GPU slower), a fifth of their step
     suffices: that difference is the cause, and no rule of its own names it."""
     claim = _claim(results, slow)
-    if claim is None or claim < (SLOWED if what_slows(slow, results) else MOST):
+    if claim is None or claim < (SLOWED if _unnamed_cause(slow, results) else MOST):
         return None
     return candidate(
         slow.ctx,
@@ -54,10 +57,17 @@ def held_back(
         summary=f"Rank {slow.job.rank} holds back the job: the other ranks wait for it "
         f"{pct(claim)} of their time",
         evidence=_facts(results, slow, straggler, own),
-        remedies=_remedies(results, slow, own),
+        remedies=_remedies(results, slow, own, claim),
         lost=claim,
         steady=_held(results, slow),
     )
+
+
+def _unnamed_cause(slow: RankResult, results: Sequence[RankResult]) -> bool:
+    """Whether what only the straggler has, and no rule of its own names, says why it is slow:
+    its quota, its cpuset, its queueing.  Its GPU's lower clocks are the throttle rules' case
+    (the straggler named in their evidence), which also say why the clocks are down."""
+    return any(e.metric != GPU_CLOCKS for e in what_slows(slow, results))
 
 
 def _claim(results: Sequence[RankResult], slow: RankResult) -> float | None:
@@ -83,14 +93,38 @@ def _facts(
 
 
 def _remedies(
-    results: Sequence[RankResult], slow: RankResult, own: tuple[Candidate, ...]
-) -> tuple[str, ...]:
-    """Its own cause's remedies first, then what to look at on that rank."""
+    results: Sequence[RankResult], slow: RankResult, own: tuple[Candidate, ...], claim: float
+) -> tuple[str | Gain, ...]:
+    """Its own cause's remedies first (what each buys that rank, at most what the job gains
+    when it reaches the others' pace), then the change to what only it has (which brings it
+    to the others' pace: that gain), then what to look at on that rank."""
     cause = _costed(own)
-    first = cause.finding.remedies if cause is not None else ()
+    now = slow.job.steps_per_s
+    pace = remedies.straggler(slow.job.rank, claim, few(_summaries(slow)), now)
+    first = _capped(with_fixes(cause).finding, pace[0]) if cause is not None else ()
     own_fix = slow_remedies(slow, what_slows(slow, results))
-    return (*first, *own_fix, *remedies.straggler(slow.job.rank),
-            *how_to_look(slow.ctx, own_time=True))  # fmt: skip
+    paced = tuple(replace(pace[0], remedy=text) for text in own_fix)
+    return (*first, *paced, *pace, *how_to_look(slow.ctx, own_time=True))
+
+
+def _capped(cause: Finding, pace: Gain) -> tuple[str | Gain, ...]:
+    """The cause's remedies with their gains held to what reaching the others' pace buys."""
+    found: list[str | Gain] = []
+    for text in cause.remedies:
+        gain = cause.gain_of(text)
+        if gain is None or gain.speedup is None or pace.speedup is None:
+            found.append(gain or text)
+        elif gain.speedup > pace.speedup:
+            found.append(replace(gain, speedup=pace.speedup, low=pace.low, high=pace.high,
+                                 bound_by="peers"))  # fmt: skip
+        else:
+            found.append(gain)
+    return tuple(found)
+
+
+def _summaries(result: RankResult) -> int:
+    """How many summaries measured the rank's wait: the straggler's claim's sample count."""
+    return len(result.ctx.job.steps.rows) if result.ctx.job else 1
 
 
 def _comm(ctx: Context) -> float | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from traintop.collectors.snapshot import Snapshot
 from traintop.diagnosis.api import Verdict, VerdictStabilizer, VerdictWindow
+from traintop.diagnosis.run_memory import RunMemory
 from traintop.diagnosis.verdict_history import VerdictPoint, extend, point_from
 from traintop.diagnosis.verdict_window import WINDOW_S
 
@@ -30,6 +31,9 @@ class VerdictUpdate:
 
     verdict: Verdict
     history: tuple[VerdictPoint, ...]
+    # A job restarted under the same name, against the run before it: one line per changed
+    # knob, the gain measured beside the gain predicted (traintop.diagnosis.run_memory)
+    against: tuple[str, ...] = ()
 
 
 class VerdictRunner:
@@ -51,6 +55,7 @@ class VerdictRunner:
         self._asked: dict[int, float] = {}
         self._verdicts = VerdictWindow(job_pid=job_pid, window_s=window_s, stabilizer=stabilizer)
         self._history: tuple[VerdictPoint, ...] = ()
+        self._memory = RunMemory()
         self.runs = 0
 
     def update(self, snapshot: Snapshot) -> VerdictUpdate:
@@ -59,7 +64,7 @@ class VerdictRunner:
         self._ask_samples(verdict, snapshot.monotonic)
         self.runs += 1
         self._history = extend(self._history, point_from(snapshot, verdict, self._job_pid))
-        return VerdictUpdate(verdict, self._history)
+        return VerdictUpdate(verdict, self._history, self._memory.update(snapshot, verdict))
 
     def _ask_samples(self, verdict: Verdict, now: float) -> None:
         """Pass on the verdicts' wishes for stack samples, each rank once per ``RESAMPLE_S``."""

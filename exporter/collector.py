@@ -17,7 +17,11 @@ from traintop.exporter.gpu_families import gpu_families
 from traintop.exporter.host_families import host_families
 from traintop.exporter.job_families import job_families
 from traintop.exporter.published import Latest, Published
-from traintop.exporter.verdict_families import final_families, verdict_families
+from traintop.exporter.verdict_families import (
+    final_families,
+    remedy_families,
+    verdict_families,
+)
 
 
 class SnapshotCollector(Collector):
@@ -37,6 +41,7 @@ class SnapshotCollector(Collector):
         host = published.snapshot.host.hostname
         yield from job_families(published.ranks, host)
         yield from verdict_families(published.verdicts, host)
+        yield from remedy_families(published.verdicts, host)
         yield from final_families(published.finals, host)
         if self._host_metrics:
             yield from host_families(published.snapshot)

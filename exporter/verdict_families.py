@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily
 
 from traintop.diagnosis.api import BOTTLENECKS
+from traintop.diagnosis.gain_text import has_figure
 from traintop.exporter.published import ExportedVerdict
 
 VERDICT_LABELS = ("job", "job_name", "hostname", "bottleneck", "severity")
@@ -45,6 +46,35 @@ def verdict_families(
             since.add_metric(labels, item.since_s)
     yield primary
     yield since
+
+
+REMEDY_LABELS = (*JOB_LABELS, "bottleneck", "rank", "change", "bound_by", "kind")
+REMEDIES_EXPORTED = 3  # the best few: each is a series, and the labels name the change
+REMEDY_HELP = (
+    "What the verdict's remedies are predicted to buy, best first (rank 1..3): steps/s after "
+    "the change over steps/s now; kind=figure a prediction, kind=bound the most it can buy "
+    "(remedies with neither are not exported); change names the setting, bound_by what "
+    "limits the job then."
+)
+
+
+def remedy_families(
+    verdicts: tuple[ExportedVerdict, ...], hostname: str
+) -> Iterator[GaugeMetricFamily]:
+    """``traintop_remedy_expected_speedup``: each verdict's best remedies with their gain."""
+    family = GaugeMetricFamily("traintop_remedy_expected_speedup", REMEDY_HELP,
+                               labels=REMEDY_LABELS)  # fmt: skip
+    for item in verdicts:
+        finding = item.finding
+        for rank, remedy in enumerate(finding.remedies[:REMEDIES_EXPORTED], 1):
+            gain = finding.gain_of(remedy)
+            if gain is None or not has_figure(gain):
+                continue
+            kind = "figure" if gain.speedup is not None else "bound"
+            labels = [item.job, item.job_name, hostname, finding.bottleneck, str(rank),
+                      gain.change or remedy, gain.bound_by or "", kind]  # fmt: skip
+            family.add_metric(labels, gain.speedup or gain.high or 1.0)
+    yield family
 
 
 def final_families(

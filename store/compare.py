@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from traintop.diagnosis.knob_diff import KnobChange, changes, settings
 from traintop.store.ranges import Span
 from traintop.store.reader import Recording
 from traintop.store.run_data import RunData, load_run
@@ -32,6 +33,21 @@ def compare(a: Span, b: Span, job: str | None) -> tuple[RunData, RunData, list[M
     with Recording(a.path) as rec_a, Recording(b.path) as rec_b:
         run_a, run_b = load_run(rec_a, a, job), load_run(rec_b, b, job)
     return run_a, run_b, metrics(run_a, run_b)
+
+
+def knob_changes(a: RunData, b: RunData) -> tuple[KnobChange, ...]:
+    """The settings that differ between the two runs, with A's predictions for them."""
+    before, after = settings(a.facts, a.cpu_limit), settings(b.facts, b.cpu_limit)
+    return changes(before, after, a.findings)
+
+
+def measured(a: RunData, b: RunData) -> tuple[float | None, float | None]:
+    """B over A: steps/s and samples/s (None where a side has no rate)."""
+    return _ratio(a.steps_per_s, b.steps_per_s), _ratio(a.samples_per_s, b.samples_per_s)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return b / a if a and b is not None else None
 
 
 def metrics(a: RunData, b: RunData) -> list[Metric]:

@@ -6,7 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from traintop.collectors.gpu_reasons import throttling_reasons
-from traintop.collectors.snapshot import Snapshot
+from traintop.collectors.snapshot import CpuLimit, JobFacts, JobSnapshot, Snapshot
+from traintop.diagnosis.model import Finding, Verdict
 from traintop.store.ranges import Span
 from traintop.store.reader import RecordedSegment, Recording
 from traintop.store.schema import StoreError
@@ -33,6 +34,11 @@ class RunData:
     gpu_clock: list[float] = field(default_factory=list)
     throttled: list[float] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)
+    # What the job's probe saw last in the span, the quota it ran under, and the findings of
+    # the last verdict on it (their predictions are what compare holds B against)
+    facts: JobFacts | None = None
+    cpu_limit: CpuLimit | None = None
+    findings: tuple[Finding, ...] = ()
 
 
 def load_run(rec: Recording, span: Span, job: str | None) -> RunData:
@@ -42,10 +48,11 @@ def load_run(rec: Recording, span: Span, job: str | None) -> RunData:
     start = first + (span.start_s or 0.0)
     end = first + span.end_s if span.end_s is not None else rec.samples[-1].t
     run = RunData(span.label(), start=start, end=end)
-    _load_samples(rec, run)
     segments = _job_segments(rec, job)
     if segments:
         run.job, run.ranks = segments[0].name, len(segments)
+    _load_samples(rec, run)
+    if segments:
         _load_steps(rec, segments, run)
     return run
 
@@ -69,7 +76,24 @@ def _load_samples(rec: Recording, run: RunData) -> None:
     run.verdicts = [b for sample_id, b in rec.verdict_timeline() if sample_id in ids]
     for index, row in enumerate(rec.samples):
         if row.id in ids:
-            _add_gpus(rec.sample(index)[0], run)
+            snapshot, verdict = rec.sample(index)
+            _add_gpus(snapshot, run)
+            _add_job(snapshot, verdict, run)
+
+
+def _add_job(snapshot: Snapshot, verdict: Verdict | None, run: RunData) -> None:
+    """The job's settings and its verdict's findings, the newest in the span winning."""
+    mine = [j for j in snapshot.jobs if j.name == run.job and j.state == "live"]
+    if mine:
+        run.facts = _first(mine).facts or run.facts
+        run.cpu_limit = _first(mine).cpu_limit or run.cpu_limit
+    judged = [v for v in (verdict.per_job if verdict else ()) if v.name == run.job and v.live]
+    if judged:
+        run.findings = (judged[0].primary, *judged[0].also)
+
+
+def _first(jobs: list[JobSnapshot]) -> JobSnapshot:
+    return min(jobs, key=lambda j: j.rank)
 
 
 def _add_gpus(snapshot: Snapshot, run: RunData) -> None:

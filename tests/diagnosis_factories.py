@@ -98,6 +98,7 @@ class Scene:
     profile: GpuStepProfile | None = None
     alloc_retries_per_tick: int | None = None  # the allocator's retries grow by this a tick
     cpu_limit: CpuLimit | None = None
+    read_limit: float | None = None  # bytes/s its cgroup lets the job read (blkio, io.max)
     steps_per_s: float = 4.0
 
     def but(self, **changes) -> Scene:
@@ -276,6 +277,7 @@ class Scene:
             gpu_profile=self.profile,
             cuda_alloc_retries=self._retries(tick),
             cpu_limit=self.cpu_limit,
+            read_limit_bps=self.read_limit,
         )
 
     def _retries(self, tick: int) -> int | None:

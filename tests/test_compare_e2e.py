@@ -58,7 +58,9 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 def test_more_workers_is_a_significant_gain(runs):
     doc = _compare(runs["w0"], runs["w2"])
-    assert set(doc) == {"a", "b", "metrics"}
+    assert set(doc) == {"a", "b", "metrics", "changes"}
+    (change,) = doc["changes"]
+    assert (change["knob"], change["a"], change["b"]) == ("num_workers", "0", "2"), change
     rows = {m["name"]: m for m in doc["metrics"]}
     assert all(set(m) >= {"name", "a", "b", "change_pct", "significant"} for m in doc["metrics"])
     assert doc["a"]["job"] == doc["b"]["job"] == "slow_loader"

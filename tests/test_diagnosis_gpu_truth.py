@@ -315,15 +315,17 @@ def test_a_throttled_cpu_job_names_its_quota() -> None:
 
 
 def test_worker_advice_counts_the_jobs_cpus() -> None:
-    """Workers starved on a 16-CPU host inside a 4-CPU cpuset: advice by the cpuset."""
-    limit = CpuLimit(cpus=4.0, quota_cpus=None, cpuset=(0, 1, 2, 3), cgroup="/slurm/job1")
+    """Workers starved on a 16-CPU host inside a 2-CPU cpuset: advice by the cpuset (the
+    loader model finds fewer workers reach its CPUs' bound than the host's)."""
+    limit = CpuLimit(cpus=2.0, quota_cpus=None, cpuset=(0, 1), cgroup="/slurm/job1")
     scene = Scene(cpus=16, data_wait=0.4, workers=2, worker_cpu=40, gpu_busy=0.6, gpu_util=60,
                   cpu_limit=limit)  # fmt: skip
     primary = diagnose(scene.window()).primary
     assert primary.bottleneck == "data_starved"
     assert primary.remedies[0] == (
-        "raise DataLoader num_workers from 2 to 3 (the job's 4 CPUs: cgroup cpuset)"
+        "raise DataLoader num_workers from 2 to 3 (the job's 2 CPUs: cgroup cpuset)"
     )
+    assert primary.gains[0].bound_by == "cores"
     host = diagnose(scene.but(cpu_limit=None).window()).primary
     assert host.remedies[0] == "raise DataLoader num_workers from 2 to 4 (16 logical CPUs)"
 

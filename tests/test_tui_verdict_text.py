@@ -59,7 +59,7 @@ def test_second_line_has_summary_remedy_and_other_findings():
     lines = banner_lines(Verdict(DATA, (other,), "attach", 10.0, 12.0), 200, two_lines=True)
     assert lines[1].plain == (
         "  Input pipeline limited by CPU: 62 % of time lost"
-        "  try: raise DataLoader num_workers from 4 to 7  also: memory pressure"
+        "  try: raise DataLoader num_workers from 4 to 7  also: gpu memory"
     )
 
 

@@ -50,6 +50,7 @@ class KnobWatch:
         self.autocast: str | None = None
         self.device: str | None = None
         self.compiled_in_place = False
+        self.threads: int | None = None  # torch's intra-op threads, read in the sampled forward
         self.sampled_at: float | None = None  # monotonic s of the last forward sample
         self._scanned: dict[int, tuple[bool, bool | None]] = {}  # id(model): conv, chl. last
         self._last: dict[str, list[dict[str, Any]]] = {"optimizers": [], "loaders": []}
@@ -112,11 +113,14 @@ class KnobWatch:
         return armed
 
     def _sample(self, module: Any) -> None:
-        """Inside the outermost forward: where the weights are and what autocast does there."""
+        """Inside the outermost forward: where the weights are, what autocast does there, and
+        torch's intra-op threads (OpenMP keeps the count per thread: only the training
+        thread's is the one its step runs with)."""
         device = _parameter_device(module)
         if device is not None:
             self.device = device
             self.autocast = autocast_state(self._torch, device)
+        self.threads = _threads(self._torch)
         self.sampled_at = time.monotonic()
 
     # ---- read by the helper thread ---------------------------------------------------------
@@ -134,6 +138,7 @@ class KnobWatch:
             "has_conv": conv,
             "channels_last": channels_last,
             **tf32_flags(self._torch),
+            "threads": self.threads,
             **profiled,
         }
 
@@ -281,6 +286,14 @@ def scan_model(torch: ModuleType, model: Any) -> tuple[bool, bool | None]:
             if last != plain:
                 verdicts.append(last)
     return True, (all(verdicts) if verdicts else None)
+
+
+def _threads(torch: ModuleType) -> int | None:
+    """torch's intra-op thread count, as set process-wide by ``torch.set_num_threads``."""
+    try:
+        return int(torch.get_num_threads())
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return None
 
 
 def tf32_flags(torch: ModuleType) -> dict[str, bool | None]:

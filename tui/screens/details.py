@@ -20,6 +20,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from traintop.diagnosis.api import Finding, JobVerdict, Verdict
+from traintop.diagnosis.gain_text import gain_words, has_figure, remedy_line
 from traintop.diagnosis.run_life import short_ending
 from traintop.diagnosis.stack_text import stack_lines
 from traintop.diagnosis.verdict_history import METRICS, Metric, VerdictPoint, runs, stats
@@ -35,6 +36,7 @@ LABEL_WIDTH = 11
 SECTIONS = (
     ("evidence", "Evidence"),
     ("remedies", "Remedies, most effective first"),
+    ("against", "Against the run before"),
     ("stacks", "Stacks, innermost frame last"),
     ("also", "Also holds"),
     ("jobs", "Jobs on this box"),
@@ -81,6 +83,10 @@ class DetailsScreen(ModalScreen[None]):
         self.query_one("#details-finding", Static).update(finding_text(verdict))
         self.query_one("#details-evidence", HangingList).set_items(evidence_items(verdict.primary))
         self.query_one("#details-remedies", HangingList).set_items(remedy_items(verdict.primary))
+        against = [("• ", line) for line in update.against]
+        self.query_one("#details-against", HangingList).set_items(against)
+        for key in ("#details-against", "#details-against-heading"):
+            self.query_one(key).display = bool(against)
         stacks = stack_items(verdict)
         self.query_one("#details-stacks", HangingList).set_items(stacks)
         for key in ("#details-stacks", "#details-stacks-heading"):
@@ -189,9 +195,24 @@ def _stack_style(line: str) -> str:
 
 
 def remedy_items(finding: Finding) -> list[Item]:
+    """Each remedy, most it buys first: its line (the change and its predicted gain, one
+    line at 80 columns), then, dim beneath, the whole advice and the prediction's range and
+    reason."""
     if not finding.remedies:
         return [("", "nothing to change")]
-    return [(f"{rank}. ", remedy) for rank, remedy in enumerate(finding.remedies, 1)]
+    items: list[Item] = []
+    for rank, remedy in enumerate(finding.remedies, 1):
+        marker = f"{rank}. "
+        gain = finding.gain_of(remedy)
+        if gain is None:
+            items.append((marker, remedy))
+            continue
+        line = remedy_line(gain) if has_figure(gain) else remedy
+        items.append((marker, Content.styled(line, "bold")))
+        more = [remedy] if line != remedy and gain.change else []
+        more.append(gain_words(gain))
+        items.append((" " * len(marker), Content.styled(" · ".join(more), "dim")))
+    return items
 
 
 def also_items(also: Sequence[Finding]) -> list[Item]:

@@ -28,6 +28,7 @@ from traintop.views.verdict_text import (
     other_jobs_fact,
     tone,
     tone_style,
+    try_line,
     verdict_facts,
 )
 
@@ -144,8 +145,9 @@ def hang_banner(verdict: Verdict, width: int, *, two_lines: bool = False) -> lis
         return [first]
     case = primary.evidence[0].text if primary.evidence else ""
     second: list[tuple[str, str] | str] = ["  ", case]
-    if primary.remedies:
-        second += [("  try: ", "dim"), (primary.remedies[0], "italic")]
+    first_fix = try_line(primary)
+    if first_fix:
+        second += [("  try: ", "dim"), (first_fix, "italic")]
     return [first, Content.assemble(*second).truncate(width, ellipsis=True)]
 
 
@@ -153,8 +155,9 @@ def detail_line(verdict: Verdict, width: int) -> Content:
     """The wide-screen second line: the summary, the best remedy, what else holds."""
     primary = verdict.primary
     parts: list[tuple[str, str] | str] = ["  ", primary.summary]
-    if primary.remedies and primary.bottleneck != "unknown":
-        parts += [("  try: ", "dim"), (primary.remedies[0], "italic")]
+    first_fix = try_line(primary)
+    if first_fix and primary.bottleneck != "unknown":
+        parts += [("  try: ", "dim"), (first_fix, "italic")]
     if verdict.also:
         others = ", ".join(label(f.bottleneck).lower() for f in verdict.also)
         parts += [("  also: ", "dim"), others]
