@@ -8,7 +8,8 @@
 
 The second part runs even when the first failed, and the exit status is the first non-zero of
 the two (5, "no tests collected", counts as a pass: a ``-k`` or a path may leave a part empty).
-Arguments are passed to both parts: ``python3 -m tests.suite -x tests/test_run_life.py``.
+Arguments are passed to both parts: ``python3 -m tests.suite -x tests/test_run_life.py``.  Each
+part lists its skipped tests with their reasons, so a test that stopped running shows.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ NO_TESTS = 5
 def parts(args: list[str]) -> list[tuple[str, list[str]]]:
     """The two pytest command lines: (name, argv)."""
     workers = os.environ.get("TRAINTOP_TEST_WORKERS", str(WORKERS))
-    pytest = [sys.executable, "-m", "pytest"]
+    pytest = [sys.executable, "-m", "pytest", "-rs"]  # each skip with its reason
     return [
         ("parallel", [*pytest, "-m", "not solo", "-n", workers, "--dist", "loadgroup", *args]),
         ("solo", [*pytest, "-m", "solo", "-n", "0", *args]),

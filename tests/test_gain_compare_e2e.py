@@ -3,8 +3,8 @@ between two recordings and says the measured gain beside what A's verdict predic
 
 Two pairs of runs of benchmarks/gaintrial/job.py under `traintop run --record`, the two runs of
 a pair at once (on a shared box the load changes from one minute to the next, and runs that
-share it differ only by what the test changes), one pair after the other (the matmuls of the
-second would leave the first's loaders no CPU):
+share it differ only by what the test changes), each pair in the suite part its test runs in
+(the matmuls of the second would leave the first's loaders no CPU):
 
 * a loader whose one worker sleeps 4 ms per sample before an 8 ms step (latency-bound, on any
   load: sleeping needs no CPU), then with three workers: A's verdict predicts what more workers
@@ -44,16 +44,24 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def recordings(tmp_path_factory) -> dict[str, Path]:
-    tmp = tmp_path_factory.mktemp("gain-compare")
-    found: dict[str, Path] = {}
-    for pair in PAIRS:
-        started = {name: _start(tmp, name, args) for name, args in pair.items()}
-        for path, proc in started.values():
-            _, err = proc.communicate(timeout=300)
-            assert proc.returncode == 0, err
-            found[path.stem] = path
-    return found
+def latency_pair(tmp_path_factory) -> dict[str, Path]:
+    """The loader pair: its own fixture, so the solo part never runs it (nor the parallel part
+    the matmul pair)."""
+    return _record_pair(tmp_path_factory.mktemp("gain-latency"), PAIRS[0])
+
+
+@pytest.fixture(scope="module")
+def autocast_pair(tmp_path_factory) -> dict[str, Path]:
+    return _record_pair(tmp_path_factory.mktemp("gain-autocast"), PAIRS[1])
+
+
+def _record_pair(tmp: Path, pair: dict[str, tuple[str, ...]]) -> dict[str, Path]:
+    """The two runs of ``pair`` at once, recorded: name -> recording."""
+    started = {name: _start(tmp, name, args) for name, args in pair.items()}
+    for _, proc in started.values():
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    return {name: path for name, (path, _) in started.items()}
 
 
 def _start(tmp: Path, name: str, args: tuple[str, ...]) -> tuple[Path, subprocess.Popen]:
@@ -75,8 +83,8 @@ def _changes(a: Path, b: Path) -> tuple[list[dict], str]:
     return json.loads(doc.stdout)["changes"], text.stdout
 
 
-def test_more_workers_are_named_with_the_gain_measured_beside_the_one_predicted(recordings):
-    changes, text = _changes(recordings["w1"], recordings["w3"])
+def test_more_workers_are_named_with_the_gain_measured_beside_the_one_predicted(latency_pair):
+    changes, text = _changes(latency_pair["w1"], latency_pair["w3"])
     (change,) = [c for c in changes if c["knob"] == "num_workers"]
     assert (change["a"], change["b"]) == ("1", "3")
     assert change["measured_speedup"] > 1.0, text
@@ -87,8 +95,8 @@ def test_more_workers_are_named_with_the_gain_measured_beside_the_one_predicted(
 
 
 @pytest.mark.solo
-def test_autocast_on_a_cpu_is_named_and_says_it_has_no_prediction(recordings):
-    changes, text = _changes(recordings["fp32"], recordings["bf16"])
+def test_autocast_on_a_cpu_is_named_and_says_it_has_no_prediction(autocast_pair):
+    changes, text = _changes(autocast_pair["fp32"], autocast_pair["bf16"])
     (change,) = [c for c in changes if c["knob"] == "autocast"]
     assert (change["a"], change["b"]) == ("off", "bf16")
     assert "none" in change["predicted"], change["predicted"]

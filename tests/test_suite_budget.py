@@ -113,7 +113,8 @@ def test_the_parts_split_the_tests_by_the_solo_marker() -> None:
     (parallel, first), (solo, second) = suite.parts(["-x"])
     assert (parallel, solo) == ("parallel", "solo")
     assert "-m not solo -n 4 --dist loadgroup -x" in " ".join(first)
-    assert " ".join(second).endswith("-m pytest -m solo -n 0 -x")
+    assert " ".join(second).endswith("-m pytest -rs -m solo -n 0 -x")
+    assert "-rs" in first  # skips are listed with their reasons
 
 
 GROUPED = """
