@@ -56,7 +56,8 @@ class FactsReader:
         self._history: deque[tuple[int, int, dict[_SiteKey, int]]] = deque()
 
     def read(self, now_s: float) -> dict[str, Any]:
-        """``facts``, ``sync_sites``, ``gpu_profile`` and ``cuda_alloc_retries``."""
+        """``facts``, ``sync_sites``, ``gpu_profile`` and ``cuda_alloc_retries`` with the steps
+        the probe had counted when it counted them (the ring's count runs ahead of the file's)."""
         self._poll(now_s)
         doc = self._doc
         if doc is None:
@@ -66,6 +67,7 @@ class FactsReader:
             "sync_sites": self._sites(),
             "gpu_profile": self._profile(doc, now_s),
             "cuda_alloc_retries": _count(doc.get("alloc_retries")),
+            "cuda_alloc_retries_steps": _count(doc.get("steps")),
         }
 
     def _poll(self, now_s: float) -> None:

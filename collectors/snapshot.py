@@ -539,6 +539,7 @@ class JobSnapshot:
     sync_sites: tuple[SyncSite, ...] = ()  # most per step first
     facts: JobFacts | None = None
     cuda_alloc_retries: int | None = None  # the caching allocator's retries since start
+    cuda_alloc_retries_steps: int | None = None  # ... counted when the job had made these steps
     cpu_limit: CpuLimit | None = None
     read_limit_bps: float | None = None  # the least read bandwidth its cgroups allow a device
     # ---- the run's life ----

@@ -16,11 +16,14 @@ training one
 
 * is runnable (on a CPU or queued for one) ``THREAD_PCT`` of the time or more, and
 * ran in fewer than ``GIL_RATIO`` as many of the windows in which the helper held the GIL as of
-  those in which it was free (and in a quarter of the free ones at least: a thread the CPUs of a
+  those in which it was free (and in a sixth of the windows at least: a thread the CPUs of a
   crowded box rarely run says nothing),
 
 and the training thread itself needs the interpreter for at least ``LOOP_NEED`` of its time (by
-the same measure: ``1 - held/free`` windows).  It claims the smaller of the holder's share and
+the same measure: ``1 - held/free`` windows).  One answer holds twenty windows: a thread that
+holds the GIL half the time ran in 5 to 10 of its free ones, and the loop beside it read a need
+of 0.56 to 0.82, so the bars sit well below both (at a quarter and at half, one run in four or
+five missed it).  It claims the smaller of the holder's share and
 the loop's need of its own time (outside its waits for data and peers).  Threads that wait (in
 I/O, in C without the GIL, a logger between lines, the pin-memory thread at rest) are not busy
 and are never named; a busy thread in C without the GIL runs while the GIL is held as much as
@@ -44,8 +47,9 @@ from traintop.diagnosis.text import pct, pct100
 
 THREAD_PCT = 25.0  # another thread runnable a quarter of the time at least
 GIL_RATIO = 0.1  # ... running in under this share as many held windows as free ones
-MIN_FREE = 3  # free windows it ran in, at least (and a quarter of them): else it says nothing
-LOOP_NEED = 0.5  # the training thread needs the GIL at least half of its time
+MIN_FREE = 3  # free windows it ran in, at least (and a sixth of them): else it says nothing
+FREE_SHARE = 6
+LOOP_NEED = 0.35  # the training thread needs the GIL at least this share of its time
 MIN_LOST = 0.1
 DEVICE_BUSY = 0.8  # a device busy this much is the limit (compute's bar)
 
@@ -63,7 +67,7 @@ def gil_share(t: PyThread) -> float | None:
     """How much of its running ``t`` needs the GIL for: 1 less the ratio of the windows it ran
     in while the GIL was held to those while it was free; None where it ran in too few free
     windows to tell (asleep, or a thread the CPUs rarely run on a crowded box)."""
-    if t.ran_free < max(MIN_FREE, t.windows // 4):
+    if t.ran_free < max(MIN_FREE, t.windows // FREE_SHARE):
         return None
     return 1.0 - min(1.0, t.ran_held / t.ran_free)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import pairwise
 
+from traintop.collectors.snapshot import JobSnapshot
 from traintop.diagnosis import remedies
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.findings import candidate
@@ -165,6 +166,15 @@ def near_oom(ctx: Context) -> Evidence | None:
     return Evidence(text, "cuda_mem_allocated_bytes", float(alloc), "training")
 
 
+def _steps_between(first: JobSnapshot, last: JobSnapshot) -> int:
+    """The steps the job made between two counts of its retries: the probe's own step count
+    written with them, where it was (the ring's runs ahead of the file by up to a write's
+    interval, and the rate read 0.30 a step for 0.25); else the ring's."""
+    if first.cuda_alloc_retries_steps is not None and last.cuda_alloc_retries_steps is not None:
+        return last.cuda_alloc_retries_steps - first.cuda_alloc_retries_steps
+    return last.steps_total - first.steps_total
+
+
 def alloc_retries(ctx: Context) -> Evidence | None:
     """The caching allocator's retries rose over the window: a cudaMalloc failed, so it freed
     every cached block (a sync of every stream) and tried again.  The job runs at the edge of
@@ -176,7 +186,7 @@ def alloc_retries(ctx: Context) -> Evidence | None:
         return None
     first, last = rows[0], rows[-1]
     retries = (last.cuda_alloc_retries or 0) - (first.cuda_alloc_retries or 0)
-    steps = last.steps_total - first.steps_total
+    steps = _steps_between(first, last)
     if retries <= 0 or steps <= 0:
         return None
     text = f"the CUDA allocator retried {retries} times in {steps} steps ({retries / steps:.2f} a"

@@ -285,6 +285,25 @@ def test_allocator_retries_rising_are_memory() -> None:
     assert not any("mixed precision" in r for r in primary.remedies)  # bf16 autocast seen
 
 
+def test_allocator_retries_are_counted_per_step_at_the_steps_the_probe_counted_them() -> None:
+    """The side file holds the retries with the probe's step count at its write; the ring's
+    count runs ahead by up to a write's interval, by a different amount on each tick.  One retry
+    every 4th step reads 0.25 a step, not what those counts over the ring's steps make."""
+    window = (
+        Scene(step_times=(0.25,) * 400, steps_per_tick=20, facts=GPT_FACTS)
+        .but(alloc_retries_per_tick=3)
+        .window()
+    )
+    lagged = []
+    for tick, snap in enumerate(window):
+        counted = snap.jobs[0].steps_total - (0 if tick == 0 else 3 + 7 * (tick % 3))
+        job = replace(snap.jobs[0], cuda_alloc_retries=counted // 4,
+                      cuda_alloc_retries_steps=counted)  # fmt: skip
+        lagged.append(replace(snap, jobs=(job,)))
+    (text,) = [t for t in _texts(diagnose(lagged).primary) if "retried" in t]
+    assert "(0.25 a step)" in text, text
+
+
 def test_allocator_retries_that_do_not_rise_are_nothing() -> None:
     verdict = diagnose(Scene(alloc_retries_per_tick=0).window())
     assert "memory" not in {f.bottleneck for f in _all(verdict)}

@@ -76,6 +76,7 @@ ENDINGS = {
 SPAWN = ["--steps", "0", "--spawn", "2", "--raise-at", "40", "--raise-rank", "1"]
 CKPT = ["--steps", "0", "--busy-ms", "30", "--save-after-s", "35", "--save-s", "300"]
 COMPUTE = ["--seconds", "60", "--busy-ms", "40"]
+KILLED_WORDS = r"gone without a word \(killed: SIGKILL|killed \(SIGKILL\), not by the OOM killer"
 WARM = ["--steps", "60", "--warm-s", str(WARM_S)]
 TIMEOUT_S = "45"  # `timeout` stops life-sigterm this long after it started
 
@@ -138,6 +139,7 @@ def _clis(env: dict, *commands: list[str]) -> list[str]:
     for proc in running:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode in (0, 1, 3), err[-2000:]  # 3: no live job (all ended)
+        assert out, f"{proc.args}: exit {proc.returncode}, nothing written\n{err[-2000:]}"
         outputs.append(out)
     return outputs
 
@@ -263,7 +265,8 @@ def test_each_ending_is_named_in_jobs_json(lives: Lives) -> None:
     assert stopped["life-sigterm"]["exit_code"] == -signal.SIGTERM
     lines = lives.table.splitlines()
     said = {line.split()[1]: line for line in lines if line.split()[1:2] and "life-" in line}
-    assert "gone without a word (killed: SIGKILL" in lives.table
+    # The kernel's word where its log reaches back (root: /dev/kmsg), else the guess's words.
+    assert re.search(KILLED_WORDS, lives.table), lives.table
     assert " stopped " in said["life-ckpt"] and " gone " in said["life-sigkill"]
     assert "raised ValueError: bad batch at step 40 in check_batch (lifecycle.py:" in lives.table
     for signal_words in (r"SIGINT \(Ctrl\+C\)", "SIGTERM"):  # stopped inside threading's wait:
@@ -282,7 +285,8 @@ def test_the_monitor_and_diagnose_say_the_same_endings(lives: Lives) -> None:
     for name, (_args, state, kind, _detail) in ENDINGS.items():
         assert per_job[name]["state"] == state and per_job[name]["ending"]["kind"] == kind, name
     assert per_job["life-sigterm"]["summary"].startswith("stopped by SIGTERM ")
-    assert per_job["life-sigkill"]["summary"].startswith("gone without a word ")
+    summary = per_job["life-sigkill"]["summary"]  # "gone by SIGKILL" where the kernel said so
+    assert re.match(r"gone (without a word|by SIGKILL) ", summary), summary
     assert per_job["life-raise"]["summary"].startswith("crashed (ValueError) ")
     assert per_job["life-exit"]["summary"].startswith("crashed (status 3) ")
 

@@ -102,7 +102,7 @@ def setting_b(case: Case, a: Setting, env: dict, value: float | None) -> Setting
     return replace(a, args=set_arg(a.args, "--slow-ms", "0"))  # no_slow
 
 
-QUIET_S = 20.0  # the box must stay quiet this long before a run starts
+QUIET_S = 6.0  # the box must stay quiet this long before a run starts (each run is checked anyway)
 
 
 def box_busy(seconds: float = QUIET_S) -> float:
