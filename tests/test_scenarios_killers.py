@@ -22,7 +22,17 @@ from tests.scenarios.killer_cases import CASES, KillerCase, run_case
 pytestmark = [pytest.mark.slow, pytest.mark.solo, pytest.mark.timeout(420)]
 
 
-@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+# The suite keeps the holder and its hardest look-alike (a busy thread in C); an idle logger and
+# a reader waiting in the kernel are never busy, never asked about, and the matrix runs them.
+MATRIX_ONLY = frozenset({"gil_logger", "gil_io"})
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.matrix) if c.name in MATRIX_ONLY else c
+     for c in CASES.values()],
+    ids=CASES.keys(),
+)  # fmt: skip
 def test_killer_case(case: KillerCase, ring_dir: Path, tmp_path: Path) -> None:
     try:
         outcome = run_case(case, ring_dir, tmp_path)
