@@ -62,12 +62,13 @@ class FactsReader:
         doc = self._doc
         if doc is None:
             return {}
+        retries = _count(doc.get("alloc_retries"))
         return {
             "facts": job_facts(doc.get("facts")),
             "sync_sites": self._sites(),
             "gpu_profile": self._profile(doc, now_s),
-            "cuda_alloc_retries": _count(doc.get("alloc_retries")),
-            "cuda_alloc_retries_steps": _count(doc.get("steps")),
+            "cuda_alloc_retries": retries,
+            "cuda_alloc_retries_steps": None if retries is None else _count(doc.get("steps")),
         }
 
     def _poll(self, now_s: float) -> None:

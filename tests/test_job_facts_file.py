@@ -117,7 +117,7 @@ def test_the_snapshot_fields_read_back(ring: Path) -> None:
     profile = got["gpu_profile"]
     assert profile.step == 400 and profile.kernels == 1800 and profile.age_s == pytest.approx(3.0)
     assert profile.host_wait_share == 0.3 and profile.cost_share == 0.0004
-    assert got["cuda_alloc_retries"] == 7
+    assert (got["cuda_alloc_retries"], got["cuda_alloc_retries_steps"]) == (7, 400)
 
 
 def test_sync_rates_are_per_step_over_the_window(ring: Path) -> None:
@@ -186,6 +186,7 @@ def test_fields_of_the_wrong_type_read_as_could_not_tell(ring: Path) -> None:
         "sync_sites": (),
         "gpu_profile": None,
         "cuda_alloc_retries": None,
+        "cuda_alloc_retries_steps": None,
     }
 
 
