@@ -61,5 +61,6 @@ def test_killer_case(case: KillerCase, ring_dir: Path, tmp_path: Path) -> None:
 def _check_the_end(left: float | None, ended: float | None, jobs: str, context: str) -> None:
     """The time left said within a factor of 2 of the kernel's OOM kill, and its word read."""
     assert left is not None and ended is not None, context
+    print(f"host_memory_oom: predicted {left} s left, ended after {ended:.0f} s")
     assert 0.5 <= ended / left <= 2.0, f"predicted {left} s, ended after {ended:.0f} s\n{context}"
     assert "killed by the OOM killer" in jobs, f"{jobs}\n{context}"

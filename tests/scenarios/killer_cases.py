@@ -153,11 +153,13 @@ def _ranks(case: KillerCase, ring_dir: Path, tmp_path: Path,
 
 
 def _oom(case: KillerCase, ring_dir: Path, tmp_path: Path) -> Outcome:
-    """Diagnose once the job is a memory concern (its working set half its limit), then wait
-    for its end and read it as `traintop jobs` does."""
+    """Diagnose once the workers' copies are under way (the group two thirds full: at half, the
+    trend still held the dataset's build and the workers' start, steeper than the copying that
+    follows, and the time left read 15 s for 34), then wait for its end and read it as
+    `traintop jobs` does."""
     with memory_limit(MEMORY_LIMIT, "tt-oom") as limit, harness.running([]) as jobs:
         _start(case, ring_dir, tmp_path, {0: tuple(limit.join_prefix())}, jobs)
-        _wait_for_usage(limit.cgroup, MEMORY_LIMIT // 2, jobs[0])
+        _wait_for_usage(limit.cgroup, MEMORY_LIMIT * 2 // 3, jobs[0])
         run = harness.run_diagnose(scenario_env(ring_dir), job_pid=jobs[0].pid)
         left = _left_s(run)
         jobs[0].proc.wait(timeout=float(case.seconds))
