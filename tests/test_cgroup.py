@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cgroup_files import Clock, write_files
 from tests.ring_helpers import make_segment
 from tests.scenarios.cpu_quota import cpu_quota, throttled_share
 from tests.scenarios.harness import (
@@ -41,24 +42,9 @@ BINDING = 0.3  # the kernel throttled the group in this share of periods: the qu
 NOT_BINDING = 0.1  # ... in fewer than this: the host's load, not the quota, held it
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-
-
 def _proc(tmp_path: Path, cgroup: str) -> Path:
     proc = tmp_path / "proc"
-    _write(proc, {f"{PID}/cgroup": cgroup})
+    write_files(proc, {f"{PID}/cgroup": cgroup})
     return proc
 
 
@@ -66,7 +52,7 @@ def _v2_tree(tmp_path: Path, throttled: int = 0, usec: int = 0) -> Path:
     """A pod limited to 1.5 CPUs (its container sets none of its own) on CPUs 0-3 of 16."""
     root = tmp_path / "cgroup"
     stat = f"usage_usec 9\nnr_periods {100 + throttled * 2}\nnr_throttled {throttled}\n"
-    _write(
+    write_files(
         root,
         {
             "cgroup.controllers": "cpuset cpu io memory pids\n",
@@ -120,7 +106,7 @@ def test_v1_cpu_cpuacct_and_cpuset_on_a_fake_tree(tmp_path: Path) -> None:
     """v1: quota / period in µs, throttled time in ns, the cpuset's own folder; the least quota
     of the chain binds (a parent's 2 CPUs over a child's 3)."""
     root = tmp_path / "cgroup"
-    _write(
+    write_files(
         root,
         {
             "cpu,cpuacct/cpu.cfs_quota_us": "-1\n",

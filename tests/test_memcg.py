@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cgroup_files import Clock, write_files
 from traintop.collectors.cgroup import CgroupReader
 from traintop.collectors.memcg import MemcgReader
 from traintop.collectors.memory_state import time_left_s
@@ -29,23 +30,8 @@ V2_STAT = (
 )
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-
-
 def _proc(tmp_path: Path, cgroup: str) -> Path:
-    _write(tmp_path / "proc", {f"{PID}/cgroup": cgroup})
+    write_files(tmp_path / "proc", {f"{PID}/cgroup": cgroup})
     return tmp_path / "proc"
 
 
@@ -57,7 +43,7 @@ def _stat(anon: int) -> str:
 
 def _v1(tmp_path: Path, usage: int = 900 * MIB, failcnt: int = 0, kills: int = 0) -> Path:
     root = tmp_path / "cg"
-    _write(root, {
+    write_files(root, {
         "memory/memory.limit_in_bytes": V1_UNLIMITED,
         "memory/slurm/memory.limit_in_bytes": f"{2048 * MIB}\n",
         "memory/slurm/job7/memory.limit_in_bytes": f"{1200 * MIB}\n",
@@ -73,7 +59,7 @@ def _v1(tmp_path: Path, usage: int = 900 * MIB, failcnt: int = 0, kills: int = 0
 
 def _v2(tmp_path: Path) -> Path:
     root = tmp_path / "cg2"
-    _write(root, {
+    write_files(root, {
         "cgroup.controllers": "cpuset cpu io memory pids\n",
         "app.slice/memory.max": "max\n",
         "app.slice/svc.service/memory.max": "536870912\n",
@@ -112,7 +98,7 @@ def test_v2_reads_memory_max_events_and_its_own_pressure(tmp_path: Path) -> None
 
 def test_no_limit_reads_as_none(tmp_path: Path) -> None:
     root = tmp_path / "cg"
-    _write(root, {"memory/memory.limit_in_bytes": V1_UNLIMITED,
+    write_files(root, {"memory/memory.limit_in_bytes": V1_UNLIMITED,
                   "memory/memory.usage_in_bytes": "1000\n"})  # fmt: skip
     reader = MemcgReader(CgroupReader(root=root, proc=_proc(tmp_path, "4:memory:/\n")), Clock())
     found = reader.read(PID)
