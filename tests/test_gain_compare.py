@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from tests.cgroup_files import write_files
 from tests.diagnosis_factories import Scene
-from tests.test_cgroup import PID, _proc, _write
+from tests.test_cgroup import PID, _proc
 from traintop.collectors.cgroup import CgroupReader, parse_read_limits
 from traintop.collectors.job_facts import job_facts
 from traintop.collectors.snapshot import CpuLimit, JobFacts, LoaderFacts
@@ -116,7 +117,7 @@ def test_read_limits_of_both_hierarchies():
 
 def test_the_least_read_limit_up_the_chain(tmp_path: Path):
     root = tmp_path / "cgroup"
-    _write(root, {"blkio/blkio.throttle.read_bps_device": "",
+    write_files(root, {"blkio/blkio.throttle.read_bps_device": "",
                   "blkio/slow/blkio.throttle.read_bps_device": "7:0 8000000\n",
                   "blkio/slow/job/blkio.throttle.read_bps_device": "7:0 20000000\n"})  # fmt: skip
     reader = CgroupReader(root=root, proc=_proc(tmp_path, "9:blkio:/slow/job\n0::/\n"))
