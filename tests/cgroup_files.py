@@ -1,5 +1,6 @@
-"""What the cgroup readers' tests share: a clock they set by hand, and files written under a
-fake root (a cgroup tree, a /proc) from a name-to-text table."""
+"""What the kernel-file readers' tests share (cgroups, /proc, the OOM witness): a clock they
+set by hand, and files written under a fake root (a cgroup tree, a /proc) from a name-to-text
+table."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 class Clock:
     """A monotonic clock a test moves by setting ``now``."""
 
-    def __init__(self) -> None:
-        self.now = 100.0
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
 
     def __call__(self) -> float:
         return self.now

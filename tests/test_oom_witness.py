@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tests import snapshot_fixtures as sf
+from tests.cgroup_files import Clock
 from tests.test_diagnosis_jobs import rank
 from traintop.collectors.cgroup import CgroupReader
 from traintop.collectors.memcg import MemcgReader
@@ -43,14 +44,6 @@ def test_the_kernel_log_names_each_victim_and_its_scope() -> None:
 def test_the_hosts_oom_kill_count() -> None:
     assert oom_kills(b"\npgfault 10\noom_kill 3\nnuma_hit 2\n") == 3
     assert oom_kills(b"\npgfault 10\n") is None
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _world(tmp_path: Path, kmsg: list[bytes] | None, host_kills: int = 0):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cgroup_files import Clock
 from traintop.collectors.unique_memory import UniqueMemoryReader, parse_rollup, readable
 
 ROLLUP = """55ff8f1cb000-7ffc2cbe3000 ---p 00000000 00:00 0                          [rollup]
@@ -36,14 +37,6 @@ def test_parse_rollup_reads_uss_pss_and_swap() -> None:
     assert parse_rollup(b"Rss: 10 kB\n") is None
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _proc(tmp_path: Path, pids: dict[int, int]) -> Path:
     """A fake /proc whose processes own ``uss_kib`` each; started at boot."""
     for pid, uss in pids.items():
@@ -56,7 +49,7 @@ def _proc(tmp_path: Path, pids: dict[int, int]) -> Path:
 
 
 def test_each_process_is_read_at_most_every_five_seconds_and_grows(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     reader = UniqueMemoryReader(str(_proc(tmp_path, {1: 1000, 2: 2000})), clock, budget=1.0)
     (first,) = [m for m in reader.read([1]) if m.pid == 1]
     assert first.uss_bytes == 1000 * 1024 and first.growth_bytes_per_s is None
@@ -71,7 +64,7 @@ def test_each_process_is_read_at_most_every_five_seconds_and_grows(tmp_path: Pat
 
 def test_the_budget_spaces_the_reads(tmp_path: Path) -> None:
     """After a read of t seconds the next waits t / budget: a tiny budget reads one a call."""
-    clock = Clock()
+    clock = Clock(1000.0)
     reader = UniqueMemoryReader(str(_proc(tmp_path, {1: 100, 2: 100, 3: 100})), clock,
                                 budget=1e-9)  # fmt: skip
     assert len(reader.read([1, 2, 3])) == 1
