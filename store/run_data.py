@@ -82,8 +82,12 @@ def _load_samples(rec: Recording, run: RunData) -> None:
 
 
 def _add_job(snapshot: Snapshot, verdict: Verdict | None, run: RunData) -> None:
-    """The job's settings and its verdict's findings, the newest in the span winning."""
-    mine = [j for j in snapshot.jobs if j.name == run.job and j.state == "live"]
+    """The job's settings and its verdict's findings, the newest in the span winning.  The
+    settings of its live run, else of its ended one: a run of a few seconds can end before a
+    live tick read its facts file, and the recorder's last tick (the job ended) reads the copy
+    the probe writes as it closes."""
+    named = [j for j in snapshot.jobs if j.name == run.job]
+    mine = [j for j in named if j.state == "live"] or named
     if mine:
         run.facts = _first(mine).facts or run.facts
         run.cpu_limit = _first(mine).cpu_limit or run.cpu_limit

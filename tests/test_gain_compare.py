@@ -18,7 +18,7 @@ from traintop.diagnosis.knob_diff import change_line, changes, settings
 from traintop.diagnosis.model import Finding, Gain
 from traintop.diagnosis.run_memory import RunMemory
 from traintop.store.compare import knob_changes, measured
-from traintop.store.run_data import RunData
+from traintop.store.run_data import RunData, _add_job
 
 
 def _facts(workers: int, autocast: str = "off", threads: int = 1) -> JobFacts:
@@ -89,6 +89,28 @@ def test_a_batch_size_change_says_samples_per_second_too():
     assert change_line(change, 0.55, 1.1).startswith(
         "batch_size 32 → 64: 0.55× steps/s, 1.10× samples/s measured"
     )
+
+
+def test_a_short_runs_settings_are_read_from_its_end_when_no_live_tick_read_them():
+    """A run of a few seconds can end before a live tick read its facts file; the recorder's
+    last tick reads the copy its probe wrote as it closed (a recording of such a run compared
+    with nothing changed, once in a fresh-clone suite)."""
+    snap = Scene().snapshot(1000.0)
+    job = snap.jobs[0]
+    run = RunData("x", job=job.name)
+    _add_job(replace(snap, jobs=(replace(job, facts=None),)), None, run)
+    assert run.facts is None
+    _add_job(replace(snap, jobs=(replace(job, state="finished", facts=_facts(2)),)), None, run)
+    assert run.facts == _facts(2)
+
+
+def test_the_live_runs_settings_win_over_an_ended_run_of_its_name():
+    snap = Scene().snapshot(1000.0)
+    job = snap.jobs[0]
+    ended = replace(job, pid=job.pid + 1, state="crashed", facts=_facts(0))
+    run = RunData("x", job=job.name)
+    _add_job(replace(snap, jobs=(ended, replace(job, facts=_facts(2)))), None, run)
+    assert run.facts == _facts(2)
 
 
 def test_a_job_restarted_under_its_name_is_held_against_the_run_before():
