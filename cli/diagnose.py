@@ -18,7 +18,7 @@ EXIT_NO_LIVE_JOB = 3
 # After the observation, what was asked of a stalled rank (its stack, its worker's, a second
 # reading of its CPU time) is waited for this long at most: one judgement, whatever --for is.
 STACK_WAIT_S = 2.0
-FIRST_SAMPLE_WAIT_S = 30.0  # however short --for, a verdict needs one snapshot
+SAMPLES_WAIT_S = 30.0  # however short --for, a verdict needs the engine's fewest snapshots
 
 
 def _observe(for_s: float, interval_s: float, job_pid: int | None) -> list:
@@ -40,20 +40,23 @@ def _observe(for_s: float, interval_s: float, job_pid: int | None) -> list:
     with live_pipeline(interval_s, job_pid=job_pid, reply_wait_s=ONE_SHOT_REPLY_WAIT_S) as pipeline:
         pipeline.start(keep)
         threading.Event().wait(for_s)
-        _first_sample(lock, window)
+        _enough_samples(lock, window)
         _settle(pipeline.jobs, lock, window)
     with lock:
         return list(window)
 
 
-def _first_sample(lock: threading.Lock, window: list) -> None:
-    """Wait, ``FIRST_SAMPLE_WAIT_S`` at most, for the first snapshot: on a loaded box the
-    first one can take longer than a short ``--for`` (``--for 2`` answered "no sample was
-    taken" while four test workers shared two cores)."""
-    deadline = time.monotonic() + FIRST_SAMPLE_WAIT_S
+def _enough_samples(lock: threading.Lock, window: list) -> None:
+    """Wait, ``SAMPLES_WAIT_S`` at most, for the fewest snapshots the engine judges: on a
+    loaded box they can take longer than a short ``--for`` (``--for 2`` answered "no sample was
+    taken" while four test workers shared two cores, and with one snapshot "collecting data",
+    naming none of the runs that had ended)."""
+    from traintop.diagnosis.engine import MIN_SAMPLES
+
+    deadline = time.monotonic() + SAMPLES_WAIT_S
     while time.monotonic() < deadline:
         with lock:
-            if window:
+            if len(window) >= MIN_SAMPLES:
                 return
         time.sleep(0.05)
 

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -24,6 +25,7 @@ from gpucheck.fields import compare_field  # noqa: E402
 from gpucheck.nvml_checks import _threshold_row, pcie_judged  # noqa: E402
 from gpucheck.nvsmi import cell_value, parse_csv  # noqa: E402
 from gpucheck.results import FAIL, PASS, passed, run  # noqa: E402
+from gpucheck.train_checks import phase_split, steps_rate  # noqa: E402
 
 PASSING = {
     "environment", "nvml_fields", "query_vs_nvidia_smi", "memory_rules", "temperature_thresholds",
@@ -137,3 +139,28 @@ def test_a_check_that_raises_fails_alone() -> None:
     assert checks[0].status == FAIL and "boom" in checks[0].reason
     assert "RuntimeError" in checks[0].data["traceback"]
     assert checks[1].status == PASS
+
+
+def _observed(steps: int, step_s: float, shown_rate: float, shown_data: float = 0.1):
+    """What the rate and phase checks read of a job stepping every ``step_s``, a tenth of each
+    step waiting for data, and the monitor's last figures (its last poll just after the last
+    step)."""
+    ends = [round((100 + i * step_s) * 1e9) for i in range(1, steps + 1)]
+    data, forward = round(step_s * 0.1 * 1e9), round(step_s * 0.9 * 1e9)
+    result = {"end_ns": ends, "phase_ns": {"data": [data] * steps, "forward": [forward] * steps}}
+    shown = [SimpleNamespace(name="data", share=shown_data),
+             SimpleNamespace(name="forward", share=1 - shown_data)]  # fmt: skip
+    job = SimpleNamespace(steps_per_s=shown_rate, phases=shown)
+    last_poll = SimpleNamespace(monotonic=ends[-1] / 1e9 + 0.01)
+    return SimpleNamespace(job=job, result=result, snapshots=[last_poll], ready_s=1.0,
+                           records=[SimpleNamespace(step=steps - 1)])  # fmt: skip
+
+
+def test_a_window_of_few_steps_allows_one_step_at_its_edge_and_no_more() -> None:
+    own = 14 / 7.01  # 14 steps of 0.5 s, the window from the first one's start
+    assert steps_rate(_observed(14, 0.5, own * 0.93)).status == PASS  # a step in 14: 7 %
+    assert steps_rate(_observed(14, 0.5, own * 0.87)).status == FAIL
+    assert steps_rate(_observed(200, 0.05, 200 / 10.01 * 0.93)).status == FAIL  # a card's: 5 %
+    assert phase_split(_observed(14, 0.5, own, shown_data=0.2)).status == PASS  # 5 + 7 points
+    assert phase_split(_observed(14, 0.5, own, shown_data=0.25)).status == FAIL
+    assert phase_split(_observed(200, 0.05, 20.0, shown_data=0.2)).status == FAIL

@@ -59,16 +59,21 @@ def own_rate(result: dict[str, Any], lo: int, hi: int) -> float:
 
 
 def steps_rate(obs: Observed) -> Result:
-    """traintop's steps/s (the Training panel's, its last 10 s) and step count against the job's."""
+    """traintop's steps/s (the Training panel's, its last 10 s) and step count against the job's:
+    within 5 %, or one step of the window where it holds fewer than 20 (the window is rebuilt
+    from the polls' times, which a loaded box spreads: the CPU job of fake mode steps twice a
+    second beside the suite's other tests, where a card's job makes hundreds)."""
     job = obs.job
     if job is None or not job.steps_per_s:
         return failed("traintop shows no step rate for the job", last_job=_as_dict(job))
-    own = own_rate(obs.result, *collector_window(obs))
+    lo, hi = collector_window(obs)
+    own = own_rate(obs.result, lo, hi)
     counted = obs.records[-1].step + 1 if obs.records else 0
     profiled = (obs.result.get("profile") or {}).get("steps", 0)
     total = len(obs.result["end_ns"]) + profiled
     ratio = job.steps_per_s / own
-    ok = abs(ratio - 1) <= RATE_TOLERANCE and abs(counted - total) <= STEP_COUNT_SLACK
+    tolerance = max(RATE_TOLERANCE, 1 / max(1, _inside(obs, lo, hi)))
+    ok = abs(ratio - 1) <= tolerance and abs(counted - total) <= STEP_COUNT_SLACK
     reason = (
         f"{job.steps_per_s:.2f} steps/s against the job's {own:.2f} (x{ratio:.3f}); "
         f"{counted} steps counted, the job made {total}"
@@ -81,7 +86,7 @@ def steps_rate(obs: Observed) -> Result:
         traintop_steps=counted,
         job_steps=total,
         ready_s=round(obs.ready_s, 1),
-        rule=f"rate within {RATE_TOLERANCE:.0%}, count within {STEP_COUNT_SLACK}",
+        rule=f"rate within {tolerance:.0%}, count within {STEP_COUNT_SLACK}",
     )
 
 
@@ -112,33 +117,44 @@ def gpu_time(obs: Observed) -> Result:
     )
 
 
-def own_shares(obs: Observed) -> dict[str, float]:
-    """The job's own phase split over the collector's window."""
+def _inside(obs: Observed, lo: int, hi: int) -> int:
+    """How many of the job's steps ended in (lo, hi]."""
+    return sum(1 for end in obs.result["end_ns"] if lo < end <= hi)
+
+
+def own_shares(obs: Observed) -> tuple[dict[str, float], float]:
+    """The job's own phase split over the collector's window, and the largest share one of its
+    steps holds there (what a step more or less at the window's edge can move a share by)."""
     lo, hi = collector_window(obs)
     inside = [i for i, end in enumerate(obs.result["end_ns"]) if lo < end <= hi]
+    phases = obs.result["phase_ns"].values()
     sums = {name: sum(ns[i] for i in inside) for name, ns in obs.result["phase_ns"].items()}
     total = sum(sums.values()) or 1
-    return {name: value / total for name, value in sums.items()}
+    one_step = max((sum(ns[i] for ns in phases) for i in inside), default=0) / total
+    return {name: value / total for name, value in sums.items()}, one_step
 
 
 def phase_split(obs: Observed) -> Result:
-    """The phase split traintop shows against the job's own clock reads at the same points."""
+    """The phase split traintop shows against the job's own clock reads at the same points:
+    each share within 5 points, plus the share one step holds in the window (a step more or
+    less at its edge; under 1 % on a card, 7 % for the CPU job of fake mode on a loaded box)."""
     job = obs.job
     if job is None or not job.phases:
         return failed("traintop shows no phases for the job", last_job=_as_dict(job))
     ours = {p.name: p.share for p in job.phases}
-    theirs = own_shares(obs)
+    theirs, one_step = own_shares(obs)
+    tolerance = PHASE_TOLERANCE + one_step
     rows = {
         n: {"traintop": round(ours.get(n, 0.0), 4), "job": round(theirs.get(n, 0.0), 4)}
         for n in sorted(set(ours) | set(theirs))
     }
-    off = [n for n, r in rows.items() if abs(r["traintop"] - r["job"]) > PHASE_TOLERANCE]
+    off = [n for n, r in rows.items() if abs(r["traintop"] - r["job"]) > tolerance]
     split = ", ".join(f"{n} {r['traintop']:.0%}/{r['job']:.0%}" for n, r in rows.items())
     return judged(
         not off,
         f"traintop/job: {split}" + (f"; off: {', '.join(off)}" if off else ""),
         phases=rows,
-        rule=f"each within {PHASE_TOLERANCE:.0%} points",
+        rule=f"each within {tolerance:.0%} points",
     )
 
 
