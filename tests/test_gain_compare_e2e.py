@@ -68,7 +68,7 @@ def _start(tmp: Path, name: str, args: tuple[str, ...]) -> tuple[Path, subproces
     (tmp / name).mkdir()
     path = tmp / f"{name}.ttrec"
     env = {**os.environ, **no_gpu_env(tmp / name)}
-    job = [sys.executable, JOB, *args, "--seconds", "16"]
+    job = [sys.executable, JOB, *args, "--seconds", "10"]
     argv = [*TRAINTOP, "run", "--name", "job", "--record", str(path), "--", *job]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip

@@ -117,6 +117,21 @@ def test_the_parts_split_the_tests_by_the_solo_marker() -> None:
     assert "-rs" in first  # skips are listed with their reasons
 
 
+def test_the_parts_cache_bytecode_whatever_the_machine_asks(monkeypatch) -> None:
+    """The install skips pip's compiling (--no-compile): without the cache every process the
+    suite starts would compile torch's modules again."""
+    seen: list[dict[str, str]] = []
+
+    def run(argv, env, check):
+        seen.append(env)
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setattr(suite.subprocess, "run", run)
+    assert suite.main([]) == 0
+    assert len(seen) == 2 and not any("PYTHONDONTWRITEBYTECODE" in env for env in seen)
+
+
 GROUPED = """
 import pytest
 
