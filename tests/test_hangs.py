@@ -54,6 +54,7 @@ CASES = ("checkpoint", "sleep", "skip", "shapes", "gil", "exit", "ddp")  # 4-ran
 HUNG = ("sleep", "skip", "gil", "ddp", "loader")  # still hung when the fixture ends
 ENDED = ("shapes", "exit", "checkpoint")
 DEADLINE_S = 300.0
+REPLAY_WAIT_S = 60.0  # a replayed sample decoded and shown, however loaded the box
 SLACK_S = 3.0  # past the stall limit: the limit + 2 s of the issue, + a tick of a busy recorder
 
 
@@ -316,12 +317,15 @@ def test_replay_shows_the_hung_jobs_and_every_ranks_stack(observed: Observed) ->
             async with app.run_test(size=(200, 50)) as pilot:
                 await pilot.press("space")  # paused
                 source.seek_index(_sample_id(rec, observed, index))
-                for _ in range(100):  # the source decodes on its own thread
+                # the source decodes on its own thread: wait for the sample to show, on a
+                # loaded box for longer than the 5 s once waited (CI, beside the hang cases)
+                deadline = time.monotonic() + REPLAY_WAIT_S
+                table = ""
+                while "▶ hang-ddp" not in table and time.monotonic() < deadline:
                     await pilot.pause(0.05)
                     table = app.query_one(TrainingPanel).render().plain
-                    if "▶ hang-ddp" in table:
-                        break
-                focused = next(line for line in table.splitlines() if "▶ hang-ddp" in line)
+                focused = next((ln for ln in table.splitlines() if "▶ hang-ddp" in ln), None)
+                assert focused is not None, table
                 assert "STALLED" in focused or "HUNG" in focused, table
                 assert "not entered: rank 1 never reached backward #31" in table
                 assert "not entered (last #30) · hangs.py:52 in" in table
