@@ -304,6 +304,14 @@ def test_diagnose_and_jobs_say_it_too(observed: Observed) -> None:
     assert places[0].startswith("in all_reduce #31 for ")
 
 
+def _cursor_to(panel: TrainingPanel, name: str) -> None:
+    """Move the jobs table's cursor to the job ``name`` where the table lists it."""
+    names = [getattr(row, "name", None) for row in panel.rows]
+    focused = panel.focused
+    if name in names and focused is not None and focused.name != name:
+        panel.action_move(names.index(name) - names.index(focused.name))
+
+
 @pytest.mark.slow
 def test_replay_shows_the_hung_jobs_and_every_ranks_stack(observed: Observed) -> None:
     """The recording kept the verdicts: replayed, the jobs table says STALLED, the banner
@@ -318,12 +326,16 @@ def test_replay_shows_the_hung_jobs_and_every_ranks_stack(observed: Observed) ->
                 await pilot.press("space")  # paused
                 source.seek_index(_sample_id(rec, observed, index))
                 # the source decodes on its own thread: wait for the sample to show, on a
-                # loaded box for longer than the 5 s once waited (CI, beside the hang cases)
+                # loaded box for longer than the 5 s once waited (CI, beside the hang cases);
+                # the cursor stays on the job it was on, so a sample shown before the sought
+                # one can hold it elsewhere: move it to hang-ddp as ↓/↑ would
+                panel = app.query_one(TrainingPanel)
                 deadline = time.monotonic() + REPLAY_WAIT_S
                 table = ""
                 while "▶ hang-ddp" not in table and time.monotonic() < deadline:
                     await pilot.pause(0.05)
-                    table = app.query_one(TrainingPanel).render().plain
+                    _cursor_to(panel, "hang-ddp")
+                    table = panel.render().plain
                 focused = next((ln for ln in table.splitlines() if "▶ hang-ddp" in ln), None)
                 assert focused is not None, table
                 assert "STALLED" in focused or "HUNG" in focused, table
