@@ -83,14 +83,16 @@ def _load_samples(rec: Recording, run: RunData) -> None:
 
 def _add_job(snapshot: Snapshot, verdict: Verdict | None, run: RunData) -> None:
     """The job's settings and its verdict's findings, the newest in the span winning.  The
-    settings of its live run, else of its ended one: a run of a few seconds can end before a
-    live tick read its facts file, and the recorder's last tick (the job ended) reads the copy
-    the probe writes as it closes."""
+    settings of its live run; an ended run's only where none was read: a run of a few seconds
+    can end before a live tick read its facts file, and the recorder's last tick (the job
+    ended) reads the copy the probe writes as it closes."""
     named = [j for j in snapshot.jobs if j.name == run.job]
-    mine = [j for j in named if j.state == "live"] or named
-    if mine:
-        run.facts = _first(mine).facts or run.facts
-        run.cpu_limit = _first(mine).cpu_limit or run.cpu_limit
+    live = [j for j in named if j.state == "live"]
+    if live:
+        run.facts = _first(live).facts or run.facts
+        run.cpu_limit = _first(live).cpu_limit or run.cpu_limit
+    elif named and run.facts is None:
+        run.facts = _first(named).facts
     judged = [v for v in (verdict.per_job if verdict else ()) if v.name == run.job and v.live]
     if judged:
         run.findings = (judged[0].primary, *judged[0].also)

@@ -102,6 +102,9 @@ def test_a_short_runs_settings_are_read_from_its_end_when_no_live_tick_read_them
     assert run.facts is None
     _add_job(replace(snap, jobs=(replace(job, state="finished", facts=_facts(2)),)), None, run)
     assert run.facts == _facts(2)
+    earlier = replace(job, pid=job.pid + 1, state="finished", facts=_facts(0))  # a run before
+    _add_job(replace(snap, jobs=(earlier,)), None, run)
+    assert run.facts == _facts(2)  # an ended run's settings only fill a gap
 
 
 def test_the_live_runs_settings_win_over_an_ended_run_of_its_name():
