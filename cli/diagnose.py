@@ -53,12 +53,7 @@ def _enough_samples(lock: threading.Lock, window: list) -> None:
     naming none of the runs that had ended)."""
     from traintop.diagnosis.engine import MIN_SAMPLES
 
-    deadline = time.monotonic() + SAMPLES_WAIT_S
-    while time.monotonic() < deadline:
-        with lock:
-            if len(window) >= MIN_SAMPLES:
-                return
-        time.sleep(0.05)
+    _wait_for_samples(lock, window, MIN_SAMPLES, time.monotonic() + SAMPLES_WAIT_S)
 
 
 def _settle(jobs, lock: threading.Lock, window: list) -> None:
@@ -71,9 +66,14 @@ def _settle(jobs, lock: threading.Lock, window: list) -> None:
         time.sleep(0.1)
     with lock:
         seen = len(window)
-    while time.monotonic() < deadline:  # the snapshot that carries what came
+    _wait_for_samples(lock, window, seen + 1, deadline)  # the snapshot that carries what came
+
+
+def _wait_for_samples(lock: threading.Lock, window: list, count: int, deadline: float) -> None:
+    """Until ``window`` holds ``count`` snapshots, or ``deadline`` (monotonic) passes."""
+    while time.monotonic() < deadline:
         with lock:
-            if len(window) > seen:
+            if len(window) >= count:
                 return
         time.sleep(0.05)
 

@@ -52,10 +52,14 @@ def collector_window(obs: Observed) -> tuple[int, int]:
     return max(end for end in ends if end <= earlier[-1]), hi
 
 
+def steps_in(result: dict[str, Any], lo: int, hi: int) -> int:
+    """How many of the job's steps ended in (lo, hi], by its own clock."""
+    return sum(1 for end in result["end_ns"] if lo < end <= hi)
+
+
 def own_rate(result: dict[str, Any], lo: int, hi: int) -> float:
     """Steps per second ending in (lo, hi], by the job's own clock."""
-    steps = sum(1 for end in result["end_ns"] if lo < end <= hi)
-    return steps / ((hi - lo) / NS)
+    return steps_in(result, lo, hi) / ((hi - lo) / NS)
 
 
 def steps_rate(obs: Observed) -> Result:
@@ -72,7 +76,7 @@ def steps_rate(obs: Observed) -> Result:
     profiled = (obs.result.get("profile") or {}).get("steps", 0)
     total = len(obs.result["end_ns"]) + profiled
     ratio = job.steps_per_s / own
-    tolerance = max(RATE_TOLERANCE, 1 / max(1, _inside(obs, lo, hi)))
+    tolerance = max(RATE_TOLERANCE, 1 / max(1, steps_in(obs.result, lo, hi)))
     ok = abs(ratio - 1) <= tolerance and abs(counted - total) <= STEP_COUNT_SLACK
     reason = (
         f"{job.steps_per_s:.2f} steps/s against the job's {own:.2f} (x{ratio:.3f}); "
@@ -115,11 +119,6 @@ def gpu_time(obs: Observed) -> Result:
         job_timed=len(theirs),
         rule=f"medians within {GPU_TIME_TOLERANCE:.0%}",
     )
-
-
-def _inside(obs: Observed, lo: int, hi: int) -> int:
-    """How many of the job's steps ended in (lo, hi]."""
-    return sum(1 for end in obs.result["end_ns"] if lo < end <= hi)
 
 
 def own_shares(obs: Observed) -> tuple[dict[str, float], float]:
