@@ -74,7 +74,7 @@ ENDINGS = {
 # PyTorch's DDP tutorial: 2 ranks from mp.spawn; rank 1 raises, its child exits 1, the
 # parent stops rank 0 with SIGTERM (or rank 0's collective raises first: gloo saw it go)
 SPAWN = ["--steps", "0", "--spawn", "2", "--raise-at", "40", "--raise-rank", "1"]
-CKPT = ["--steps", "0", "--busy-ms", "30", "--save-after-s", "25", "--save-s", "300"]
+CKPT = ["--steps", "0", "--busy-ms", "30", "--save-after-s", "15", "--save-s", "300"]
 COMPUTE = ["--seconds", "60", "--busy-ms", "40"]
 KILLED_WORDS = r"gone without a word \(killed: SIGKILL|killed \(SIGKILL\), not by the OOM killer"
 WARM = ["--steps", "60", "--warm-s", str(WARM_S)]

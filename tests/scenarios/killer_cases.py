@@ -49,9 +49,9 @@ class KillerCase(BudgetCase):
 CASES: dict[str, KillerCase] = {
     case.name: case
     for case in (
-        KillerCase("host_memory_oom", "host_memory", "object_dataset.py", ("--sample-ms", "5"),
+        KillerCase("host_memory_oom", "host_memory", "object_dataset.py", ("--sample-ms", "4"),
                    "3 persistent workers copy 9,600 samples of 1,000 Python floats (300 MB), "
-                   "5 ms a sample; v1 memory cgroup of 1.2 GB",
+                   "4 ms a sample; v1 memory cgroup of 1.2 GB",
                    checks=(r"^the job's cgroup \(.*\) holds .* limit; at \+.*/min, the cgroup's "
                            r"1\.2 GiB limit is reached in about ",),
                    deadline_s=60.0, seconds="240"),
