@@ -187,7 +187,8 @@ def test_multi_rank_job_is_one_job_and_attach_by_name_takes_every_rank(
 ) -> None:
     torchrun = str(Path(sys.executable).with_name("torchrun"))
     start("traintop", "run", "--name", "ddp2", "--", torchrun, "--nproc_per_node=2",
-          f"--master_port={free_port()}", str(DDP_TRAIN), "--steps", "100000")  # fmt: skip
+          f"--master_port={free_port()}", str(DDP_TRAIN), "--steps", "100000",
+          "--pause-ms", "20")  # fmt: skip
     deadline = time.monotonic() + STARTUP_S
     ranks: list[dict] = []
     while time.monotonic() < deadline and len([r for r in ranks if r["steps_per_s"]]) < 2:

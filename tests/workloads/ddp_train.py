@@ -8,6 +8,8 @@ the last rank slow before each backward, so the others wait on it inside DDP's a
 ``dist.all_reduce`` calls after backward, as the PyTorch distributed tutorial does.
 ``--then-user-hook`` trains a second, fresh model with ``--user-hook`` in the same processes
 and prints its line after the first (one job, two checks: torch starts once).
+``--pause-ms`` rests after each step, as a job watched for minutes need not keep two cores
+busy (the monitor's tests run it beside others).
 """
 
 import argparse
@@ -63,6 +65,8 @@ def train(opts: argparse.Namespace, rank: int, world: int, user_hook: bool) -> s
         if opts.manual_allreduce:
             average_gradients(model, world)
         optimizer.step()
+        if opts.pause_ms:
+            time.sleep(opts.pause_ms / 1000)
     digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters()))
     return f"params={digest.hexdigest()} hook_calls={CALLS[0]}"
 
@@ -71,6 +75,7 @@ def main() -> None:
     args = argparse.ArgumentParser()
     args.add_argument("--steps", type=int, default=20)
     args.add_argument("--straggle-ms", type=float, default=0.0)
+    args.add_argument("--pause-ms", type=float, default=0.0)
     args.add_argument("--user-hook", action="store_true")
     args.add_argument("--then-user-hook", action="store_true")
     args.add_argument("--manual-allreduce", action="store_true")
