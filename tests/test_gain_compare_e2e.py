@@ -12,9 +12,11 @@ share it differ only by what the test changes), each pair in the suite part its 
 * a trainer computing matmuls on the CPU in fp32, then in bf16 autocast: A's verdict (healthy
   CPU compute) offers bf16 with no figure, a kernel change on a CPU, and compare says so.
 
-The first holds on a loaded box (the loader sleeps: A's verdict is data_starved on any load, and
-three workers never make it slower); the second needs A's trainer to get the CPU time that makes
-it compute-bound: ``solo``.
+The first holds on a loaded box: the loader sleeps, so A's verdict is data_starved on any load,
+and the test asserts the gain compare measured (B's steps/s over A's, as its table shows them),
+not its size: beside the suite's other jobs the trainer's own share of two cores can bound both
+runs (one run: 46.45 and 46.18 steps/s, the data wait 49 % → 33 %, 0.99×).  The second needs
+A's trainer to get the CPU time that makes it compute-bound: ``solo``.
 """
 
 from __future__ import annotations
@@ -75,19 +77,21 @@ def _start(tmp: Path, name: str, args: tuple[str, ...]) -> tuple[Path, subproces
     return path, proc
 
 
-def _changes(a: Path, b: Path) -> tuple[list[dict], str]:
+def _compare(a: Path, b: Path) -> tuple[dict, str]:
+    """`traintop compare A B`: its JSON document and its text."""
     argv = [*TRAINTOP, "compare", str(a), str(b)]
     text = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     doc = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=120)
     assert text.returncode == 0 and doc.returncode == 0, text.stderr + doc.stderr
-    return json.loads(doc.stdout)["changes"], text.stdout
+    return json.loads(doc.stdout), text.stdout
 
 
 def test_more_workers_are_named_with_the_gain_measured_beside_the_one_predicted(latency_pair):
-    changes, text = _changes(latency_pair["w1"], latency_pair["w3"])
-    (change,) = [c for c in changes if c["knob"] == "num_workers"]
+    doc, text = _compare(latency_pair["w1"], latency_pair["w3"])
+    (change,) = [c for c in doc["changes"] if c["knob"] == "num_workers"]
     assert (change["a"], change["b"]) == ("1", "3")
-    assert change["measured_speedup"] > 1.0, text
+    (rate,) = [m for m in doc["metrics"] if m["name"] == "steps_per_s"]
+    assert change["measured_speedup"] == pytest.approx(rate["b"] / rate["a"]), text
     predicted = change["predicted"]
     assert predicted.get("speedup") is not None and predicted["knob"] == "num_workers", predicted
     assert f"num_workers 1 → 3: {change['measured_speedup']:.2f}× steps/s measured, " in text
@@ -96,8 +100,8 @@ def test_more_workers_are_named_with_the_gain_measured_beside_the_one_predicted(
 
 @pytest.mark.solo
 def test_autocast_on_a_cpu_is_named_and_says_it_has_no_prediction(autocast_pair):
-    changes, text = _changes(autocast_pair["fp32"], autocast_pair["bf16"])
-    (change,) = [c for c in changes if c["knob"] == "autocast"]
+    doc, text = _compare(autocast_pair["fp32"], autocast_pair["bf16"])
+    (change,) = [c for c in doc["changes"] if c["knob"] == "autocast"]
     assert (change["a"], change["b"]) == ("off", "bf16")
     assert "none" in change["predicted"], change["predicted"]
     assert "autocast off → bf16: " in text
