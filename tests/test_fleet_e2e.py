@@ -356,12 +356,13 @@ def test_fleet_shows_where_a_stopped_rank_is(cluster):
                                  f"http://127.0.0.1:{PROM_PORT}", "--interval", "1")  # fmt: skip
             with TmuxSession(argv, width=200, height=50) as tmux:
                 resume = f" · rank 3 on node-b stopped (kill -CONT {rank3.pid})"
-                # the waiting ranks' collective comes with their exporters' next scrape; a
-                # rank may have left the collective rank 3 stopped in (gloo's ring) and wait
-                # in the next: it is not held with rank 3
+                # the waiting ranks' collective comes with their exporters' next scrape; one
+                # or two ranks may have left the collective rank 3 stopped in (gloo's ring:
+                # seen, ranks 0-1 in #1081 and rank 2 alone in #1080) and wait in the next:
+                # they are not held with rank 3
                 screen = tmux.wait_for(
                     lambda s: _banner(s).startswith("◆ HANG ") and resume in _banner(s)
-                    and re.search(r"the [23] ranks in it wait in all_reduce #", s)
+                    and re.search(r"the [123] ranks in it wait in all_reduce #", s)
                     and "↳ " in s, 60
                 )  # fmt: skip
                 stuck = [line for line in screen.splitlines() if "◀ stuck" in line]
