@@ -112,15 +112,24 @@ def on_nodes(ranks: Sequence[int], fleet: Sequence[FleetRank]) -> str:
     return ", ".join(parts)
 
 
+def _waiting(hang: Hang, fleet: Sequence[FleetRank]) -> tuple[str, bool]:
+    """Who waits in the collective, and whether that is one rank (its verb agrees): a lone
+    waiter is named with its node ("rank 2 on node-a"), more are counted."""
+    if len(hang.inside) == 1:
+        return on_nodes(hang.inside, fleet), True
+    return (f"the {len(hang.inside)} ranks in it" if hang.inside else "the others"), False
+
+
 def _summary(hang: Hang, fleet: Sequence[FleetRank]) -> str:
     what = f"{hang.op} #{hang.seq} ({hang.group})"
-    waiting = f"the {len(hang.inside)} ranks in it" if hang.inside else "the others"
+    who, one = _waiting(hang, fleet)
+    waits = f"{who} {'waits' if one else 'wait'} in {what}"
     if hang.kind == "not_entered":
-        return (f"{on_nodes(hang.missing, fleet)} never reached {what}, which {waiting} have "
-                f"waited in for {duration(hang.waited_s)}")  # fmt: skip
+        return (f"{on_nodes(hang.missing, fleet)} never reached {what}, which {who} "
+                f"{'has' if one else 'have'} waited in for {duration(hang.waited_s)}")  # fmt: skip
     if hang.kind == "dead_rank":
         gone = [p.rank for p in hang.ranks if p.state in ("gone", "failed")]
-        tail = f"; {waiting} wait in {what}" if hang.op else ""
+        tail = f"; {waits}" if hang.op else ""
         return (
             f"{on_nodes(gone, fleet)} gone (its process ended or its node stopped answering){tail}"
         )
@@ -134,7 +143,7 @@ def _summary(hang: Hang, fleet: Sequence[FleetRank]) -> str:
         return f"every rank entered {what} and none left: the links or a node's devices"
     if hang.kind == "stopped":
         held = [p.rank for p in hang.ranks if p.proc is not None and p.proc.state in "Tt"]
-        tail = f"; {waiting} wait in {what}" if hang.op and hang.inside else ""
+        tail = f"; {waits}" if hang.op and hang.inside else ""
         return f"{on_nodes(held, fleet)} stopped (SIGSTOP, job control or a debugger){tail}"
     return "no rank is in a collective: a data or compute hang (traintop on the nodes shows where)"
 

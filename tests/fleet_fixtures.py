@@ -108,14 +108,18 @@ def two_exporters(*, b_throttling: bool = True, slow: int | None = 6) -> dict[st
     }
 
 
-def hung_nodes(waited_s: float = 72.0) -> dict[str, list[Snapshot]]:
-    """An 8-rank job on two 4-GPU nodes, hung ``waited_s``: rank 5 (node-b) never reached
-    all_reduce #1042, the other seven wait in it (tests/snapshot_fixtures.hung_job)."""
-    ranks = [replace(r, local_rank=r.rank % 4) for r in hung_job(waited_s, world=8, stuck=5)]
+def hung_nodes(
+    waited_s: float = 72.0, *, world: int = 8, stuck: int = 5
+) -> dict[str, list[Snapshot]]:
+    """A ``world``-rank job on two nodes, half its ranks each, hung ``waited_s``: rank ``stuck``
+    never reached all_reduce #1042, the others wait in it (tests/snapshot_fixtures.hung_job)."""
+    half = world // 2
+    ranks = [replace(r, local_rank=r.rank % half) for r in hung_job(waited_s, world=world,
+                                                                    stuck=stuck)]  # fmt: skip
     nodes = {}
-    for instance, host, mine in (("10.0.0.1:19400", "node-a", ranks[:4]),
-                                 ("10.0.0.2:19400", "node-b", ranks[4:])):  # fmt: skip
-        snaps = [machine(gpus=4, throttling=False, jobs=tuple(mine), tick=t) for t in range(6)]
+    for instance, host, mine in (("10.0.0.1:19400", "node-a", ranks[:half]),
+                                 ("10.0.0.2:19400", "node-b", ranks[half:])):  # fmt: skip
+        snaps = [machine(gpus=half, throttling=False, jobs=tuple(mine), tick=t) for t in range(6)]
         nodes[instance] = [replace(s, host=replace(s.host, hostname=host),
                                    timestamp=NOW - 6 + i) for i, s in enumerate(snaps)]  # fmt: skip
     return nodes

@@ -37,6 +37,15 @@ def test_fleet_names_the_stuck_rank_and_its_node() -> None:
     assert str(row[0]) == "5 ◀" and str(row[-1]) == "◀ stuck"
 
 
+def test_one_rank_waiting_is_named_with_its_node_and_its_verb_agrees() -> None:
+    """A 2-rank job: rank 1 never came, so one rank waits, named rather than counted."""
+    snap = fleet(hung_nodes(world=2, stuck=1))
+    assert snap.verdict.evidence[0] == (
+        "Job hung 1m12s: rank 1 on node-b never reached all_reduce #1042 (0:default_pg), "
+        "which rank 0 on node-a has waited in for 1m12s"
+    )
+
+
 def test_a_node_that_stops_answering_is_a_dead_rank() -> None:
     """node-b's last scrape failed: its ranks are gone, and node-a's wait for them."""
     snap = fleet(hung_nodes(), down=("10.0.0.2:19400",), previous=fleet(hung_nodes()))
