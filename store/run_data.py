@@ -37,6 +37,7 @@ class RunData:
     # What the job's probe saw last in the span, the quota it ran under, and the findings of
     # the last verdict on it (their predictions are what compare holds B against)
     facts: JobFacts | None = None
+    facts_of: str = ""  # the job_id of the live run the settings were read from
     cpu_limit: CpuLimit | None = None
     findings: tuple[Finding, ...] = ()
 
@@ -83,15 +84,20 @@ def _load_samples(rec: Recording, run: RunData) -> None:
 
 def _add_job(snapshot: Snapshot, verdict: Verdict | None, run: RunData) -> None:
     """The job's settings and its verdict's findings, the newest in the span winning.  The
-    settings of its live run; an ended run's only where none was read: a run of a few seconds
-    can end before a live tick read its facts file, and the recorder's last tick (the job
-    ended) reads the copy the probe writes as it closes."""
+    settings of its live run, then of that run ended: the copy its probe writes as it closes
+    holds all it saw, where a live tick of a run of a few seconds may have read the file
+    before the DataLoader was first iterated (no loader settings, so nothing to compare).  An
+    ended run's settings otherwise only fill a gap: another run of the name is not this one."""
     named = [j for j in snapshot.jobs if j.name == run.job]
     live = [j for j in named if j.state == "live"]
+    ending = [j for j in named if j.job_id == run.facts_of]
     if live:
-        run.facts = _first(live).facts or run.facts
-        run.cpu_limit = _first(live).cpu_limit or run.cpu_limit
-    elif named and run.facts is None:
+        first = _first(live)
+        run.facts, run.facts_of = first.facts or run.facts, first.job_id
+        run.cpu_limit = first.cpu_limit or run.cpu_limit
+    elif ending:  # that run ended: its close-time copy
+        run.facts = _first(ending).facts or run.facts
+    elif named and run.facts is None:  # only an ended run seen: its settings fill the gap
         run.facts = _first(named).facts
     judged = [v for v in (verdict.per_job if verdict else ()) if v.name == run.job and v.live]
     if judged:

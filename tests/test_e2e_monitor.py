@@ -126,19 +126,28 @@ def _wakeups(pid: int) -> dict[str, int]:
     return counts
 
 
-def test_no_thread_polls_while_nobody_types(start: Start) -> None:
-    """Textual's stock input thread woke ten times a second; at a 1 s interval no thread of
-    ours needs to wake more than a few times (the sampler, the UI and the writer, per tick).
-    The keys still work: a lone Escape (a parser timeout) closes the help screen."""
-    session = start("--interval", "1")
-    session.wait_for(lambda s: len(gpu_rows(s)) == 8, FIRST_FRAME_S)
-    pid, window_s = session.app_pid(), 4.0
-    time.sleep(3.0)  # start-up work (first diagnoses, layout) is not the steady state
+def _wakeup_rates(pid: int, window_s: float) -> dict[str, float]:
+    """Wake-ups a second of every thread of ``pid`` over the next ``window_s``."""
     before = _wakeups(pid)
     time.sleep(window_s)
     after = _wakeups(pid)
-    rates = {tid: (after[tid] - before.get(tid, 0)) / window_s for tid in after}
-    assert max(rates.values()) < 6, rates
+    return {tid: (after[tid] - before.get(tid, 0)) / window_s for tid in after}
+
+
+def test_no_thread_polls_while_nobody_types(start: Start) -> None:
+    """Textual's stock input thread woke ten times a second; at a 1 s interval no thread of
+    ours needs to wake more than a few times (the sampler, the UI and the writer, per tick).
+    A poller wakes that often in every window; a thread of ours that waits for the GIL on a
+    loaded box wakes more in some (CI, beside the suite's jobs: 6 a second over one 4 s
+    window), so a thread polls when it woke 8 times a second or more in two windows in a row.
+    The keys still work: a lone Escape (a parser timeout) closes the help screen."""
+    session = start("--interval", "1")
+    session.wait_for(lambda s: len(gpu_rows(s)) == 8, FIRST_FRAME_S)
+    pid = session.app_pid()
+    time.sleep(3.0)  # start-up work (first diagnoses, layout) is not the steady state
+    first, second = _wakeup_rates(pid, 3.0), _wakeup_rates(pid, 3.0)
+    steady = {tid: min(rate, first.get(tid, rate)) for tid, rate in second.items()}
+    assert max(steady.values()) < 8, (first, second)
     session.send("?")
     session.wait_for(lambda s: "traintop keys" in s, 10)
     session.send("Escape")

@@ -102,9 +102,23 @@ def test_a_short_runs_settings_are_read_from_its_end_when_no_live_tick_read_them
     assert run.facts is None
     _add_job(replace(snap, jobs=(replace(job, state="finished", facts=_facts(2)),)), None, run)
     assert run.facts == _facts(2)
-    earlier = replace(job, pid=job.pid + 1, state="finished", facts=_facts(0))  # a run before
+    earlier = replace(job, pid=job.pid + 1, job_id="pid:node/1/0", state="finished",
+                      facts=_facts(0))  # a run before  # fmt: skip
     _add_job(replace(snap, jobs=(earlier,)), None, run)
-    assert run.facts == _facts(2)  # an ended run's settings only fill a gap
+    assert run.facts == _facts(2)  # another run's settings only fill a gap
+
+
+def test_a_short_runs_close_time_settings_win_over_what_a_live_tick_read_before_its_loader():
+    """A live tick read the facts file before the DataLoader was first iterated (no loader);
+    the copy written at the close has it (a fresh-clone suite compared a 2-worker run of
+    three live ticks with nothing changed)."""
+    snap = Scene().snapshot(1000.0)
+    job = snap.jobs[0]
+    run = RunData("x", job=job.name)
+    _add_job(replace(snap, jobs=(replace(job, facts=replace(_facts(2), loaders=())),)), None, run)
+    assert settings(run.facts, None).get("num_workers") is None
+    _add_job(replace(snap, jobs=(replace(job, state="finished", facts=_facts(2)),)), None, run)
+    assert settings(run.facts, None)["num_workers"] == "2"
 
 
 def test_the_live_runs_settings_win_over_an_ended_run_of_its_name():

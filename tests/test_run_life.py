@@ -75,7 +75,9 @@ ENDINGS = {
 # parent stops rank 0 with SIGTERM (or rank 0's collective raises first: gloo saw it go)
 SPAWN = ["--steps", "0", "--spawn", "2", "--raise-at", "40", "--raise-rank", "1"]
 CKPT = ["--steps", "0", "--busy-ms", "30", "--save-after-s", "15", "--save-s", "300"]
-COMPUTE = ["--seconds", "60", "--busy-ms", "40"]
+# 10 s of steps: the verdict shows from its 3 s window on (with --seconds alone, the default 50
+# steps made 2 s: two samples said compute on a quiet box, none on a slow one)
+COMPUTE = ["--steps", "0", "--seconds", "10", "--busy-ms", "40"]
 KILLED_WORDS = r"gone without a word \(killed: SIGKILL|killed \(SIGKILL\), not by the OOM killer"
 WARM = ["--steps", "60", "--warm-s", str(WARM_S)]
 TIMEOUT_S = "45"  # `timeout` stops life-sigterm this long after it started
