@@ -90,12 +90,12 @@ def _add_job(snapshot: Snapshot, verdict: Verdict | None, run: RunData) -> None:
     ended run's settings otherwise only fill a gap: another run of the name is not this one."""
     named = [j for j in snapshot.jobs if j.name == run.job]
     live = [j for j in named if j.state == "live"]
-    ending = [j for j in named if j.job_id == run.facts_of]
+    ending = [j for j in named if run.facts_of and j.job_id == run.facts_of]
     if live:
         first = _first(live)
         run.facts, run.facts_of = first.facts or run.facts, first.job_id
         run.cpu_limit = first.cpu_limit or run.cpu_limit
-    elif ending:  # that run ended: its close-time copy
+    elif ending:  # that run, stalled or ended: its newest copy (once ended, its close-time one)
         run.facts = _first(ending).facts or run.facts
     elif named and run.facts is None:  # only an ended run seen: its settings fill the gap
         run.facts = _first(named).facts

@@ -113,7 +113,7 @@ def test_a_short_runs_close_time_settings_win_over_what_a_live_tick_read_before_
     the copy written at the close has it (a fresh-clone suite compared a 2-worker run of
     three live ticks with nothing changed)."""
     snap = Scene().snapshot(1000.0)
-    job = snap.jobs[0]
+    job = replace(snap.jobs[0], job_id="pid:node/4242/7")  # each run keyed, as collected
     run = RunData("x", job=job.name)
     _add_job(replace(snap, jobs=(replace(job, facts=replace(_facts(2), loaders=())),)), None, run)
     assert settings(run.facts, None).get("num_workers") is None
