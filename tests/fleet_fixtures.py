@@ -114,8 +114,8 @@ def hung_nodes(
     """A ``world``-rank job on two nodes, half its ranks each, hung ``waited_s``: rank ``stuck``
     never reached all_reduce #1042, the others wait in it (tests/snapshot_fixtures.hung_job)."""
     half = world // 2
-    ranks = [replace(r, local_rank=r.rank % half) for r in hung_job(waited_s, world=world,
-                                                                    stuck=stuck)]  # fmt: skip
+    job = hung_job(waited_s, world=world, stuck=stuck)
+    ranks = [replace(r, local_rank=r.rank % half) for r in job]
     nodes = {}
     for instance, host, mine in (("10.0.0.1:19400", "node-a", ranks[:half]),
                                  ("10.0.0.2:19400", "node-b", ranks[half:])):  # fmt: skip
