@@ -59,6 +59,7 @@ class Loop(NamedTuple):
     demand: float = 1.0  # CPUs the trainer's threads wanted (on one, or queued for one)
     main_cpu_s: float = 0.0  # of ``step_s``: the trainer's main thread on a CPU
     variability: float = VARIABILITY  # where its service times lie: 0 constant, 1 exponential
+    handoff_s: float = 0.0  # the trainer taking a worker's batch in (``trainer_s``)
 
 
 def chain_rate(workers: int, tokens: int, batch_s: float, step_s: float) -> float:
@@ -102,6 +103,13 @@ def loop_rate(workers: int, prefetch: int, batch_s: float, step_s: float,
     return steady - variability * (steady - chain_rate(workers, tokens, batch_s, step_s))
 
 
+def trainer_s(loop: Loop, workers: int, step_s: float) -> float:
+    """The trainer's time a step with ``workers``: its own, and with workers the handoff of
+    each batch (unpickling it, mapping its tensors' shared memory: in its wait for data but
+    work of its own, in series with its step); a trainer that loads its batches has none."""
+    return step_s + loop.handoff_s if workers > 0 else step_s
+
+
 def rate(
     loop: Loop, workers: int | None = None, cores: float | None = None, prefetch: int | None = None
 ) -> tuple[float, str]:
@@ -113,6 +121,7 @@ def rate(
     limit = loop.cores if cores is None else cores
     c = min(limit, host_share(loop, n))
     batch_s, step_s = stretched(loop, n, limit)
+    step_s = trainer_s(loop, n, step_s)
     beyond, most = "compute", 1.0 / step_s  # what no count of workers can pass
     if loop.cpu_s > 0 and c / loop.cpu_s < most:
         beyond, most = "cores", c / loop.cpu_s
@@ -163,7 +172,7 @@ def host_share(loop: Loop, workers: int) -> float:
 
 def _most(loop: Loop) -> float:
     """What no count of workers can pass: the step's pace, the CPUs', the storage's."""
-    most = 1.0 / loop.step_s
+    most = 1.0 / trainer_s(loop, MAX_WORKERS, loop.step_s)
     if loop.cpu_s > 0:
         most = min(most, min(loop.cores, host_share(loop, MAX_WORKERS)) / loop.cpu_s)
     return most if loop.read_limit is None else min(most, loop.read_limit)

@@ -34,6 +34,7 @@ COUNTED = 0.3  # ... or this share of it counted, with its loaders blocked BLOCK
 BLOCKED = 0.5
 MIN_WAITS = 10  # steps that waited for a batch: fewer say nothing of the waits' spread
 THROTTLED_MAX = 0.9  # the share of a step a quota's throttling is taken to hold the trainer
+FULL_PCT = 90.0  # a host busier than this had no CPU to spare: its threads shared the CPUs
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,8 @@ def _measure(ctx: Context) -> Measured | None:
         return None
     workers, prefetch = _settings(ctx)
     variability = _variability(ctx)
-    batch_s, step_s = _times(ctx, rate, wait, (workers, prefetch), variability)
+    handoff = _handoff_s(ctx, rate, workers, wait)
+    batch_s, step_s = _times(ctx, rate, wait, (workers, prefetch, handoff), variability)
     load_cpu, read = _loader_parts(ctx, rate, workers)
     others = others_cpus(ctx)
     cpus = job_cpus(ctx)
@@ -79,18 +81,20 @@ def _measure(ctx: Context) -> Measured | None:
         demand=_trainer_demand(ctx),
         main_cpu_s=min(step_s, _main_cpu_s(ctx, rate, workers, wait)),
         variability=variability,
+        handoff_s=handoff,
     )
     return Measured(loop if _queued(ctx) else _unstretched(loop), rate, others)
 
 
 def _times(
-    ctx: Context, rate: float, wait: float, settings: tuple[int, int], variability: float
+    ctx: Context, rate: float, wait: float, settings: tuple[int, int, float], variability: float
 ) -> tuple[float, float]:
-    """A worker's time on a batch (the loop inverted at the measured rate) and the trainer's
-    own time a step, each less the time its threads queued for a CPU."""
-    workers, prefetch = settings
+    """A worker's time on a batch (the loop inverted at the measured rate, the trainer's
+    handoff of each batch added to its step) and the trainer's own time a step, each less the
+    time its threads queued for a CPU."""
+    workers, prefetch, handoff = settings
     own = (1.0 - wait) / rate
-    batch = batch_time(workers, prefetch, rate, own, variability)
+    batch = batch_time(workers, prefetch, rate, own + handoff, variability)
     if batch is None:  # the step alone explains the rate: batches are never late
         batch = 0.0 if workers == 0 else own * 1e-3
     trainer_wait = _wait_s(ctx, ctx.trainer, rate)
@@ -131,6 +135,23 @@ def _unstretched(loop: Loop) -> Loop:
     batch = max(loop.load_cpu_s + loop.read_s, loop.batch_s - loop.load_cpu_s * slower)
     step = max(loop.main_cpu_s, loop.step_s - loop.main_cpu_s * slower)
     return loop._replace(batch_s=batch, step_s=step)
+
+
+def _handoff_s(ctx: Context, rate: float, workers: int, wait: float) -> float:
+    """Seconds a step the trainer's main thread spends taking a worker's batch in, inside its
+    wait for data.  Of the CPU its main thread uses a step, what its own phases cannot hold
+    (more than their wall time) is that: their CPU held it all.  Where they could hold it all,
+    part of them waited off the CPU (for a device): the handoff is then somewhere between none
+    and all of that CPU, never more than the wait, nor than a worker's CPU on the batch (which
+    pickles what the trainer unpickles), and is taken as half of it."""
+    cpu = ctx.trainer.main_cpu_pct if ctx.trainer is not None else None
+    if workers == 0 or cpu is None or not ctx.workers:  # the process's whole CPU says nothing
+        return 0.0
+    main, own = cpu / 100.0 / rate, (1.0 - wait) / rate
+    load = sum(w.cpu_pct or 0.0 for w in ctx.workers) / 100.0 / rate
+    if main > own:
+        return min(main - own, wait / rate)
+    return min(main, wait / rate, load) / 2.0
 
 
 def _main_cpu_s(ctx: Context, rate: float, workers: int, wait: float) -> float:
@@ -219,10 +240,13 @@ def _others_runnable(ctx: Context, others: float) -> float:
     """Other processes' runnable threads, as what they do to the job's: where the scheduler's
     waits are measured and no quota throttles the job, the count that makes the job's threads
     wait as long as they did (each runnable thread runs ``host / runnable`` of the time, so
-    ``(mine + others) / host`` is a CPU second's wall time); else the CPUs the others used."""
+    ``(mine + others) / host`` is a CPU second's wall time); else the CPUs the others used.
+    On a host with CPUs to spare nobody shared one: the job's waits were the scheduler's
+    latency in placing a woken thread, which neither others nor more workers lengthen."""
     procs = [p for p in (ctx.trainer, *ctx.workers) if p is not None and p.cpu_pct]
     waits = [p.cpu_wait_pct for p in procs if p.cpu_wait_pct is not None]
-    if not waits or throttling(ctx) is not None:
+    busy = ctx.box.cpu_busy_pct
+    if not waits or throttling(ctx) is not None or (busy is not None and busy < FULL_PCT):
         return others
     used = sum(p.cpu_pct or 0.0 for p in procs)
     slower = sum(waits) / used if used > 0 else 0.0
