@@ -58,7 +58,7 @@ def _measure(ctx: Context) -> Measured | None:
     if job is None or not rate or wait is None:
         return None
     workers, prefetch = _settings(ctx)
-    variability = _variability(ctx)
+    variability = _variability(ctx, workers)
     handoff = _handoff_s(ctx, rate, workers, wait)
     batch_s, step_s = _times(ctx, rate, wait, (workers, prefetch, handoff), variability)
     load_cpu, read = _loader_parts(ctx, rate, workers)
@@ -75,7 +75,7 @@ def _measure(ctx: Context) -> Measured | None:
         load_cpu_s=min(load_cpu, batch_s),
         read_s=min(read, max(0.0, batch_s - load_cpu)),
         read_limit=_read_limit(ctx, job.read_limit_bps, rate),
-        host=cpus.host / ranks,
+        host=_delivered(ctx, cpus.host) / ranks,
         others=_others_runnable(ctx, others) / ranks,
         threads=_busy_threads(ctx),
         demand=_trainer_demand(ctx),
@@ -103,15 +103,19 @@ def _times(
     return _less(batch, loader_wait), step_s
 
 
-def _variability(ctx: Context) -> float:
-    """The squared coefficient of variation of the steps' waits for a batch (those that
-    waited), at most 1: how far the loop's service times are from constant."""
+def _variability(ctx: Context, workers: int) -> float:
+    """The squared coefficient of variation of the waits for a batch, at most 1: how far the
+    loop's service times are from constant.  Read on rounds of ``workers`` steps (those that
+    waited): workers started together deliver in bursts, one long wait then short ones, a
+    pattern of the round, not a spread of their times."""
     job = ctx.job
     columns = job.steps.phase_times if job is not None else None
     names = [p.name for p in job.job.phases] if job is not None else []
     if columns is None or DATA_PHASE not in names or len(columns) != len(names):
         return VARIABILITY
-    waits = [w for w in columns[names.index(DATA_PHASE)] if w > 0.0]
+    steps, n = columns[names.index(DATA_PHASE)], max(1, workers)
+    rounds = (sum(steps[i : i + n]) for i in range(len(steps) % n, len(steps), n))
+    waits = [w for w in rounds if w > 0.0]
     if len(waits) < MIN_WAITS:
         return VARIABILITY
     mean = sum(waits) / len(waits)
@@ -251,7 +255,15 @@ def _others_runnable(ctx: Context, others: float) -> float:
     used = sum(p.cpu_pct or 0.0 for p in procs)
     slower = sum(waits) / used if used > 0 else 0.0
     mine = _trainer_demand(ctx) + sum(min(1.0, _runnable(w)) for w in ctx.workers)
-    return max(others, job_cpus(ctx).host * (1.0 + slower) - mine)
+    return max(others, _delivered(ctx, job_cpus(ctx).host) * (1.0 + slower) - mine)
+
+
+def _delivered(ctx: Context, host: float) -> float:
+    """The host's CPUs as it delivers them: on a full host (threads queued while the CPUs were
+    all but busy) the idle share left is the scheduler's gap between a thread's wake-up and its
+    run, which more runnable threads do not fill; on one with room, all of them."""
+    busy = ctx.box.cpu_busy_pct
+    return host * busy / 100.0 if busy is not None and busy >= FULL_PCT else host
 
 
 def _runnable(proc: ProcView) -> float:

@@ -10,6 +10,7 @@ import pytest
 
 from tests.diagnosis_factories import Scene
 from traintop.collectors.snapshot import CpuLimit, JobFacts, LoaderFacts
+from traintop.diagnosis.context import box_of, context_for
 from traintop.diagnosis.engine import diagnose
 from traintop.diagnosis.export import expected, verdict_to_dict
 from traintop.diagnosis.gain_text import gain_words, ordered, remedy_line
@@ -21,6 +22,8 @@ from traintop.diagnosis.loader_model import (
     rate,
     workers_for,
 )
+from traintop.diagnosis.loop_inputs import measured_loop
+from traintop.diagnosis.memo import Memo
 from traintop.diagnosis.model import Finding, Gain
 
 # A CPU job whose two workers wait on a fetch (8 % CPU each) half the time it steps.
@@ -77,6 +80,17 @@ def test_workers_reach_the_next_bound_and_no_further():
     crowded = Loop(workers=1, prefetch=2, batch_s=0.04, step_s=0.01, cpu_s=0.03, cores=2.0)
     n, value, bound = workers_for(crowded)
     assert bound == "cores" and value == pytest.approx(2 / 0.03, rel=0.05) and n < 4
+
+
+def test_the_trainers_handoff_of_each_batch_is_in_series_with_its_step():
+    """Batches from workers cost the trainer their handoff (unpickling, mapping their shared
+    memory), so however many workers, the loop runs no faster than the step and the handoff
+    together; a trainer that loads its own batches has none."""
+    loop = Loop(workers=1, prefetch=2, batch_s=0.04, step_s=0.008, cpu_s=0.004, cores=8.0,
+                handoff_s=0.002)  # fmt: skip
+    _, value, bound = workers_for(loop)
+    assert bound == "compute" and value == pytest.approx(1 / 0.010, rel=0.05)
+    assert rate(loop, workers=0)[0] == pytest.approx(1 / 0.048)
 
 
 def test_saturated_cores_give_no_gain_for_more_workers():
@@ -277,3 +291,48 @@ def test_the_details_screen_holds_a_restarted_job_against_its_run_before():
             assert line in screen.query_one("#details-against").render().plain
 
     run()
+
+
+# ---- the loop as measured ---------------------------------------------------------------------
+
+
+def _measured(scene: Scene) -> Loop:
+    window = scene.window()
+    jobs = list(window[-1].jobs)
+    found = measured_loop(context_for(box_of(Memo().window(window), jobs), jobs[0]))
+    assert found is not None
+    return found.loop
+
+
+def test_a_main_thread_busy_beyond_its_own_phases_is_taking_batches_in():
+    """A trainer whose main thread computes 60 % of the time, longer than its own phases last,
+    spends the rest taking its batches in; one at 20 % hands off half of what it computes a
+    step (its phases may hold the rest, off the CPU)."""
+    busy = _measured(LATENCY.but(trainer_main=(60.0, 0.0)))
+    assert busy.handoff_s == pytest.approx(0.6 / 4.0 - busy.step_s) and busy.handoff_s > 0
+    idle = _measured(LATENCY.but(trainer_main=(20.0, 0.0), worker_cpu=30.0))
+    assert idle.handoff_s == pytest.approx(0.2 / 4.0 / 2)
+    assert _measured(LATENCY).handoff_s == 0.0  # the main thread's share unmeasured
+
+
+def test_run_queue_waits_on_a_host_with_cpus_to_spare_are_not_other_processes():
+    """The same waits mean other processes' threads only where the host had no CPU to spare:
+    on one 40 % busy they are the scheduler's latency, and others count what they used.  A full
+    host's idle share is its gaps between a thread's wake-up and its run: more threads do not
+    fill them."""
+    waits = {"cpus": 2, "worker_cpu": 60.0, "worker_wait": 30.0, "trainer_wait": 5.0}
+    spare = _measured(LATENCY.but(cpu_busy=40.0, **waits))
+    full = _measured(LATENCY.but(cpu_busy=97.0, **waits))
+    assert spare.others < 0.05 < full.others
+    assert spare.host == 2.0 and full.host == pytest.approx(2 * 0.97)  # its gaps stay idle
+
+
+def test_waits_in_bursts_of_a_round_of_workers_are_read_as_constant_service():
+    """Two workers started together deliver a batch after a long wait, then one almost at
+    once: the waits' spread is the round's pattern, and each round waits the same."""
+    steps = [{"data": 0.03 if i % 2 else 0.001, "forward": 0.01} for i in range(110)]
+    times = tuple(sum(s.values()) for s in steps)
+    columns = tuple(tuple(s[name] for s in steps) for name in ("data", "forward"))
+    scene = LATENCY.but(workers=2, step_times=times, phase_times=columns,
+                        phases=(("data", 0.6), ("forward", 0.4)), steps_per_tick=10)  # fmt: skip
+    assert _measured(scene).variability == pytest.approx(0.0, abs=1e-9)

@@ -26,20 +26,27 @@ WINDOW = 31  # samples: the monitor's 30 s window at 1 s ticks
 
 
 def prediction(path: str | Path, name: str, knob: str, rediagnose: bool = False,
-               value: float | None = None) -> dict:  # fmt: skip
+               value: float | None = None, asked: float | None = None) -> dict:  # fmt: skip
     """What the verdict on job ``name`` predicted for ``knob``: the figure, its range, what
     bounds it then, the value it proposes; ``gain`` None where it made no such prediction.
-    Re-diagnosed with a ``value``: what the model says that value buys (the one B ran with)."""
+    Re-diagnosed with a ``value``: what the model says that value buys (the one B ran with).
+    Where the verdict offered no remedy on the knob and the case ``asked`` for a value: what
+    the model says that value buys, marked ``offered`` False."""
     if rediagnose and value is not None:
         found = _at_value(Path(path), name, knob, value)
         if found is not None:
             return found
     verdict = _verdict(Path(path), rediagnose)
     job = _job(verdict, name) if verdict is not None else None
-    if job is None:
-        return {"bottleneck": None, "gain": None}
-    gain = next((g for f in (job.primary, *job.also) for g in _gains(f) if g.knob == knob), None)
-    return {"bottleneck": job.primary.bottleneck, "gain": None if gain is None else _row(gain)}
+    gain = None if job is None else next(
+        (g for f in (job.primary, *job.also) for g in _gains(f) if g.knob == knob), None
+    )  # fmt: skip
+    if gain is None and asked is not None:
+        found = _at_value(Path(path), name, knob, asked)
+        if found is not None and found["gain"] is not None:
+            return {**found, "offered": False}
+    bottleneck = job.primary.bottleneck if job is not None else None
+    return {"bottleneck": bottleneck, "gain": None if gain is None else _row(gain)}
 
 
 def _at_value(path: Path, name: str, knob: str, value: float) -> dict | None:

@@ -72,6 +72,7 @@ def case_row(case: Case, rows: list[dict]) -> dict:
         "high": gain.get("high"),
         "bound_by": gain.get("bound_by"),
         "words": gain.get("words"),
+        "offered": pred.get("offered", True),
         "measured": meas[0] if meas else None,
         "interval": [meas[1], meas[2]] if meas else None,
         "pairs": len(_pairs(rows, case.name)),
@@ -146,9 +147,7 @@ def markdown(s: dict) -> str:
     ]
     for r in s["cases"]:
         held = " (held out)" if r["held_out"] else ""
-        pred = (
-            f"{_x(r['predicted'])} ({_x(r['low'])}–{_x(r['high'])})" if r["predicted"] else "none"
-        )
+        pred = _predicted(r)
         interval = r["interval"] or [None, None]
         meas = f"{_x(r['measured'])} ({_x(interval[0])}–{_x(interval[1])})"
         lines.append(
@@ -160,9 +159,11 @@ def markdown(s: dict) -> str:
 
 
 def _predicted(r: dict) -> str:
-    """``1.80× (1.60×–2.00×)``, ``up to 4.15× (no figure)`` or ``none``."""
+    """``1.80× (1.60×–2.00×)``, ``up to 4.15× (no figure)`` or ``none``; a figure the
+    verdict did not offer (the case asked the model for it) says so."""
     if r["predicted"] is not None:
-        return f"{_x(r['predicted'])} ({_x(r['low'])}–{_x(r['high'])})"
+        asked = "" if r.get("offered", True) else ", asked: no remedy offered"
+        return f"{_x(r['predicted'])} ({_x(r['low'])}–{_x(r['high'])}{asked})"
     return f"up to {_x(r['high'])} (no figure)" if r["high"] is not None else "none"
 
 

@@ -158,7 +158,7 @@ def measured(
             "at": time.time(),
         }
         if role == "A" and run.steps_per_s is not None:
-            row["prediction"] = prediction(run.recording, case.name, case.knob)
+            row["prediction"] = prediction(run.recording, case.name, case.knob, asked=case.asked)
             row["model"] = model_version()
         append(opts.state, row)
         rows.append(row)
