@@ -173,15 +173,16 @@ def _read_limit(ctx: Context, limit_bps: float | None, rate: float) -> float | N
     """Steps/s the job's read limit allows, where it reads at that limit already (a limit far
     above what it reads is on another device, or not what holds it).  Reads the limit holds
     back are counted to the kernel thread that lets them through later, not to the job
-    (``/proc/PID/io`` saw half of them under a blkio limit): loaders blocked reading most of
-    the time, under a limit, with a good part of it counted, are at the limit too."""
+    (``/proc/PID/io`` saw half of them under a blkio limit, or four fifths): loaders blocked
+    reading most of the time, under a limit, with a good part of it counted, are at the limit,
+    and the limit over the bytes counted would promise room that is not there."""
     total = _reads(ctx)
     if limit_bps is None or total <= 0.0:
         return None
-    if total >= AT_LIMIT * limit_bps:
-        return limit_bps / (total / rate)
     blocked = mean_of(p.blocked_share for p in ctx.workers) or 0.0
-    return rate if total >= COUNTED * limit_bps and blocked >= BLOCKED else None
+    if total >= COUNTED * limit_bps and blocked >= BLOCKED:
+        return rate
+    return limit_bps / (total / rate) if total >= AT_LIMIT * limit_bps else None
 
 
 def _loader_parts(ctx: Context, rate: float, workers: int) -> tuple[float, float]:

@@ -133,6 +133,14 @@ def test_a_disk_at_its_read_limit_says_no_gain_and_ram_says_what_it_buys():
     assert ram.remedy == primary.remedies[0] and ram.speedup is not None and ram.speedup > 1.5
 
 
+def test_reads_counted_short_under_a_limit_promise_no_room():
+    """Blocked loaders reading at 80 % of a limit as counted: the rest went to the kernel's
+    thread that released it, so the job is at its limit (the first trial gave +24 % here)."""
+    short = LATENCY.but(worker_read=1.6e6, read_limit=4e6, worker_state="D", worker_cpu=3)
+    primary = diagnose(short.window()).primary
+    assert gain_words(_gain(primary, "num_workers")) == "no gain: storage is at its limit"
+
+
 def test_a_quota_is_raised_to_what_the_next_bound_needs():
     limit = CpuLimit(cpus=1.0, quota_cpus=1.0, cpuset=None, throttled_share=0.6,
                      throttled_s_per_s=0.5, cgroup="/docker/abc")  # fmt: skip
