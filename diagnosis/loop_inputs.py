@@ -59,9 +59,9 @@ def _measure(ctx: Context) -> Measured | None:
         return None
     workers, prefetch = _settings(ctx)
     variability = _variability(ctx, workers)
-    handoff = _handoff_s(ctx, rate, workers, wait)
-    batch_s, step_s = _times(ctx, rate, wait, (workers, prefetch, handoff), variability)
     load_cpu, read = _loader_parts(ctx, rate, workers)
+    handoff = _handoff_s(ctx, rate, workers, wait, load_cpu)
+    batch_s, step_s = _times(ctx, rate, wait, (workers, prefetch, handoff), variability)
     others = others_cpus(ctx)
     cpus = job_cpus(ctx)
     ranks = max(1, cpus.ranks)
@@ -141,18 +141,17 @@ def _unstretched(loop: Loop) -> Loop:
     return loop._replace(batch_s=batch, step_s=step)
 
 
-def _handoff_s(ctx: Context, rate: float, workers: int, wait: float) -> float:
+def _handoff_s(ctx: Context, rate: float, workers: int, wait: float, load: float) -> float:
     """Seconds a step the trainer's main thread spends taking a worker's batch in, inside its
     wait for data.  Of the CPU its main thread uses a step, what its own phases cannot hold
     (more than their wall time) is that: their CPU held it all.  Where they could hold it all,
     part of them waited off the CPU (for a device): the handoff is then somewhere between none
     and all of that CPU, never more than the wait, nor than a worker's CPU on the batch (which
-    pickles what the trainer unpickles), and is taken as half of it."""
+    pickles what the trainer unpickles: ``load``, its CPU a batch), and is taken as half of it."""
     cpu = ctx.trainer.main_cpu_pct if ctx.trainer is not None else None
     if workers == 0 or cpu is None or not ctx.workers:  # the process's whole CPU says nothing
         return 0.0
     main, own = cpu / 100.0 / rate, (1.0 - wait) / rate
-    load = sum(w.cpu_pct or 0.0 for w in ctx.workers) / 100.0 / rate
     if main > own:
         return min(main - own, wait / rate)
     return min(main, wait / rate, load) / 2.0
@@ -250,8 +249,7 @@ def _others_runnable(ctx: Context, others: float) -> float:
     latency in placing a woken thread, which neither others nor more workers lengthen."""
     procs = [p for p in (ctx.trainer, *ctx.workers) if p is not None and p.cpu_pct]
     waits = [p.cpu_wait_pct for p in procs if p.cpu_wait_pct is not None]
-    busy = ctx.box.cpu_busy_pct
-    if not waits or throttling(ctx) is not None or (busy is not None and busy < FULL_PCT):
+    if not waits or throttling(ctx) is not None or not _full(ctx):
         return others
     used = sum(p.cpu_pct or 0.0 for p in procs)
     slower = sum(waits) / used if used > 0 else 0.0
@@ -264,7 +262,13 @@ def _delivered(ctx: Context, host: float) -> float:
     all but busy) the idle share left is the scheduler's gap between a thread's wake-up and its
     run, which more runnable threads do not fill; on one with room, all of them."""
     busy = ctx.box.cpu_busy_pct
-    return host * busy / 100.0 if busy is not None and busy >= FULL_PCT else host
+    return host * busy / 100.0 if busy is not None and _full(ctx) else host
+
+
+def _full(ctx: Context) -> bool:
+    """Whether the host had no CPU to spare (unknown: taken as full, as before it was read)."""
+    busy = ctx.box.cpu_busy_pct
+    return busy is None or busy >= FULL_PCT
 
 
 def _runnable(proc: ProcView) -> float:
