@@ -33,6 +33,7 @@ from traintop.diagnosis.model import (
     Straggler,
 )
 from traintop.diagnosis.pause import pause_finding, pause_of
+from traintop.diagnosis.rules_job import pause_phase
 from traintop.diagnosis.run_life import (
     ending_evidence,
     how,
@@ -43,7 +44,7 @@ from traintop.diagnosis.run_life import (
 from traintop.diagnosis.straggler_cause import what_slows
 from traintop.diagnosis.tense import NEVER_STEPPED, clock, past
 from traintop.diagnosis.text import duration, pct
-from traintop.diagnosis.where import sample_wish
+from traintop.diagnosis.where import pause_wish, sample_wish
 
 Rules = Callable[[Context], tuple[Candidate, ...]]
 LEADS = frozenset({"straggler"})  # findings whose followers explain them, not compete with them
@@ -138,12 +139,28 @@ def _after(group: JobGroup) -> str:
 def _sample_wish(
     results: Sequence[RankResult], straggler: Straggler | None, primary: Finding
 ) -> tuple[int, str] | None:
-    """Whose stacks would place the time this answer cannot: the straggler's own time, or the
-    rank ``unknown`` explains (the same rank :func:`_explained` picks)."""
+    """Whose stacks would place the time this answer cannot: the straggler's own time, the
+    rank ``unknown`` explains (the same rank :func:`_explained` picks), or the pauses of the
+    rank whose periodic long steps cost the most (what they are picks their remedy)."""
+    if primary.bottleneck == "periodic_stall":
+        return _pause_wish(results)
     if primary.bottleneck not in ("straggler", "unknown"):
         return None
     pick = next((r for r in results if straggler and r.job.pid == straggler.pid), results[0])
     return sample_wish(pick.ctx, own_time=primary.bottleneck == "straggler")
+
+
+def _pause_wish(results: Sequence[RankResult]) -> tuple[int, str] | None:
+    """The phase of the periodic pauses of the rank that loses most to them, to sample."""
+    found = [(c.lost_share, r) for r in results for c in r.found
+             if c.finding.bottleneck == "periodic_stall"]  # fmt: skip
+    if not found:
+        return None
+    rank = max(found, key=lambda pair: pair[0])[1]
+    budget = rank.ctx.job.budget if rank.ctx.job else None
+    excess = budget.excess if budget is not None else None
+    phase = pause_phase(excess, budget.waits) if budget is not None and excess else None
+    return pause_wish(rank.ctx, phase) if phase else None
 
 
 def _split_stated(found: tuple[Candidate, ...]) -> tuple[Candidate, ...]:

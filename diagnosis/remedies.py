@@ -15,6 +15,7 @@ from traintop.diagnosis.demand import CpuDemand
 from traintop.diagnosis.job_cpus import amount, job_cpus
 from traintop.diagnosis.limit_remedies import limit_remedies
 from traintop.diagnosis.model import Gain
+from traintop.diagnosis.pause_kind import CHECKPOINT, EVALUATION, PauseKind
 from traintop.diagnosis.text import pct
 
 IDLE_WORKER_PCT = 25.0  # workers below this much CPU wait on something other than a core
@@ -317,16 +318,32 @@ PERIODIC = (
     "log and evaluate less often, and without synchronising on every metric",
     "run evaluation on a separate process or GPU",
 )
+EVALUATE = "evaluate less often, or in a process of its own or on another GPU"
+LOG = PERIODIC[1]
 
 
-def periodic(lost: float, pause: str, count: int, now: float | None) -> tuple[Gain, ...]:
+def periodic(lost: float, pause: str, count: int, now: float | None,
+             kind: PauseKind | None = None) -> tuple[Gain, ...]:  # fmt: skip
     """Taking the pause off the step buys back its ``lost`` share (``count`` long steps
-    measured it); the first remedy does that for a checkpoint, the others for their causes,
-    so for them it is only the most they can buy."""
-    first, *others = PERIODIC
+    measured it): the first remedy does that for the pause's ``kind`` (its sampled stacks':
+    pause_kind), the others are only the most they can buy.  Not sampled yet: a checkpoint's
+    remedy first, the evaluation's and logging's after it."""
+    first, *others = _periodic_fixes(kind)
     gain = gains.removed(first, lost, gains.few(count), pause, now)
     rest = gains.bounded(others, lost, pause, now)
     return (replace(gain, change="the pauses off the step", knob="pauses"), *rest)
+
+
+def _periodic_fixes(kind: PauseKind | None) -> tuple[str, ...]:
+    """The remedies for a pause of ``kind``, the one that takes it off the step first: what
+    the stacks show it is not (a checkpoint, an evaluation) is not offered."""
+    if kind is None:
+        return PERIODIC
+    if kind.kind == CHECKPOINT:
+        return PERIODIC[:1]
+    if kind.kind == EVALUATION:
+        return (EVALUATE,)
+    return (f"run {kind.place} less often, or off the training thread", LOG)
 
 
 IDLE = (

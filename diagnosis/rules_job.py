@@ -17,6 +17,7 @@ from traintop.diagnosis.network_signals import (
     job_traffic,
     link_backlogged,
 )
+from traintop.diagnosis.pause_kind import pause_kind
 from traintop.diagnosis.rules_gil import gil_claim
 from traintop.diagnosis.signals import (
     DATA_WAIT_SHARE,
@@ -30,8 +31,10 @@ from traintop.diagnosis.signals import (
     runnable_pct,
     trainer_queueing,
 )
+from traintop.diagnosis.stack_text import phase_sample_evidence
 from traintop.diagnosis.text import pct, pct100, seconds
 from traintop.diagnosis.views import ProcView
+from traintop.diagnosis.where import samples_of
 
 COMPUTE_BUSY_SHARE = 0.8  # GPU busy share of the step that counts as device-bound
 IDLE_EXPLAINED_BY_DATA = 0.5  # an idle GPU with this much data wait is a data problem
@@ -255,18 +258,23 @@ def periodic_stall(ctx: Context) -> Candidate | None:
     lost = own - _queued_in_long_steps(ctx, budget, excess) - gil_claim(ctx)[2]
     if lost < STALL_SHARE:
         return None  # waits, or long steps the trainer spent queued for a CPU
+    phase = pause_phase(excess, budget.waits)
     text = (
         f"{excess.count} of {excess.steps} steps took > {LONG_FACTOR:.0f}× the "
         f"{seconds(excess.median_s)} median (max {seconds(excess.longest_s)}): "
-        f"{pct(own)} of time beyond it{_where(excess, budget.waits)}"
+        f"{pct(own)} of time beyond it{f', in {phase}' if phase else ''}"
     )
+    samples = samples_of(ctx, phase, fresh_s=None) if phase else None  # (where.pause_wish)
+    stacks = phase_sample_evidence(samples, ctx.job.job.rank) if ctx.job else None
     return candidate(
         ctx,
         "periodic_stall",
         severity="warning",
         summary=f"Periodic long steps cost {pct(lost)} of training time",
-        evidence=(Evidence(text, "stall_share", lost, "training"),),
-        remedies=remedies.periodic(lost, _pause(excess), excess.count, _rate(ctx)),
+        evidence=(Evidence(text, "stall_share", lost, "training"), *filter(None, (stacks,))),
+        remedies=remedies.periodic(
+            lost, _pause(excess), excess.count, _rate(ctx), pause_kind(samples)
+        ),
         lost=lost,
         steady=_stalls_held(ctx, excess.median_s),
     )
@@ -306,10 +314,11 @@ def _pause(excess: Excess) -> str:
     return f"the pauses of up to {seconds(excess.longest_s)} every {every:.0f} steps gone"
 
 
-def _where(excess: Excess, waits: tuple[str, ...]) -> str:
-    """``, in other`` (the phase holding most of the excess outside the waits)."""
+def pause_phase(excess: Excess, waits: tuple[str, ...]) -> str | None:
+    """The phase holding most of the long steps' excess outside the waits: where the pauses
+    are, and the phase their stacks are sampled in (``where.pause_wish``)."""
     own = {n: part for n, part in excess.by_phase.items() if n not in waits and part > 0}
-    return f", in {max(own, key=own.__getitem__)}" if own else ""
+    return max(own, key=own.__getitem__) if own else None
 
 
 def _stalls_held(ctx: Context, median_s: float) -> float:

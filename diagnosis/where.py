@@ -11,7 +11,8 @@ sample its stack (``JobCollector.sample_phase``): :func:`sample_wish` says which
 to sample (both answers ask once their rank has no fresh samples of that phase), the verdict
 carries the wish (``JobVerdict.sample``) to whoever drives the collector, and once the samples
 arrive :func:`where_time_goes` adds the frames they fold into and :func:`how_to_look` stops
-suggesting py-spy.
+suggesting py-spy.  A periodic stall asks too (:func:`pause_wish`): the stacks in its pauses'
+phase say what the pauses are (``pause_kind``), which picks its remedy.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from traintop.collectors.phase_names import is_comm_phase
 from traintop.collectors.snapshot import PhaseSamples, PhaseShare
 from traintop.diagnosis.context import Context
 from traintop.diagnosis.model import Evidence
+from traintop.diagnosis.pause_kind import pause_kind
 from traintop.diagnosis.signals import WAIT_EVIDENCE_PCT
 from traintop.diagnosis.stack_text import phase_sample_evidence
 from traintop.diagnosis.text import pct, pct100, seconds
@@ -76,24 +78,41 @@ def where_time_goes(ctx: Context, *, own_time: bool = False) -> tuple[Evidence, 
         text = f"steps spend {pct(top.share)} in {top.name} ({seconds(top.mean_s)})"
     text += f", {state}" if state else ""
     line = Evidence(text, f"phase.{top.name}.share", top.share, "training")
-    stacks = phase_sample_evidence(_samples_of(ctx, top.name), ctx.job.job.rank)
+    stacks = phase_sample_evidence(samples_of(ctx, top.name), ctx.job.job.rank)
     return (line, stacks) if stacks is not None else (line,)
 
 
-def _samples_of(ctx: Context, phase: str) -> PhaseSamples | None:
-    """The rank's samples taken in ``phase``, if any came and they are fresh."""
+def samples_of(
+    ctx: Context, phase: str, fresh_s: float | None = SAMPLES_FRESH_S
+) -> PhaseSamples | None:
+    """The rank's samples taken in ``phase``, if any came and they are fresh (``fresh_s``
+    None: whatever their age)."""
     samples = ctx.job.job.phase_samples if ctx.job else None
-    if samples is None or samples.phase not in (None, phase) or samples.age_s > SAMPLES_FRESH_S:
+    if samples is None or samples.phase not in (None, phase):
         return None
-    return samples
+    return None if fresh_s is not None and samples.age_s > fresh_s else samples
 
 
 def sample_wish(ctx: Context, *, own_time: bool = False) -> tuple[int, str] | None:
     """The rank (pid) and phase to sample, while there are no fresh samples of it."""
     top = dominant(ctx, own_time=own_time)
-    if top is None or ctx.job is None or _samples_of(ctx, top.name) is not None:
+    if top is None or ctx.job is None or samples_of(ctx, top.name) is not None:
         return None
     return ctx.job.job.pid, top.name
+
+
+def pause_wish(ctx: Context, phase: str) -> tuple[int, str] | None:
+    """The rank (pid) and the phase its periodic pauses fall in, to sample until a set of
+    samples says what the pauses are (``pause_kind``), at most once every
+    ``SAMPLES_FRESH_S``: sets that missed the pauses ask again, and once one named them the
+    remedy keeps that name rather than change with each set."""
+    samples = samples_of(ctx, phase, fresh_s=None)
+    if ctx.job is None or (
+        samples is not None
+        and (pause_kind(samples) is not None or samples.age_s <= SAMPLES_FRESH_S)
+    ):
+        return None
+    return ctx.job.job.pid, phase
 
 
 def how_to_look(ctx: Context, *, own_time: bool = False) -> tuple[str, ...]:
@@ -102,6 +121,6 @@ def how_to_look(ctx: Context, *, own_time: bool = False) -> tuple[str, ...]:
     if ctx.job is None:
         return ()
     top = dominant(ctx, own_time=own_time)
-    sampled = top is not None and _samples_of(ctx, top.name) is not None
+    sampled = top is not None and samples_of(ctx, top.name) is not None
     steps = (TIME_IT,) if sampled else (PY_SPY, TIME_IT)
     return tuple(step.replace("PID", str(ctx.job.job.pid)) for step in steps)

@@ -23,6 +23,7 @@ from traintop.collectors.snapshot import (
     JobSnapshot,
     MemorySnapshot,
     NicSnapshot,
+    PhaseSamples,
     PhaseShare,
     ProcessSnapshot,
     Snapshot,
@@ -100,6 +101,7 @@ class Scene:
     cpu_limit: CpuLimit | None = None
     read_limit: float | None = None  # bytes/s its cgroup lets the job read (blkio, io.max)
     steps_per_s: float = 4.0
+    phase_samples: PhaseSamples | None = None  # the rank's stacks sampled in a phase
 
     def but(self, **changes) -> Scene:
         """A copy with some knobs changed (reads better than ``replace`` in tables)."""
@@ -278,6 +280,7 @@ class Scene:
             cuda_alloc_retries=self._retries(tick),
             cpu_limit=self.cpu_limit,
             read_limit_bps=self.read_limit,
+            phase_samples=self.phase_samples,
         )
 
     def _retries(self, tick: int) -> int | None:

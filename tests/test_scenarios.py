@@ -111,6 +111,21 @@ def test_periodic_stall(ring_dir: Path, tmp_path: Path) -> None:
         shutil.rmtree(ckpt)
 
 
+def test_periodic_evaluation_is_told_from_a_checkpoint(ring_dir: Path, tmp_path: Path) -> None:
+    """A validation pass in the loop every 60 steps: a periodic stall whose first remedy, once
+    the rank's stacks in the pauses' phase came, is to evaluate less often or elsewhere, not
+    to save checkpoints asynchronously (the model called from a second place of the loop)."""
+    env = scenario_env(ring_dir)
+    argv = traintop_run("periodic_eval.py")
+    with running([start_workload(argv, env, tmp_path / "periodic_eval.log")]) as jobs:
+        pids = wait_for_segments(ring_dir, 1, jobs)
+        run = run_diagnose(env, job_pid=next(iter(pids)), for_s=DIAGNOSE_FOR_S)
+    context = f"{describe(run)}\n--- workload log ---\n{jobs[0].log_tail()}"
+    assert run.verdict is not None and run.bottleneck == "periodic_stall", context
+    assert run.verdict["remedies"][0].startswith("evaluate less often"), context
+    assert any("samples)" in text for text in run.verdict["evidence"]), context
+
+
 def test_data_io(ring_dir: Path, tmp_path: Path, slow_disk: ThrottledDisk) -> None:
     """The workload joins the throttled cgroup before it execs, so its workers inherit it."""
     data = slow_disk.mountpoint / "data"
