@@ -101,6 +101,29 @@ def _registered_and_listed(knobs: KnobWatch) -> None:
     assert len(facts["loaders"]) == 2 and facts["optimizers"][0]["name"] == "Adam"
 
 
+def test_the_training_loader_is_listed_before_an_evaluations_iterated_after_it() -> None:
+    """A validation pass iterates its loader after the training one (under no_grad, or with
+    the model in eval mode): the loop's loader stays first, the one remedies and compare read."""
+    model = torch.nn.Linear(2, 1)
+    patches, knobs = Patches(), KnobWatch(torch, found(model))
+    knobs.install(patches)
+    try:
+        data = TensorDataset(torch.randn(8, 2))
+        train, val, test = (DataLoader(data, batch_size=b) for b in (4, 8, 2))
+        next(iter(train))
+        with torch.no_grad():
+            next(iter(val))
+        assert [lo["batch_size"] for lo in knobs.facts({})["loaders"]] == [4, 8]
+        model.eval()
+        next(iter(test))
+        model.train()
+        assert [lo["batch_size"] for lo in knobs.facts({})["loaders"]] == [4, 2, 8]
+        next(iter(val))  # iterated to train on: the latest training loader
+        assert [lo["batch_size"] for lo in knobs.facts({})["loaders"]] == [8, 4, 2]
+    finally:
+        patches.off()
+
+
 def found(*models: torch.nn.Module) -> SimpleNamespace:
     """A settled ``ModelFinder`` that found ``models`` (and hooked them, as it does)."""
     for model in models:

@@ -45,7 +45,10 @@ class KnobWatch:
     def __init__(self, torch: ModuleType, finder: Any = None) -> None:
         self._torch = torch
         self._finder = finder  # traintop.module_samples.ModelFinder: its ``_found`` models
-        self._loaders: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+        # Each loader's last iteration: when, and whether it was an evaluation's (``_evaluating``)
+        self._loaders: weakref.WeakKeyDictionary[Any, tuple[float, bool]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._optimizers: list[weakref.ref[Any]] = []
         self.autocast: str | None = None
         self.device: str | None = None
@@ -78,19 +81,27 @@ class KnobWatch:
         return __init__
 
     def _iterating(self, get_iterator: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        loaders = self._loaders
+        loaders, evaluating = self._loaders, self._evaluating
 
         @functools.wraps(get_iterator)
         def _get_iterator(self: Any) -> Any:
             if self in loaders:
-                loaders[self] = time.monotonic()
+                loaders[self] = (time.monotonic(), evaluating())
             return get_iterator(self)
 
         return _get_iterator
 
+    def _evaluating(self) -> bool:
+        """Whether a loader iterated now is an evaluation's: gradients off (``no_grad``,
+        ``inference_mode``) or a model of the loop's in eval mode.  Once an epoch or an
+        evaluation pass, when its iterator is made: nothing per batch."""
+        if not self._torch.is_grad_enabled():
+            return True
+        return any(not getattr(model, "training", True) for model in self._models())
+
     def _add_loader(self, loader: Any) -> None:
         if len(self._loaders) < 64:
-            self._loaders[loader] = 0.0
+            self._loaders[loader] = (0.0, False)
 
     def _add_optimizer(self, optimizer: Any) -> None:
         self._optimizers = [r for r in self._optimizers if r() is not None][-63:]
@@ -172,10 +183,13 @@ class KnobWatch:
         return None
 
     def _loader_facts(self) -> list[dict[str, Any]]:
-        """The loaders the loop iterated, the latest first (the last seen, as above)."""
-        used = sorted(((t, id(dl), dl) for dl, t in list(self._loaders.items()) if t), reverse=True)
+        """The loaders the loop iterated, the training ones first, each kind the latest first
+        (the last seen, as above): a validation loader made each time it runs would otherwise
+        stand for the loop's (its batch size, its workers, in ``compare`` and the gains)."""
+        used = sorted(((not ev, t, id(dl), dl) for dl, (t, ev) in list(self._loaders.items())
+                       if t), reverse=True)  # fmt: skip
         if used:
-            self._last["loaders"] = [loader_facts(dl) for _t, _id, dl in used[:MAX_LISTED]]
+            self._last["loaders"] = [loader_facts(entry[3]) for entry in used[:MAX_LISTED]]
         return self._last["loaders"]
 
     def _scan(self) -> tuple[bool | None, bool | None]:

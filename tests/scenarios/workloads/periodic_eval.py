@@ -24,7 +24,7 @@ def evaluator(model: torch.nn.Module, every: int):
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def after_step(step: int) -> None:
-        if step % every:
+        if not every or step % every:
             return
         model.eval()
         with torch.no_grad():
@@ -36,7 +36,7 @@ def evaluator(model: torch.nn.Module, every: int):
 
 def main() -> None:
     args = parser(__doc__)
-    args.add_argument("--every", type=int, default=60, help="validate every N steps")
+    args.add_argument("--every", type=int, default=60, help="validate every N steps (0: never)")
     opts = args.parse_args()
     torch.set_num_threads(1)
     data = TensorDataset(torch.randn(8192, FEATURES), torch.randint(0, 10, (8192,)))
