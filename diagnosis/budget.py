@@ -13,6 +13,11 @@ median in that step, scaled so that the parts add up to the step's excess.  Wher
 carry no per-step split (an older writer, a recording), the excess is split in proportion to
 the phases' shares of the time: exact for a wait that is the same in every step, and for a
 wait that falls only in the long steps (a burst-fed loader) it errs toward blaming the wait.
+
+A long step whose excess is mostly work (outside the waits) is a pause: an evaluation pass, a
+checkpoint, a logging burst.  Its wait for data is then the pause's own (an evaluation loads its
+batches through a DataLoader the probe times as the loop's), not the loader's: ``paused_wait``
+gives it to the pause.  A burst-fed loader's long steps are waits with the rest at its medians.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from traintop.diagnosis.views import Steps
 LONG_FACTOR = 3.0  # a step this many times the median is long (checkpoints: 10-100x)
 MIN_STEPS = 10  # fewer steps say nothing about which are long
 DATA_PHASE = "data"  # the probe's name for the wait on the next batch
+PAUSE_WORK = 1 / 3  # a long step with this much of its overrun outside the waits is a pause
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +47,7 @@ class Excess:
     share: float  # their excess over the median, as a share of all the window's step time
     by_phase: dict[str, float]  # that share split by phase name (adds up to ``share``)
     time_share: float = 0.0  # the long steps' whole time, as a share of the window's
+    paused_wait: float = 0.0  # the part of ``by_phase``'s waits in long steps that are pauses
 
     def outside(self, names: Sequence[str]) -> float:
         """The part of the excess that fell outside the phases ``names``."""
@@ -88,29 +95,35 @@ def _long_steps(steps: Steps, shares: dict[str, float]) -> Excess | None:
     excess = [times[i] - mid for i in slow]
     columns = steps.phase_times
     names = tuple(shares)
+    paused = 0.0
     if columns is not None and len(columns) == len(names):
-        by_phase = split_by_phase(names, columns, slow, excess)
+        overs = over_medians(columns, slow)
+        by_phase = split_by_phase(names, overs, excess)
+        paused = paused_wait(names, overs, excess)
     else:
         by_phase = {n: sum(excess) * share for n, share in shares.items()}
     parts = {n: part / total for n, part in by_phase.items()}
     spent = sum(times[i] for i in slow) / total
-    return Excess(len(slow), len(times), mid, max(times), sum(excess) / total, parts, spent)
+    return Excess(len(slow), len(times), mid, max(times), sum(excess) / total, parts, spent,
+                  paused / total)  # fmt: skip
+
+
+def over_medians(columns: Sequence[Sequence[float]], slow: Sequence[int]) -> list[list[float]]:
+    """How far each phase of each long step ran over that phase's median (a list a step)."""
+    medians = [median(column) for column in columns]
+    return [[max(0.0, c[i] - m) for c, m in zip(columns, medians, strict=True)] for i in slow]
 
 
 def split_by_phase(
-    names: Sequence[str],
-    columns: Sequence[Sequence[float]],
-    slow: Sequence[int],
-    excess: Sequence[float],
+    names: Sequence[str], overs: Sequence[Sequence[float]], excess: Sequence[float]
 ) -> dict[str, float]:
     """Seconds of the long steps' excess in each phase: a step's excess is shared among the
-    phases in proportion to how far each ran over its own median (a step whose phases all ran
-    at their medians, which cannot add up to a long step, books it to ``other``)."""
-    medians = [median(column) for column in columns]
+    phases in proportion to how far each ran over its own median (``overs``; a step whose
+    phases all ran at their medians, which cannot add up to a long step, books it to
+    ``other``)."""
     parts = dict.fromkeys(names, 0.0)
     unaccounted = "other" if "other" in parts else names[-1]
-    for i, extra in zip(slow, excess, strict=True):
-        over = [max(0.0, column[i] - m) for column, m in zip(columns, medians, strict=True)]
+    for over, extra in zip(overs, excess, strict=True):
         spread = sum(over)
         if spread <= 0.0:
             parts[unaccounted] += extra
@@ -118,3 +131,18 @@ def split_by_phase(
         for name, part in zip(names, over, strict=True):
             parts[name] += extra * part / spread
     return parts
+
+
+def paused_wait(
+    names: Sequence[str], overs: Sequence[Sequence[float]], excess: Sequence[float]
+) -> float:
+    """Seconds of the long steps' excess in the waits that belong to pauses: the wait part of
+    each long step at least ``PAUSE_WORK`` of whose overrun is outside the waits."""
+    waits = [is_wait(name) for name in names]
+    paused = 0.0
+    for over, extra in zip(overs, excess, strict=True):
+        spread = sum(over)
+        waited = sum(part for part, wait in zip(over, waits, strict=True) if wait)
+        if spread > 0.0 and spread - waited >= PAUSE_WORK * spread:
+            paused += extra * waited / spread
+    return paused

@@ -39,6 +39,7 @@ from traintop.diagnosis.where import samples_of
 COMPUTE_BUSY_SHARE = 0.8  # GPU busy share of the step that counts as device-bound
 IDLE_EXPLAINED_BY_DATA = 0.5  # an idle GPU with this much data wait is a data problem
 SPREAD_ALIKE = 0.2  # long steps' excess split over the phases like the steps (preemptions)
+PREEMPTED_QUEUE = 0.05  # the trainer queued this share of the time or more: it can be preempted
 STALL_SHARE = 0.15  # stalls must cost this share of the window's time (beyond the waits)
 COMPUTE_RANK = 0.01  # ranks the healthy state above purely advisory (zero-cost) findings
 NIC_ONLY = 0.7  # system mode: a busy NIC, no collective timed, is weaker evidence
@@ -245,16 +246,19 @@ def periodic_stall(ctx: Context) -> Candidate | None:
     """A few steps far longer than the rest (checkpoints, eval, logging) cost a large share.
     It claims only the long steps' excess that fell outside the waits (for the next batch,
     for the peers): that part of it is the data or communication rules' time (a loader that
-    delivers in bursts makes every other step long).  A thread holding the GIL in bursts makes
-    the steps of its bursts long: that is its time (``gil_contention``).  On a crowded host a
-    step also runs long when the trainer waits for a CPU (3-5x the median at eleven runnable
-    processes on two cores): what its time queued (the scheduler's figure) explains of them is
-    taken off too (``_queued_in_long_steps``)."""
+    delivers in bursts makes every other step long), but for the waits of the long steps that
+    are pauses (an evaluation's own batches: ``Excess.paused_wait``).  A thread holding the
+    GIL in bursts makes the steps of its bursts long: that is its time (``gil_contention``).
+    On a crowded host a step also runs long when the trainer waits for a CPU (3-5x the median
+    at eleven runnable processes on two cores): what its time queued (the scheduler's figure)
+    explains of them is taken off too (``_queued_in_long_steps``)."""
     budget = ctx.job.budget if ctx.job else None
     excess = budget.excess if budget is not None else None
     if budget is None or excess is None:
         return None
-    own = excess.outside(budget.waits)
+    own = excess.outside(budget.waits) + (
+        0.0 if _preempted(ctx, budget, excess) else excess.paused_wait
+    )
     lost = own - _queued_in_long_steps(ctx, budget, excess) - gil_claim(ctx)[2]
     if lost < STALL_SHARE:
         return None  # waits, or long steps the trainer spent queued for a CPU
@@ -290,6 +294,14 @@ def _queued_in_long_steps(ctx: Context, budget: Budget, excess: Excess) -> float
     if queued > 0 and _spread_like_steps(budget, excess):
         return queued
     return queued * excess.time_share
+
+
+def _preempted(ctx: Context, budget: Budget, excess: Excess) -> bool:
+    """Whether the long steps are a trainer preempted rather than paused: every phase, the
+    wait for data too, stretched alike while the trainer queued for a CPU at least
+    ``PREEMPTED_QUEUE`` of the time (an evaluation that loads its batches as the loop does
+    stretches them alike too, on a CPU of its own)."""
+    return cpu_queued_share(ctx) >= PREEMPTED_QUEUE and _spread_like_steps(budget, excess)
 
 
 def _spread_like_steps(budget: Budget, excess: Excess) -> bool:

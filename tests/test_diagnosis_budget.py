@@ -11,7 +11,7 @@ import pytest
 
 from tests.diagnosis_factories import Scene
 from traintop.diagnosis.api import diagnose, verdict_to_dict
-from traintop.diagnosis.budget import split_by_phase
+from traintop.diagnosis.budget import over_medians, paused_wait, split_by_phase
 from traintop.diagnosis.bursts import bursts_of
 from traintop.diagnosis.findings import confidence, ranked
 from traintop.diagnosis.job_verdicts import _split_stated
@@ -74,8 +74,19 @@ DISK = _scene(
 
 def test_long_steps_excess_goes_to_the_phase_that_ran_over() -> None:
     columns = ((0.001, 0.001, 0.5, 0.001), (0.004, 0.004, 0.004, 0.2))  # data, other
-    parts = split_by_phase(("data", "other"), columns, [2, 3], [0.499, 0.196])
+    overs = over_medians(columns, [2, 3])
+    parts = split_by_phase(("data", "other"), overs, [0.499, 0.196])
     assert parts == pytest.approx({"data": 0.499, "other": 0.196})
+    assert paused_wait(("data", "other"), overs, [0.499, 0.196]) == 0.0  # a wait, then work
+
+
+def test_a_pauses_own_wait_for_its_batches_is_the_pauses() -> None:
+    """An evaluation pass loads its batches (booked as data) and runs the model (forward): its
+    wait is its own; a burst-fed loader's long step is a wait with the rest at its medians."""
+    names = ("data", "forward", "other")
+    columns = ((0.001,) * 9 + (0.06, 0.1), (0.002,) * 9 + (0.1, 0.002), (0.001,) * 11)
+    overs = over_medians(columns, [9, 10])
+    assert paused_wait(names, overs, [0.156, 0.1]) == pytest.approx(0.059 * 0.156 / 0.157)
 
 
 def test_burst_fed_loader_is_starved_not_stalled() -> None:
@@ -103,6 +114,29 @@ def test_checkpoints_outside_the_waits_are_a_periodic_stall() -> None:
     assert text.startswith("22 of 550 steps took > 3× the 8 ms median (max 708 ms): ")
     assert text.endswith("% of time beyond it, in other")
     assert verdict.primary.share > 0.7
+
+
+# A healthy 2.6 ms step, and every 60th an evaluation pass: 24 batches loaded (60 ms, booked as
+# data by the probe's loader hook) and run through the model (100 ms, in forward)
+EVAL = [
+    {"data": 0.06 if i % 60 == 59 else 0.0005, "forward": 0.1 if i % 60 == 59 else 0.001,
+     "backward": 0.001, "other": 0.0001}
+    for i in range(600)
+]  # fmt: skip
+
+
+def test_an_evaluations_own_loading_is_the_pauses_time() -> None:
+    """The pass's loading is its own wait: the lost share, and what taking it off the step
+    buys, count it (they counted only its forward: +29 % said where 1.99x was measured)."""
+    verdict = diagnose(_scene(EVAL, workers=0, trainer_cpu=100.0, data_wait=0.14).window())
+    assert verdict.primary.bottleneck == "periodic_stall"
+    total = sum(sum(step.values()) for step in EVAL)
+    paused = sum(sum(step.values()) - 0.0026 for step in EVAL[59::60]) / total
+    forward = sum(step["forward"] - 0.001 for step in EVAL[59::60]) / total
+    assert verdict.primary.share == pytest.approx(paused, abs=0.03)  # 0.50 (the window's 0.48)
+    assert verdict.primary.share > forward + 0.15  # 0.31: its forward's alone
+    gain = verdict.primary.gain_of(verdict.primary.remedies[0])
+    assert gain is not None and gain.speedup == pytest.approx(1 / (1 - paused), rel=0.05)
 
 
 def test_loader_blocked_reading_is_storage_on_a_busy_host() -> None:
