@@ -19,6 +19,7 @@ from traintop.diagnosis.findings import candidate
 from traintop.diagnosis.host_view import psi_evidence
 from traintop.diagnosis.job_cpus import amount, limit_spent, quota_note, throttled, throttling
 from traintop.diagnosis.model import Candidate, Evidence, Gain
+from traintop.diagnosis.rules_job import pause_wait
 from traintop.diagnosis.signals import (
     DATA_WAIT_SHARE,
     WAIT_EVIDENCE_PCT,
@@ -46,14 +47,17 @@ PARTS = (("data_cpu", "on a CPU"), ("data_io", "blocked reading"), ("data_starve
 
 def _claim(ctx: Context, name: str) -> tuple[DataSplit, float] | None:
     """The split and this rule's part of it, when the job waits and the part is the largest
-    or large enough to name beside it."""
-    if (data_wait(ctx) or 0.0) < DATA_WAIT_SHARE:
+    or large enough to name beside it.  The wait inside periodic pauses (an evaluation loading
+    its own batches) is the pauses' (``rules_job.pause_wait``): the parts are of the rest."""
+    paused = pause_wait(ctx)
+    if (data_wait(ctx) or 0.0) - paused < DATA_WAIT_SHARE:
         return None  # most ranks: no split to make
     split = data_split(ctx)
     if split is None:
         return None
-    part = split.part(name)
-    largest = max(split.part(other) for other, _ in PARTS)
+    kept = 1.0 - paused / split.wait if split.wait > 0 else 1.0
+    part = split.part(name) * kept
+    largest = max(split.part(other) for other, _ in PARTS) * kept
     if part <= 0.0 or (part < largest and part < DATA_PART_MIN):
         return None
     return split, part

@@ -256,9 +256,7 @@ def periodic_stall(ctx: Context) -> Candidate | None:
     excess = budget.excess if budget is not None else None
     if budget is None or excess is None:
         return None
-    own = excess.outside(budget.waits) + (
-        0.0 if _preempted(ctx, budget, excess) else excess.paused_wait
-    )
+    own = excess.outside(budget.waits) + pause_wait(ctx)
     lost = own - _queued_in_long_steps(ctx, budget, excess) - gil_claim(ctx)[2]
     if lost < STALL_SHARE:
         return None  # waits, or long steps the trainer spent queued for a CPU
@@ -294,6 +292,17 @@ def _queued_in_long_steps(ctx: Context, budget: Budget, excess: Excess) -> float
     if queued > 0 and _spread_like_steps(budget, excess):
         return queued
     return queued * excess.time_share
+
+
+def pause_wait(ctx: Context) -> float:
+    """The share of the time the rank waited for data inside its pauses (an evaluation's own
+    loading): ``periodic_stall``'s, so not the data rules' (the time is accounted once); none
+    where the long steps are a trainer preempted."""
+    budget = ctx.job.budget if ctx.job else None
+    excess = budget.excess if budget is not None else None
+    if budget is None or excess is None or _preempted(ctx, budget, excess):
+        return 0.0
+    return excess.paused_wait
 
 
 def _preempted(ctx: Context, budget: Budget, excess: Excess) -> bool:

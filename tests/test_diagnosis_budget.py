@@ -139,6 +139,16 @@ def test_an_evaluations_own_loading_is_the_pauses_time() -> None:
     assert gain is not None and gain.speedup == pytest.approx(1 / (1 - paused), rel=0.05)
 
 
+def test_the_data_rules_claim_the_wait_outside_the_pauses() -> None:
+    """Its loading counted once: a data wait of 25 % that is mostly the evaluation's is no
+    loader's problem; at 45 % the rest (about 27 %) is."""
+    found = diagnose(_scene(EVAL, workers=0, trainer_cpu=100.0, data_wait=0.25).window())
+    assert [f.bottleneck for f in (found.primary, *found.also)] == ["periodic_stall"]
+    found = diagnose(_scene(EVAL, workers=0, trainer_cpu=100.0, data_wait=0.45).window())
+    data = next(f for f in found.also if f.bottleneck.startswith("data_"))
+    assert data.share == pytest.approx(0.45 - 0.18, abs=0.03)
+
+
 def test_loader_blocked_reading_is_storage_on_a_busy_host() -> None:
     """Workers in D while the job reads: storage, though iowait (idle time) is hidden."""
     verdict = diagnose(DISK.window())
