@@ -111,6 +111,11 @@ CASES: tuple[Case, ...] = (
        PAUSES, "no_pause", "8 ms steps, a 1.5 s pause every 150 steps"),
     _c("pause_short", "pauses", "--step-cpu-ms 12 --pause-every 25 --pause-ms 200",
        PAUSES, "no_pause", "12 ms CPU steps, a 200 ms pause every 25 steps", held_out=True),
+    # (added after the second run, never tuned against: its pauses load their own batches)
+    _c("pause_eval", "pauses", "--workers 2 --batch 4 --sample-cpu-ms 1 --step-wait-ms 8 "
+       "--pause-every 40 --pause-kind eval --eval-batches 20", PAUSES, "no_pause",
+       "8 ms steps fed by 2 workers; every 40, 20 batches evaluated, loaded in the trainer",
+       held_out=True),
     # -- oversubscription: trainers whose threads outnumber the cores -----------------------------
     _c("over_2x4", "oversubscription", "--threads 4 --matmul 12 --batch 4",
        T, "threads", "2 trainers x 4 threads of 256x256 matmuls on 2 cores", trainers=2),

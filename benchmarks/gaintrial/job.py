@@ -11,7 +11,9 @@ no code change, every cost set on the command line so that a case states what it
   (a device computing while the host waits), ``--matmul N`` products of 256x256 matrices on
   ``--threads`` intra-op threads (work that threads share);
 * every ``--pause-every`` steps, a pause of ``--pause-ms``: sleep, CPU, or a file written and
-  fsynced (a checkpoint);
+  fsynced (a checkpoint); or (``--pause-kind eval``) an evaluation pass: ``--eval-batches``
+  batches of the same samples loaded in the trainer (a second DataLoader, no workers) and run
+  through the model under ``no_grad``;
 * under ``RANK``/``WORLD_SIZE`` (torchrun's variables), a gloo DDP job: rank ``--slow-rank``
   spends ``--slow-ms`` more per step in its forward, off the CPU;
 * ``--autocast bf16``: every forward in bf16 autocast on the CPU.
@@ -103,6 +105,15 @@ def pause(kind: str, ms: float, where: Path) -> None:
             os.fsync(out.fileno())
 
 
+def evaluate(model: torch.nn.Module, loader: DataLoader, batches: int) -> None:
+    """An evaluation pass: ``batches`` of ``loader`` through the model, gradients off."""
+    model.eval()
+    with torch.no_grad():
+        for _, (inputs, _labels) in zip(range(batches), loader, strict=False):
+            model(inputs)  # (the count first: no batch loaded past the last)
+    model.train()
+
+
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--seconds", type=float, default=30.0)
@@ -118,7 +129,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--matmul", type=int, default=0)
     p.add_argument("--pause-every", type=int, default=0)
     p.add_argument("--pause-ms", type=float, default=0.0)
-    p.add_argument("--pause-kind", choices=("sleep", "cpu", "fsync"), default="sleep")
+    p.add_argument("--pause-kind", choices=("sleep", "cpu", "fsync", "eval"), default="sleep")
+    p.add_argument("--eval-batches", type=int, default=0)
     p.add_argument("--pause-dir", type=Path, default=Path("/tmp"))
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow-ms", type=float, default=0.0)
@@ -157,8 +169,14 @@ def main() -> None:
     model = distributed(Step(o.step_cpu_ms, o.step_wait_ms, o.matmul, slow))
     checkpoint = o.pause_dir / f"gains-pause-{os.getpid()}.bin"
 
+    held_out = DataLoader(samples, batch_size=o.batch)  # the evaluation's, loaded in the trainer
+
     def after_step(step: int) -> None:
-        if o.pause_every and step % o.pause_every == 0:
+        if not o.pause_every or step % o.pause_every:
+            return
+        if o.pause_kind == "eval":
+            evaluate(model, held_out, o.eval_batches)
+        else:
             pause(o.pause_kind, o.pause_ms, checkpoint)
 
     started = time.monotonic()
