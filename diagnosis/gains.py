@@ -352,10 +352,13 @@ def more_threads(ctx: Context, text: str, threads: int) -> Gain:
     most = min(float(threads), max(MIN_SHARE, free))
     now = now_rate(ctx)
     if used <= 0.0:
-        return not_modelled(text)
-    if most <= used * NO_GAIN:
-        return share_limited(text, now, "its threads already use the CPUs it may use")
-    return bound(text, most / used, f"if its step's work spreads over {threads} threads", now)
+        gain = not_modelled(text)
+    elif most <= used * NO_GAIN:
+        gain = share_limited(text, now, "its threads already use the CPUs it may use")
+    else:
+        gain = bound(text, most / used, f"if its step's work spreads over {threads} threads", now)
+    # the knob and value: compare sets the threads a run changed beside this bound
+    return replace(gain, change=f"torch threads → {threads}", knob="threads", value=threads)
 
 
 def fewer_threads(ctx: Context, text: str, threads: int) -> Gain | None:

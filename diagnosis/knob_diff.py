@@ -119,10 +119,12 @@ def predicted_words(change: KnobChange) -> str:
         return "A's verdict predicted nothing for this change"
     if gain.speedup is None and gain.high is None:
         return f"no prediction: {gain.reason or 'not modelled'}"
-    head = _times(gain.speedup) if gain.speedup is not None else f"up to {ratio(gain.high or 1.0)}"
     other = gain.value is not None and f"{gain.value:g}" != change.after
     value = f" for {change.knob} {gain.value:g}" if other and gain.value is not None else ""
-    return f"{head} predicted{value} ({gain_words(gain)})"
+    if gain.speedup is None:  # a bound: its reason, not the bound twice
+        why = f" ({gain.reason})" if gain.reason else ""
+        return f"up to {ratio(gain.high or 1.0)} predicted{value}{why}"
+    return f"{_times(gain.speedup)} predicted{value} ({gain_words(gain)})"
 
 
 def change_line(change: KnobChange, speedup: float | None, samples: float | None) -> str:

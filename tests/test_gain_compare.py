@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from tests.cgroup_files import write_files
 from tests.diagnosis_factories import Scene
 from tests.test_cgroup import PID, _proc
@@ -81,6 +83,23 @@ def test_a_change_a_was_not_told_about_and_several_changes():
     assert set(found) == {"num_workers", "threads"}
     line = change_line(found["threads"], 1.3, None)
     assert line.endswith("A's verdict predicted nothing for this change")
+
+
+def test_more_torch_threads_on_a_cpu_job_is_a_bound_compare_sets_beside_the_gain():
+    """A CPU-bound trainer on one thread of two cores: "up to 2.0×" (how well its step's work
+    spreads is not in the budget), the threads knob set, and compare says so beside the gain
+    (it said "predicted nothing" of a run that went from 1 to 2 threads)."""
+    scene = Scene(gpu_count=0, gpu_busy=None, cpus=2, cpu_busy=50.0, trainer_cpu=99.0,
+                  workers=0, data_wait=0.0, facts=_facts(0, threads=1))  # fmt: skip
+    found = diagnose(scene.window()).primary
+    gain = next(g for g in found.gains if g.knob == "threads")
+    assert (gain.speedup, gain.high, gain.value) == (None, pytest.approx(2.0, rel=0.02), 2)
+    a, b = _run(_facts(0, threads=1), 18.1, (found,)), _run(_facts(0, threads=2), 25.9)
+    (change,) = knob_changes(a, b)
+    assert change_line(change, *measured(a, b)) == (
+        "threads 1 → 2: 1.43× steps/s measured, up to 2.0× predicted (if its step's work "
+        "spreads over 2 threads)"
+    )
 
 
 def test_a_batch_size_change_says_samples_per_second_too():
