@@ -38,6 +38,7 @@ CHECKPOINT_CODE = ("fsync", "torch.save", ".save(")
 MODULE_CALL = "torch/nn/modules/module.py"  # the model (or a module of it) is being called
 STEP_PHASES = ("forward", "backward")  # where a module call is the step's own work
 INNER = frozenset({"<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>", "<lambda>"})
+MOST = 0.5  # of the samples taken in the phase: a kind that holds less names nothing
 
 CHECKPOINT, EVALUATION, OTHER = "checkpoint", "evaluation", "other"
 
@@ -53,9 +54,10 @@ class PauseKind:
 
 
 def pause_kind(samples: PhaseSamples | None) -> PauseKind | None:
-    """The kind most of the samples' stacks were.  None: no sample was taken in the phase, or
-    they were in the step's forward or backward and show neither a checkpoint nor an
-    evaluation (the step's own work is sampled there too, so a place is not the pause's)."""
+    """The kind most of the samples' stacks were.  None: no sample was taken in the phase, no
+    kind holds ``MOST`` of them, or they were in the step's forward or backward and show
+    neither a checkpoint nor an evaluation (the step's own work is sampled there too, so a
+    place is not the pause's)."""
     if samples is None or not samples.matched or not samples.stacks:
         return None
     two = len({site for s in samples.stacks if (site := model_site(s.frames))}) > 1
@@ -64,6 +66,8 @@ def pause_kind(samples: PhaseSamples | None) -> PauseKind | None:
     for kind, stack in zip(kinds, samples.stacks, strict=True):
         counts[kind] += stack.count
     kind, count = max(counts.items(), key=lambda item: (item[1], item[0] != OTHER))
+    if count < MOST * samples.matched:
+        return None  # mixed: no kind holds most of them
     if kind == OTHER and samples.phase in STEP_PHASES:
         return None  # the step's own forward or backward is sampled there too: no place
     top = samples.stacks[kinds.index(kind)]

@@ -65,6 +65,10 @@ def test_the_steps_own_work_or_no_sample_names_nothing() -> None:
     assert pause_kind(sampled("forward", (LOG, 8))) is None
     assert pause_kind(PhaseSamples("other", 20, 0, (), 1.0)) is None
     assert pause_kind(None) is None
+    mixed = pause_kind(sampled("other", (SAVE, 3), (EVAL, 3), (LOG, 2)))
+    assert mixed is None  # no kind holds most of them: the remedies stay as unsampled
+    found = pause_kind(sampled("other", (SAVE, 5), (LOG, 3)))
+    assert found is not None and (found.kind, found.share) == (CHECKPOINT, 5 / 8)
 
 
 # A loop with a pause every 25 steps, all of it in "other" (as after an optimizer step)
