@@ -122,6 +122,30 @@ def test_the_model_hook_stays_where_it_opens_forward(hooked) -> None:
     assert model._forward_pre_hooks
 
 
+def test_an_evaluations_batches_are_no_training_samples(hooked) -> None:
+    """Every 10 steps the loop evaluates on a held-out loader (no_grad, eval mode): those rows
+    are not the job's samples (they had counted 8 + 64 x 3 in the step that held them)."""
+    _before, _hooks, writers = hooked
+    torch.manual_seed(0)
+    x = torch.randn(8 * 40, 4)
+    loader = DataLoader(TensorDataset(x, x[:, :1]), batch_size=8)
+    held_out = DataLoader(TensorDataset(torch.randn(192, 4)), batch_size=64)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step, (xb, yb) in enumerate(loader, 1):
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(xb), yb).backward()
+        optimizer.step()
+        if step % 10 == 0:
+            model.eval()
+            with torch.no_grad():
+                for (vb,) in held_out:
+                    model(vb)
+            model.train()
+    samples = [r["samples"] for r in writers[0].records[1:]]
+    assert len(samples) >= 30 and set(samples) == {8}
+
+
 def blocks(ds: list[tuple[float, float, float, float]], control: int = 0) -> list[onoff.Block]:
     out = []
     for q, medians in enumerate(ds):

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from traintop.module_samples import _HooksWithout
+from traintop.module_samples import _HooksWithout, evaluating
 from traintop.patches import Patches
 
 MAX_LISTED = 8  # loaders and optimizers listed at most
@@ -92,12 +92,9 @@ class KnobWatch:
         return _get_iterator
 
     def _evaluating(self) -> bool:
-        """Whether a loader iterated now is an evaluation's: gradients off (``no_grad``,
-        ``inference_mode``) or a model of the loop's in eval mode.  Once an epoch or an
-        evaluation pass, when its iterator is made: nothing per batch."""
-        if not self._torch.is_grad_enabled():
-            return True
-        return any(not getattr(model, "training", True) for model in self._models())
+        """Whether a loader iterated now is an evaluation's (``module_samples.evaluating``).
+        Once an epoch or an evaluation pass, when its iterator is made: nothing per batch."""
+        return evaluating(self._torch.is_grad_enabled, self._models())
 
     def _add_loader(self, loader: Any) -> None:
         if len(self._loaders) < 64:

@@ -38,6 +38,12 @@ _CONTAINERS = (tuple, list, type({}.values()))
 MODEL_HOOK = "model"  # the patches' kind (traintop.patches)
 
 
+def evaluating(grad_enabled: Callable[[], bool], models: Iterable[Any]) -> bool:
+    """Whether the loop evaluates now: gradients off (``no_grad``, ``inference_mode``) or a
+    model it trains in eval mode (read when a loader's iterator is made: not per batch)."""
+    return not grad_enabled() or not all(getattr(model, "training", True) for model in models)
+
+
 class ModelFinder:
     """Finds the training loop's outermost module, then reports each call's batch rows."""
 
@@ -53,6 +59,10 @@ class ModelFinder:
         self._models: dict[int, int] = {}  # id() of each outermost module -> its row dimension
         self._found: list[Any] = []
         self.searching = False
+
+    def evaluating(self) -> bool:
+        """Whether the loop evaluates now (:func:`evaluating`, of the models found)."""
+        return evaluating(self._grad_enabled, self._found)
 
     def start(self) -> None:
         """Wrap ``Module.__call__`` until ``settle()``; the boundary settles at its first step."""

@@ -24,6 +24,7 @@ patched, so a torch lacking one API is left untouched.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 from collections.abc import Callable, Sequence
@@ -63,7 +64,7 @@ def install(probe: Probe, torch: ModuleType) -> Hooks:
     dist_hooks.install(probe, torch)
     probe._writer_factory = _outside_workers(probe, data.get_worker_info)
     patches.swap(LOADER, iterator_class, "__next__", _timed_next(probe, boundary, originals[0]))
-    patches.swap(LOADER, loader_class, "__iter__", _timed_iter(probe, originals[1]))
+    patches.swap(LOADER, loader_class, "__iter__", _timed_iter(probe, originals[1], finder))
     booker = comm_hooks.install(probe, torch)
     patches.swap(BACKWARD_HOOK, tensor_class, "backward",
                  _timed_backward(probe, boundary, finder, originals[2], booker,
@@ -79,6 +80,7 @@ def install(probe: Probe, torch: ModuleType) -> Hooks:
 
 
 LOADER, BACKWARD_HOOK, OPTIMIZER_HOOK = "loader", "backward", "optimizer"
+EVALUATING = "_traintop_evaluating"  # set on a loader's iterator an evaluation made
 installed: Hooks | None = None  # the hooks ``traintop run`` installed in this process
 
 
@@ -168,7 +170,8 @@ def _timed_next(probe: Probe, boundary: StepBoundary,
                 probe._open = FORWARD
                 probe._open_t = now
                 probe._live[0] = (now | 15) - (15 - FORWARD)
-                probe._samples += size
+                if not getattr(self, EVALUATING, False):  # an evaluation's rows: no samples
+                    probe._samples += size
             except Exception as exc:
                 probe._fail(exc)
         return batch
@@ -182,14 +185,22 @@ def _loader_batch_size(iterator: Any) -> int:
     return size if isinstance(size, int) else 0
 
 
-def _timed_iter(probe: Probe, original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def _timed_iter(probe: Probe, original: Callable[[Any], Any],
+                finder: ModelFinder) -> Callable[[Any], Any]:  # fmt: skip
+    """Making a loader's iterator is a wait for data; the iterator is marked an evaluation's
+    when it is made with gradients off or the model in eval mode (``EVALUATING``): the rows of
+    its batches are no training samples."""
+
     @functools.wraps(original)
     def __iter__(self: Any) -> Any:
         if not probe._auto:
             return original(self)
         resumed = probe._wait_begin()
         try:
-            return original(self)
+            iterator = original(self)
+            with contextlib.suppress(AttributeError, TypeError):  # an iterator of a subclass's
+                setattr(iterator, EVALUATING, finder.evaluating())
+            return iterator
         finally:
             probe._wait_end(resumed, 0)
 
