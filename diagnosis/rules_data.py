@@ -49,9 +49,12 @@ def _claim(ctx: Context, name: str) -> tuple[DataSplit, float] | None:
     """The split and this rule's part of it, when the job waits and the part is the largest
     or large enough to name beside it.  The wait inside periodic pauses (an evaluation loading
     its own batches) is the pauses' (``rules_job.pause_wait``): the parts are of the rest."""
-    paused = pause_wait(ctx)
-    if (data_wait(ctx) or 0.0) - paused < DATA_WAIT_SHARE:
+    wait = data_wait(ctx) or 0.0
+    if wait < DATA_WAIT_SHARE:
         return None  # most ranks: no split to make
+    paused = pause_wait(ctx)
+    if wait - paused < DATA_WAIT_SHARE:
+        return None
     split = data_split(ctx)
     if split is None:
         return None

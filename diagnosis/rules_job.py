@@ -6,7 +6,7 @@ from traintop.diagnosis import remedies
 from traintop.diagnosis.applied import facts_seen
 from traintop.diagnosis.budget import LONG_FACTOR, Budget, Excess
 from traintop.diagnosis.busy import busy_evidence, gpm_evidence, gpu_busy, gpu_gaps, gpu_lost_share
-from traintop.diagnosis.context import Context, JobView
+from traintop.diagnosis.context import Context, JobView, once
 from traintop.diagnosis.findings import candidate
 from traintop.diagnosis.job_cpus import job_cpus, throttled
 from traintop.diagnosis.model import Candidate, Evidence
@@ -297,7 +297,11 @@ def _queued_in_long_steps(ctx: Context, budget: Budget, excess: Excess) -> float
 def pause_wait(ctx: Context) -> float:
     """The share of the time the rank waited for data inside its pauses (an evaluation's own
     loading): ``periodic_stall``'s, so not the data rules' (the time is accounted once); none
-    where the long steps are a trainer preempted."""
+    where the long steps are a trainer preempted.  Made once a rank: four rules read it."""
+    return once(ctx, "pause_wait", _pause_wait)
+
+
+def _pause_wait(ctx: Context) -> float:
     budget = ctx.job.budget if ctx.job else None
     excess = budget.excess if budget is not None else None
     if budget is None or excess is None or _preempted(ctx, budget, excess):
