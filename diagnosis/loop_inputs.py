@@ -20,7 +20,7 @@ from traintop.diagnosis.applied import facts_of
 from traintop.diagnosis.budget import DATA_PHASE
 from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.data_split import data_split
-from traintop.diagnosis.job_cpus import job_cpus, throttling
+from traintop.diagnosis.job_cpus import job_cpus, throttled_share, throttling
 from traintop.diagnosis.loader_model import VARIABILITY, Loop, batch_time, host_share, slowdown
 from traintop.diagnosis.signals import READ_MIN_BYTES_PER_S, data_wait
 from traintop.diagnosis.stats import mean_of
@@ -235,9 +235,14 @@ def _workers_wait(ctx: Context, rate: float) -> float:
 
 
 def _cpu_s(ctx: Context, rate: float) -> float:
-    """CPU seconds a step costs the rank: its trainer's threads and its workers."""
+    """CPU seconds a step costs the rank: its trainer's threads and its workers; at least what
+    its quota gave it, where the kernel throttled the job: a period it was throttled in is one
+    whose quota it spent, so the rank used its CPUs that share of the time (per-process samples
+    that miss a worker's or a thread's CPU would set the CPUs' bound above the rate it is at)."""
     procs = (ctx.trainer, *ctx.workers)
-    return sum((p.cpu_pct or 0.0) for p in procs if p is not None) / 100.0 / rate
+    used = sum((p.cpu_pct or 0.0) for p in procs if p is not None) / 100.0 / rate
+    share = throttled_share(ctx) if throttling(ctx) is not None else None
+    return used if share is None else max(used, job_cpus(ctx).cpus * min(1.0, share) / rate)
 
 
 def _others_runnable(ctx: Context, others: float) -> float:

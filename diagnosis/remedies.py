@@ -87,13 +87,15 @@ def _prefetch(ctx: Context, why: str) -> str | Gain:
 def data_cpu(ctx: Context, spare_cores: bool) -> tuple[str | Gain, ...]:
     """Workers are CPU-bound: more workers buy something only while cores are free (the model
     says how much, or that they buy nothing), else make each batch cheaper; a cgroup quota
-    that throttles the job comes first (raise it, run no more workers than it feeds)."""
+    that throttles the job comes first (raise it, run no more workers than it feeds, and then
+    offer no more)."""
     del spare_cores  # the loader model weighs the free cores itself
+    limits = limit_remedies(ctx, workers=True)
     return offer(
         ctx,
         (
-            *limit_remedies(ctx, workers=True),
-            *_more_workers(ctx),
+            *limits,
+            *(() if len(limits) > 1 else _more_workers(ctx)),  # never more beside fewer
             gains.loader_cut(ctx, "move augmentation to the GPU (torchvision.transforms.v2 on "
                              "CUDA tensors, NVIDIA DALI)", ("cpu", "augmentation on the GPU")),
             gains.loader_cut(ctx, "pre-process offline: store decoded/resized samples instead "

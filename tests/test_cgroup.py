@@ -207,6 +207,8 @@ def test_a_loader_bound_job_in_a_one_cpu_quota(ring_dir: Path, tmp_path: Path) -
         )
         assert any("throttles them" in e for e in evidence if "waiting for a CPU" in e), context
         assert remedies[0].startswith("raise the job's CPU limit (its cgroup quota is 1.0"), context
+        fewer = any(r.startswith("lower DataLoader num_workers") for r in remedies)
+        assert not (fewer and more), context  # never more workers beside fewer
         assert all(e.get("speedup") is not None and e["speedup"] < 1.1 for e in more), context
     elif share is not None and share < NOT_BINDING:
         assert not named, context  # others' load held it below its quota: not the quota's doing

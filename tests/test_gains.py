@@ -22,7 +22,7 @@ from traintop.diagnosis.loader_model import (
     rate,
     workers_for,
 )
-from traintop.diagnosis.loop_inputs import measured_loop
+from traintop.diagnosis.loop_inputs import Measured, measured_loop
 from traintop.diagnosis.memo import Memo
 from traintop.diagnosis.model import Finding, Gain
 
@@ -152,6 +152,24 @@ def test_a_quota_is_raised_to_what_the_next_bound_needs():
     assert quota.remedy == primary.remedies[0]
     assert quota.value == 2.0 and quota.speedup == pytest.approx(2.0, rel=0.05)
     assert quota.change == "cpu_quota 1 → 2"
+
+
+def test_a_quota_that_throttles_every_period_sets_the_cpu_bound_at_the_rate():
+    """A period the kernel throttled the job in is one whose quota it spent: per-process
+    samples that miss some of its CPU (0.9 CPU read under a quota of 1.0 throttling every
+    period) must not set the CPUs' bound above the rate, so no worker count promises a gain;
+    and the workers the quota cannot feed are lowered, never raised beside it (CI's case)."""
+    limit = CpuLimit(cpus=1.0, quota_cpus=1.0, cpuset=None, throttled_share=1.0,
+                     throttled_s_per_s=0.97, cgroup="/traintop-test-quota")  # fmt: skip
+    scene = LATENCY.but(cpus=2, workers=2, worker_cpu=40, worker_wait=51, trainer_cpu=10,
+                        cpu_busy=60, data_wait=0.95, cpu_limit=limit)  # fmt: skip
+    loop = _measured(scene)
+    assert loop.cpu_s * _rate(scene) == pytest.approx(1.0, rel=0.01)
+    primary = diagnose(scene.window()).primary
+    assert primary.bottleneck == "data_cpu"
+    assert primary.remedies[0].startswith("raise the job's CPU limit")
+    assert any(r.startswith("lower DataLoader num_workers from 2 to 1") for r in primary.remedies)
+    assert not any(r.startswith("raise DataLoader num_workers") for r in primary.remedies)
 
 
 def test_a_kernel_change_gets_no_invented_figure():
@@ -305,11 +323,19 @@ def test_the_details_screen_holds_a_restarted_job_against_its_run_before():
 
 
 def _measured(scene: Scene) -> Loop:
+    return _measured_of(scene).loop
+
+
+def _rate(scene: Scene) -> float:
+    return _measured_of(scene).steps_per_s
+
+
+def _measured_of(scene: Scene) -> Measured:
     window = scene.window()
     jobs = list(window[-1].jobs)
     found = measured_loop(context_for(box_of(Memo().window(window), jobs), jobs[0]))
     assert found is not None
-    return found.loop
+    return found
 
 
 def test_a_main_thread_busy_beyond_its_own_phases_is_taking_batches_in():
