@@ -38,7 +38,7 @@ _FLAGS = (
     "pinned_copies",
     "syncs_watched",
 )
-_NAMES = ("device", "autocast", "attention")
+_NAMES = ("device", "autocast", "attention", "sharing_strategy")
 _SHARES = ("kernel_share", "host_wait_share", "sync_share", "kernel_wait_share", "other_share")
 _SiteKey = tuple[str, int, str, str]
 

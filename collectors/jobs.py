@@ -22,6 +22,7 @@ from typing import Protocol
 
 from traintop.collectors import run_end, stall, warmup
 from traintop.collectors.cgroup import CgroupReader
+from traintop.collectors.handoff import Handoffs
 from traintop.collectors.job_facts import FactsReader
 from traintop.collectors.job_memory import JobMemoryReader
 from traintop.collectors.job_sockets import SocketQueues
@@ -84,6 +85,7 @@ class _Job:
         self.watch = StallWatch(segment.path, segment.header, reader, reply_wait_s)
         self.stacks = self.watch.stacks
         self.facts = FactsReader(segment.path, window_s, segment.header.same_host_clock())
+        self.handoffs = Handoffs(window_s)  # the trainer's handoff of each worker's batch
         self.seen_live_s: float | None = None  # the last tick that found its writer alive
         self.end_s: float | None = None  # when an ended rank ended, on the monitor's clock
         self.how_ended: Ending | None = None  # how it ended (collectors/run_end.py)
@@ -111,6 +113,7 @@ class _Job:
             return
         try:
             stepped = len(self._read(newest).records) > 0
+            self.handoffs.add(now, self.hot)
             self.liveness = self.segment.liveness(stepped)
             if self.liveness == "live":
                 self.seen_live_s = now
@@ -461,6 +464,7 @@ class JobCollector:
             "stall_after_s": self.stall.after_s(p50),
             "hang_after_s": self.hang.after_s(p50),
             **self._limits(job),
+            "handoff_s": job.handoffs.per_batch_s(),
             **job.facts.read(now),  # what the job already does, its syncs, its GPU profile
         }
 

@@ -51,7 +51,7 @@ __all__ = [
 
 # head .. live step, header generation, then (1.2) ledger head, helper thread id, training
 # thread ident, stack signal (docs/ring-format.md); zeros in an older segment.
-_HOT = struct.Struct("<14Q")
+_HOT = struct.Struct("<16Q")
 _HOT_OFFSET = ring.HEAD_WORD * 8
 _MAX_HEAD_JUMP = 1 << 40  # a head this far ahead of our cursor is garbage, not progress
 # A backlog is read newest first in blocks this long: each one is checked and summed without
@@ -93,6 +93,8 @@ class HotBlock(NamedTuple):
     alive_ns: int = 0  # the helper thread's last wake, every ALIVE_EVERY_S while it lives
     train_tid: int = 0  # the training thread's native id (0: unknown)
     first_step_ns: int = 0  # how long the first step took (0: none yet, or an older writer)
+    handoff_ns: int = 0  # the trainer's time taking workers' batches in (traintop/handoff.py)
+    handoffs: int = 0  # ... and how many (0: none, a pin-memory thread's, or an older writer)
 
 
 class Segment:

@@ -414,6 +414,10 @@ class JobFacts:
     # ``JobSnapshot.sync_sites`` mean that no sync was seen.
     syncs_watched: bool | None = None
     threads: int | None = None  # torch's intra-op threads (torch.get_num_threads())
+    # How workers share a batch's tensors (torch.multiprocessing.get_sharing_strategy()):
+    # "file_descriptor" (torch's default on Linux: a round trip to the worker per tensor) or
+    # "file_system" (by name in /dev/shm).
+    sharing_strategy: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -542,6 +546,9 @@ class JobSnapshot:
     cuda_alloc_retries_steps: int | None = None  # ... counted when the job had made these steps
     cpu_limit: CpuLimit | None = None
     read_limit_bps: float | None = None  # the least read bandwidth its cgroups allow a device
+    # Seconds the trainer took to take each worker's batch in (unpickling it, its tensors' shared
+    # memory), over the window (collectors/handoff.py); None: not measured.
+    handoff_s: float | None = None
     # ---- the run's life ----
     first_step_s: float | None = None  # how long the first step took (the warm-up)
     ending: Ending | None = None  # how an ended run ended; None while it runs

@@ -103,6 +103,13 @@ def _attention(ctx: Context, f: JobFacts) -> str | None:
     return ON if f.attention in FAST_ATTENTION else OFF
 
 
+def _shared_by_name(_: Context, f: JobFacts) -> str | None:
+    """Tensors shared by name need workers; torch's default on Linux shares by descriptor."""
+    if f.loaders and not any(loader.num_workers > 0 for loader in f.loaders):
+        return NA
+    return None if f.sharing_strategy is None else _on_off(f.sharing_strategy == "file_system")
+
+
 KNOBS: dict[str, Callable[[Context, JobFacts], str | None]] = {
     "autocast": _autocast,
     "compile": lambda _, f: _on_off(f.compiled),
@@ -113,6 +120,7 @@ KNOBS: dict[str, Callable[[Context, JobFacts], str | None]] = {
     "channels_last": _channels_last,
     "tf32": _tf32,
     "attention": _attention,
+    "sharing_strategy": _shared_by_name,
 }
 
 

@@ -7,7 +7,10 @@ asked for work).  The kernel measures the first (CPU time and run-queue wait, pe
 collector samples the second (the state letter, once a tick), and the rest is the third.  The
 wait is split in those proportions: ``data_cpu`` claims the computing part, ``data_io`` the
 reading part and ``data_starved`` the rest, so two rules never claim the same wait and the one
-that explains most of it leads.  A threshold no longer decides which of them "holds": a loader
+that explains most of it leads.  Before the split, the part of the wait that is the trainer's
+own work, taking each worker's batch in (``data_handoff``: unpickling it, receiving its tensors'
+shared memory, which the probe times), is taken out: no worker's state explains it, and no count
+of workers shortens it.  A threshold no longer decides which of them "holds": a loader
 blocked on a throttled disk 90 % of the time reads ``data_io`` on every run, whatever iowait the
 other processes on the box leave visible.
 
@@ -49,10 +52,13 @@ class DataSplit:
     cpu: float  # the loaders on a CPU or queued for one
     io: float  # the loaders blocked reading
     starved: float  # the loaders neither: asleep, or too few of them
+    handoff: float = 0.0  # the trainer taking the workers' batches in, as the probe timed it
 
     def part(self, name: str) -> float:
-        """The share of time claimed by ``data_cpu``, ``data_io`` or ``data_starved``."""
-        return {"data_cpu": self.cpu, "data_io": self.io, "data_starved": self.starved}[name]
+        """The share of time claimed by ``data_cpu``, ``data_io``, ``data_starved`` or
+        ``data_handoff``."""
+        parts = {"data_cpu": self.cpu, "data_io": self.io, "data_starved": self.starved}
+        return self.handoff if name == "data_handoff" else parts[name]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +92,20 @@ def data_split(ctx: Context) -> DataSplit | None:
     cpu = mean_of(t.cpu for t in times) or 0.0
     blocked = mean_of(t.blocked for t in times) or 0.0
     parts = _folded({"cpu": cpu, "io": blocked, "starved": max(0.0, 1.0 - cpu - blocked)})
-    return DataSplit(wait=wait, **{name: wait * part for name, part in parts.items()})
+    handoff = 0.0 if inline else handoff_share(ctx, wait)
+    rest = wait - handoff
+    return DataSplit(wait, **{name: rest * part for name, part in parts.items()}, handoff=handoff)
+
+
+def handoff_share(ctx: Context, wait: float) -> float:
+    """The share of the time the trainer spent taking its workers' batches in (the probe's
+    timing, per batch, at the batches' rate), within its wait: the rest is the wait for them."""
+    job = ctx.job.job if ctx.job is not None else None
+    per_batch = job.handoff_s if job is not None else None
+    rate = (job.batches_per_s or job.steps_per_s) if job is not None else None
+    if per_batch is None or not rate:
+        return 0.0
+    return min(wait, per_batch * rate)
 
 
 def _folded(parts: dict[str, float]) -> dict[str, float]:

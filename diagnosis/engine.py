@@ -43,6 +43,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("data_io", rules_data.data_io),
     ("data_cpu", rules_data.data_cpu),
     ("data_starved", rules_data.data_starved),
+    ("data_handoff", rules_data.data_handoff),
     ("gil_contention", rules_gil.gil_contention),
     ("host_overhead", rules_launch.host_overhead),
     ("sync_stall", rules_launch.sync_stall),

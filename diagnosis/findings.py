@@ -29,6 +29,7 @@ PREFERENCE: tuple[str, ...] = (
     "straggler",
     "data_io",
     "data_cpu",
+    "data_handoff",
     "throttle_thermal",
     "throttle_power",
     "host_memory",

@@ -209,12 +209,18 @@ def deeper_prefetch(ctx: Context, text: str, now: int, new: int) -> Gain | None:
 
 def _without(part: str) -> Change:
     """The rate with the loader's CPU (``cpu``), its reads (``read``) or every wait that is
-    not CPU (``wait``) taken out of each batch."""
+    not CPU (``wait``) taken out of each batch, or the trainer's handoff of it (``handoff``)."""
 
     def change(loop: Loop) -> tuple[float, str]:
         if part == "cpu":
             batch, cpu = loop.batch_s - loop.load_cpu_s, loop.cpu_s - loop.load_cpu_s
             faster = loop._replace(batch_s=max(1e-6, batch), cpu_s=max(0.0, cpu), load_cpu_s=0.0)
+        elif part == "handoff":  # and the worker's threads that serve it, holding its GIL
+            serve = loop.serve_s
+            faster = loop._replace(handoff_s=0.0, serve_s=0.0,
+                                   batch_s=max(1e-6, loop.batch_s - serve),
+                                   load_cpu_s=max(0.0, loop.load_cpu_s - serve),
+                                   cpu_s=max(0.0, loop.cpu_s - serve))  # fmt: skip
         else:  # no reads: storage no longer limits
             batch = loop.batch_s - loop.read_s if part == "read" else loop.load_cpu_s
             faster = loop._replace(batch_s=max(1e-6, batch), read_s=0.0, read_limit=None)
@@ -227,23 +233,27 @@ WITHOUT_WORDS = {
     "cpu": "the loaders' CPU work gone",
     "read": "every read from storage gone",
     "wait": "the loaders' waits gone",
+    "handoff": "the handoff of each batch gone, both sides",
 }
 
 
-def loader_cut(ctx: Context, text: str, cut: tuple[str, str], exact: bool = False) -> Gain:
+def loader_cut(
+    ctx: Context, text: str, cut: tuple[str, str], exact: bool = False, knob: str = ""
+) -> Gain:
     """A remedy that takes a part of the loader's work away (``cut``: the part, and the change
-    in a few words): the figure where it takes all of it (``exact``: copying the data to RAM
-    takes every read away), else that figure as the most it can buy."""
+    in a few words; ``knob``: the setting it turns, for compare): the figure where it takes
+    all of it (``exact``: copying the data to RAM takes every read away), else that figure as
+    the most it can buy."""
     part, change = cut
     m = measured_loop(ctx)
     if m is None:
-        return replace(not_modelled(text), change=change)
+        return replace(not_modelled(text), change=change, knob=knob)
     reason, now = WITHOUT_WORDS[part], m.steps_per_s
     if exact:
         ratio, low, high, bound_by = _predict(ctx, _without(part))
         return Gain(text, ratio, low, high, bound_by, reason, now, change, "storage")
     most, bound_by = once(ctx, f"cut:{part}", lambda c: _ratio_now(c, _without(part)))
-    return Gain(text, None, None, max(1.0, most), bound_by, reason, now, change)
+    return Gain(text, None, None, max(1.0, most), bound_by, reason, now, change, knob)
 
 
 # ---- the CPUs a job may use ----------------------------------------------------------------

@@ -72,6 +72,7 @@ _FIELDS = {  # knob: the JobFacts field it is read from
     "channels_last": "channels_last",
     "tf32": "tf32_matmul",
     "attention": "attention",
+    "sharing_strategy": "sharing_strategy",
 }
 
 

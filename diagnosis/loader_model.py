@@ -60,6 +60,7 @@ class Loop(NamedTuple):
     main_cpu_s: float = 0.0  # of ``step_s``: the trainer's main thread on a CPU
     variability: float = VARIABILITY  # where its service times lie: 0 constant, 1 exponential
     handoff_s: float = 0.0  # the trainer taking a worker's batch in (``trainer_s``)
+    serve_s: float = 0.0  # of ``load_cpu_s``: the worker's other threads handing it over
 
 
 def chain_rate(workers: int, tokens: int, batch_s: float, step_s: float) -> float:

@@ -15,6 +15,7 @@ BOTTLENECKS: tuple[str, ...] = (
     "data_cpu",
     "data_io",
     "data_starved",
+    "data_handoff",
     "compute",
     "host_overhead",
     "gil_contention",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from traintop.diagnosis import gains
-from traintop.diagnosis.applied import Remedy, facts_of, knob, offer
+from traintop.diagnosis.applied import NA, OFF, ON, UNSURE, Remedy, facts_of, knob, offer
 from traintop.diagnosis.busy import gpm_mean
 from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.demand import CpuDemand
@@ -137,6 +137,31 @@ def data_starved(ctx: Context) -> tuple[str | Gain, ...]:
             "check the Dataset's __getitem__ for locks, sleeps or per-sample network calls",
         ),
     )  # fmt: skip
+
+
+SHARE_BY_NAME = (
+    'torch.multiprocessing.set_sharing_strategy("file_system") before the DataLoader is made: '
+    "each tensor then comes by its name in /dev/shm, not by a round trip to its worker"
+)
+ONE_TENSOR = (
+    "return each batch as fewer, larger tensors (stack its fields in the Dataset or collate_fn): "
+    "every tensor is handed over on its own"
+)
+
+
+def data_handoff(ctx: Context) -> tuple[str | Gain, ...]:
+    """The trainer's handoff of each batch is the wait: share tensors by name where the job
+    shares them by descriptor (a round trip to a worker that answers only when it gets its own
+    GIL), hand over fewer tensors, or take batches in beside the step (a pinning thread, on a
+    GPU job).  More workers never shorten it: none is offered."""
+    shared = knob(ctx, "sharing_strategy")
+    by_name: tuple[str | Gain, ...] = ()
+    if shared not in (ON, NA):
+        text = SHARE_BY_NAME if shared == OFF else f"{SHARE_BY_NAME} {UNSURE}"
+        change = ("handoff", "sharing_strategy file_descriptor → file_system")
+        by_name = (gains.loader_cut(ctx, text, change, knob="sharing_strategy"),)
+    fewer = gains.loader_cut(ctx, ONE_TENSOR, ("handoff", "fewer tensors a batch"))
+    return offer(ctx, (*by_name, fewer, PINNED))
 
 
 MIXED_PRECISION = Remedy(

@@ -1,16 +1,19 @@
 """Input-pipeline rules: the job waits for batches, and why (CPU, storage or neither).
 
 Attach mode sees the wait directly (the data phase's share of the time) and splits it by what
-the loaders did meanwhile (:mod:`traintop.diagnosis.data_split`): each rule claims its part, so
-the three never claim the same wait twice and the one that explains the most leads.  System
+the loaders did meanwhile (:mod:`traintop.diagnosis.data_split`), after the trainer's own part
+of it, its handoff of each batch: each rule claims its part, so no two claim the same wait
+twice and the one that explains the most leads.  System
 mode only sees an underused GPU, so it names a data cause only when CPU or storage is visibly
 saturated, and otherwise guesses.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from traintop.diagnosis import remedies
-from traintop.diagnosis.applied import facts_seen
+from traintop.diagnosis.applied import facts_of, facts_seen
 from traintop.diagnosis.bursts import bursts_of
 from traintop.diagnosis.busy import gpu_lost_share
 from traintop.diagnosis.context import Context
@@ -38,11 +41,12 @@ from traintop.diagnosis.signals import (
     workers_saturated,
 )
 from traintop.diagnosis.stats import mean_of
-from traintop.diagnosis.text import pct, pct100
+from traintop.diagnosis.text import pct, pct100, seconds
 
 DATA_PART_MIN = 0.1  # a part of the wait worth naming beside the largest one (share of time)
 SYSTEM_GUESS = 0.5  # system mode sees no wait, only an idle GPU: a data cause is a guess
-PARTS = (("data_cpu", "on a CPU"), ("data_io", "blocked reading"), ("data_starved", "idle"))
+LOADER_PARTS = (("data_cpu", "on a CPU"), ("data_io", "blocked reading"), ("data_starved", "idle"))
+PARTS = (*LOADER_PARTS, ("data_handoff", "handed over"))
 
 
 def _claim(ctx: Context, name: str) -> tuple[DataSplit, float] | None:
@@ -70,12 +74,28 @@ def _wait_line(ctx: Context, split: DataSplit) -> tuple[Evidence, ...]:
     """``data wait 97 % of time, in bursts of 2 batches every 0.48 s: 2 workers × ...``, and
     how the wait divides when more than one cause has a part worth naming."""
     facts = data_wait_evidence(ctx, _bursts(ctx))
-    named = [(n, words) for n, words in PARTS if split.part(n) >= DATA_PART_MIN]
+    facts += _handoff_line(ctx, split)
+    named = [(n, words) for n, words in LOADER_PARTS if split.part(n) >= DATA_PART_MIN]
     if len(named) < 2:
         return facts
     parts = ", ".join(f"{pct(split.part(n))} {words}" for n, words in named)
     text = f"the loaders meanwhile: {parts}"
     return (*facts, Evidence(text, "data_wait_split", split.wait, "dataloader"))
+
+
+def _handoff_line(ctx: Context, split: DataSplit) -> tuple[Evidence, ...]:
+    """``the trainer takes 1.8 ms to take each batch over from its worker (unpickling it,
+    receiving its tensors), 74 % of the time``, where that is a part worth naming."""
+    per_batch = ctx.job.job.handoff_s if ctx.job is not None else None
+    if per_batch is None or split.handoff < DATA_PART_MIN:
+        return ()
+    took = f"{per_batch * 1e3:.1f} ms" if per_batch < 0.01 else seconds(per_batch)
+    text = f"the trainer takes {took} to take each batch over from its worker"
+    text += f" (unpickling it, receiving its tensors), {pct(split.handoff)} of the time"
+    shared = facts_of(ctx)
+    if shared is not None and shared.sharing_strategy == "file_descriptor":
+        text += ": tensors shared by file descriptor, a round trip to the worker each"
+    return (Evidence(text, "handoff_s", per_batch, "dataloader"),)
 
 
 def _bursts(ctx: Context) -> str:
@@ -171,22 +191,40 @@ def _cpu_facts(ctx: Context) -> tuple[Evidence, ...]:
     return (workers_saturated(ctx, quota_note(ctx)) or _worker_facts(ctx)) + cpu_saturated(ctx)
 
 
+def data_handoff(ctx: Context) -> Candidate | None:
+    """Batches are ready, but the trainer spends its wait taking each over from its worker
+    (unpickling it, receiving its tensors' shared memory): no count of workers shortens that."""
+    if ctx.mode == "system":
+        return None  # only the probe times the handoff
+    words = "Input pipeline limited by the handoff of each batch: {} of time lost"
+    return _waiting(ctx, "data_handoff", words, lambda: remedies.data_handoff(ctx))
+
+
 def data_starved(ctx: Context) -> Candidate | None:
     """Batches are late although the loaders neither compute nor read most of the time: too
     little parallelism or latency-bound fetches."""
     if ctx.mode == "system":
         return _system(ctx, "data_starved")
-    claim = _claim(ctx, "data_starved")
+    words = "Input pipeline too slow with CPU and disk to spare"
+    return _waiting(ctx, "data_starved", words, lambda: remedies.data_starved(ctx))
+
+
+def _waiting(
+    ctx: Context, name: str, words: str, offered: Callable[[], tuple[str | Gain, ...]]
+) -> Candidate | None:
+    """The finding of a part of the wait the workers' own figures back (``words``: its
+    summary, ``{}`` the part)."""
+    claim = _claim(ctx, name)
     if claim is None:
         return None
     split, part = claim
     return candidate(
         ctx,
-        "data_starved",
+        name,
         severity="warning",
-        summary="Input pipeline too slow with CPU and disk to spare",
+        summary=words.format(pct(part)),
         evidence=(*_wait_line(ctx, split), *_worker_facts(ctx), *_loader_seen(ctx)),
-        remedies=lambda: remedies.data_starved(ctx),
+        remedies=offered,
         lost=part,
         steady=wait_held(ctx),
     )
@@ -198,7 +236,7 @@ def _worker_facts(ctx: Context) -> tuple[Evidence, ...]:
     if not loads:
         return ()
     mean = sum(loads) / len(loads)
-    text = f"{len(loads)} workers averaging {pct100(mean)} CPU"
+    text = f"{len(loads)} worker{'s' if len(loads) != 1 else ''} averaging {pct100(mean)} CPU"
     waits = mean_of(w.cpu_wait_pct for w in ctx.workers)
     if waits is not None and waits >= WAIT_EVIDENCE_PCT:
         text += f", waiting for a CPU {pct100(waits)} of the time{quota_note(ctx)}"

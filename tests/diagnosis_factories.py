@@ -100,6 +100,7 @@ class Scene:
     alloc_retries_per_tick: int | None = None  # the allocator's retries grow by this a tick
     cpu_limit: CpuLimit | None = None
     read_limit: float | None = None  # bytes/s its cgroup lets the job read (blkio, io.max)
+    handoff: float | None = None  # seconds the trainer took to take each worker's batch over
     steps_per_s: float = 4.0
     phase_samples: PhaseSamples | None = None  # the rank's stacks sampled in a phase
 
@@ -280,6 +281,7 @@ class Scene:
             cuda_alloc_retries=self._retries(tick),
             cpu_limit=self.cpu_limit,
             read_limit_bps=self.read_limit,
+            handoff_s=self.handoff,
             phase_samples=self.phase_samples,
         )
 

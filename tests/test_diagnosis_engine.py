@@ -21,7 +21,7 @@ def test_rules_table_covers_every_bottleneck() -> None:
     ranks (diagnosis/fold.py), ``hang`` on a whole job that stopped stepping
     (diagnosis/hang.py), ``unknown`` when nothing is; the tie order knows them all."""
     assert {name for name, _ in RULES} == set(BOTTLENECKS) - {"unknown", "straggler", "hang"}
-    assert len(BOTTLENECKS) == len(set(BOTTLENECKS)) == 18
+    assert len(BOTTLENECKS) == len(set(BOTTLENECKS)) == 19
     assert sorted(PREFERENCE) == sorted(BOTTLENECKS)
 
 

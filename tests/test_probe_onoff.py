@@ -7,6 +7,7 @@ exactly as it found it is what the first test asserts, so no other test sees the
 
 from __future__ import annotations
 
+import multiprocessing.queues
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from torch.optim import optimizer as optim_module
 from torch.utils.data import DataLoader, TensorDataset, dataloader
 
 from tests.test_probe import make_probe
-from traintop import torch_hooks
+from tests.torch_hooked import hooked_torch
 from traintop.step_boundary import MODEL_HOOK_STEPS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -37,6 +38,7 @@ def torch_state() -> dict[str, object]:
         "init": dist.init_process_group,
         "pre": dict(optim_module._global_optimizer_pre_hooks),
         "post": dict(optim_module._global_optimizer_post_hooks),
+        "pickler": multiprocessing.queues._ForkingPickler,  # type: ignore[attr-defined]
     }
 
 
@@ -64,12 +66,8 @@ def hooked():
     """A probe with the zero-code hooks in this process's torch; every hook out afterwards."""
     before = torch_state()
     probe, writers, _clock = make_probe()
-    hooks = torch_hooks.install(probe, torch)
-    try:
+    with hooked_torch(probe) as hooks:
         yield before, hooks, writers
-    finally:
-        hooks.off()
-        torch_hooks.installed = None
 
 
 def test_off_leaves_torch_as_it_was_and_on_records_again(hooked) -> None:

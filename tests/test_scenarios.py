@@ -97,6 +97,34 @@ def test_data_starved(ring_dir: Path, tmp_path: Path) -> None:
     _single("data_starved", "data_starved.py", ring_dir, tmp_path)
 
 
+def test_data_handoff(ring_dir: Path, tmp_path: Path) -> None:
+    """The trainer waits in ``next()`` for batches already made: each tensor comes by a round
+    trip to the worker, which answers when it gets its own GIL.  The first remedy shares the
+    tensors by name, and no worker count is offered (none shortens the handoff)."""
+    env = scenario_env(ring_dir)
+    with running([start_workload(traintop_run("data_handoff.py"), env,
+                                 tmp_path / "data_handoff.log")]) as jobs:  # fmt: skip
+        pids = wait_for_segments(ring_dir, 1, jobs)
+        run = run_diagnose(env, job_pid=next(iter(pids)))
+        _check("data_handoff", jobs[0], run)
+    remedies = run.verdict["remedies"] if run.verdict else []
+    assert remedies[0].startswith("torch.multiprocessing.set_sharing_strategy"), describe(run)
+    assert not any("num_workers" in r for r in remedies), describe(run)
+
+
+def test_data_handoff_by_name_is_not_told_to_share_by_name(ring_dir: Path, tmp_path: Path) -> None:
+    """The control: the same job sharing its tensors by name (the remedy applied) is never
+    told to, whatever its verdict."""
+    env = scenario_env(ring_dir)
+    argv = traintop_run("data_handoff.py", "--by-name")
+    with running([start_workload(argv, env, tmp_path / "by_name.log")]) as jobs:
+        pids = wait_for_segments(ring_dir, 1, jobs)
+        run = run_diagnose(env, job_pid=next(iter(pids)))
+    context = f"{describe(run)}\n--- workload log ---\n{jobs[0].log_tail()}"
+    assert run.verdict is not None and run.bottleneck.startswith("data_"), context
+    assert not any("sharing_strategy" in r for r in run.verdict["remedies"]), context
+
+
 def test_compute(ring_dir: Path, tmp_path: Path) -> None:
     _single("compute", "compute.py", ring_dir, tmp_path)
 

@@ -147,6 +147,7 @@ class KnobWatch:
             "channels_last": channels_last,
             **tf32_flags(self._torch),
             "threads": self.threads,
+            "sharing_strategy": _sharing_strategy(self._torch),
             **profiled,
         }
 
@@ -304,6 +305,16 @@ def _threads(torch: ModuleType) -> int | None:
     try:
         return int(torch.get_num_threads())
     except (AttributeError, RuntimeError, TypeError, ValueError):
+        return None
+
+
+def _sharing_strategy(torch: ModuleType) -> str | None:
+    """How the workers share tensors with the trainer, where torch's multiprocessing is loaded
+    (a DataLoader loads it; nothing is imported here, on the helper thread)."""
+    found = sys.modules.get(f"{torch.__name__}.multiprocessing")
+    try:
+        return str(found.get_sharing_strategy()) if found is not None else None
+    except Exception:  # a torch without it: could not tell
         return None
 
 

@@ -29,6 +29,8 @@ from traintop.ring_format import (
     FLAG_EVAL,
     FLAG_GPU_VALID,
     FLAG_MEM_VALID,
+    HANDOFF_COUNT_WORD,
+    HANDOFF_NS_WORD,
     HEAD_WORD,
     HEADER_GEN_WORD,
     HEARTBEAT_WORD,
@@ -93,6 +95,7 @@ class RingWriter:
         # words a step); the bytes are the same.
         self._l: memoryview | None = None
         self.live_word: memoryview | None = None  # [0] = the live word, for the probe's stores
+        self.handoff_words: memoryview | None = None  # [0] ns, [1] batches (traintop/handoff.py)
         self._lock_fd = -1
         self._ino = 0
         self._geometry: tuple[int, bool] = (0, False)  # capacity, crc: to re-make ``record``
@@ -161,6 +164,7 @@ class RingWriter:
         self._q = memoryview(new.mm).cast("Q")
         self._l = memoryview(new.mm).cast(SIGNED_WORD)
         self.live_word = self._l[LIVE_WORD : LIVE_WORD + 1]
+        self.handoff_words = self._l[HANDOFF_NS_WORD : HANDOFF_COUNT_WORD + 1]
         self._geometry = (header["capacity"], header["crc"])
         self._make_recorder(len(header["phases"]))
         _WRITERS.add(self)
@@ -262,9 +266,10 @@ class RingWriter:
     def _release(self, unlock: bool) -> None:
         """Drop the mapping and lock fd; a forked child must only close its copy (no LOCK_UN)."""
         self.record = self._record = self.set_live = _noop
-        if self.live_word is not None:  # a probe may still hold it: released, it refuses stores
-            self.live_word.release()
-            self.live_word = None
+        for word in (self.live_word, self.handoff_words):  # a probe may still hold them:
+            if word is not None:  # released, they refuse stores
+                word.release()
+        self.live_word = self.handoff_words = None
         for view in (self._q, self._l):
             if view is not None:
                 view.release()

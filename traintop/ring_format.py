@@ -54,6 +54,9 @@ ALIVE_EVERY_S = 2.0
 # 1.2: how long the first step took (ns; 0: no step yet), stored once with the first record: the
 # warm-up's cost, kept after the ring has wrapped past record 0 (traintop/ring.py).
 FIRST_STEP_WORD = 141
+# 1.2, later writers: the trainer's handoff of the batches workers made (traintop/handoff.py):
+# nanoseconds its training thread spent unpickling them, and how many (0, 0: not kept).
+HANDOFF_NS_WORD, HANDOFF_COUNT_WORD = 142, 143
 STATE_INIT, STATE_RUNNING, STATE_CLOSED = 0, 1, 2
 # Live word: phase start in ns with its low 4 bits replaced by the phase index (16 ns resolution:
 # no division or shift on the hot path, and index + time change in one store).

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from traintop import comm_hooks, dist_hooks, facts_agent
+from traintop import comm_hooks, dist_hooks, facts_agent, handoff
 from traintop.loader import infer_batch_size
 from traintop.module_samples import ModelFinder
 from traintop.probe import BACKWARD, DATA, FORWARD, NO_PHASE, OPTIMIZER, OTHER, Probe, Writer
@@ -65,6 +65,7 @@ def install(probe: Probe, torch: ModuleType) -> Hooks:
     probe._writer_factory = _outside_workers(probe, data.get_worker_info)
     patches.swap(LOADER, iterator_class, "__next__", _timed_next(probe, boundary, originals[0]))
     patches.swap(LOADER, loader_class, "__iter__", _timed_iter(probe, originals[1], finder))
+    handoff.install(probe, LOADER)
     booker = comm_hooks.install(probe, torch)
     patches.swap(BACKWARD_HOOK, tensor_class, "backward",
                  _timed_backward(probe, boundary, finder, originals[2], booker,

@@ -17,6 +17,7 @@ LABELS: dict[str, str] = {
     "data_cpu": "DATA LOADING (CPU)",
     "data_io": "DATA LOADING (I/O)",
     "data_starved": "INPUT STARVED",
+    "data_handoff": "DATA LOADING (HANDOFF)",
     "compute": "COMPUTE-BOUND",
     "host_overhead": "HOST OVERHEAD",
     "gil_contention": "GIL CONTENTION",

@@ -18,6 +18,7 @@ from pathlib import Path
 WORKLOADS = {
     "data_cpu": "24 blur+FFT rounds per 3x128x128 image, 2 workers, linear model",
     "data_starved": "20 ms sleep per sample, batch 8, num_workers=0, linear model",
+    "data_handoff": "JSON records tokenized in Python into 3 tensors, 1 worker, embedding bag",
     "data_io": "100 x 4 MB files, O_DIRECT, loop ext4 read-capped at 16 MiB/s, 2 workers",
     "compute": "1024-4096-4096-10 MLP on an in-memory tensor, 2 threads",
     "periodic_stall": "~8 ms steps, 205 MB checkpoint + fsync every 25 steps",
