@@ -330,14 +330,16 @@ class JobCollector:
         that steps is asked nothing and keeps no stack and no ledger."""
         if job.segment.closed or not job.header.ledger:
             return
-        if ask is not None:
-            job.stacks.ask_samples(now, *ask)
         limit = self.stall.after_s(job.window.step_time_p50_s())
         age = job.window.last_step_age_s(now)
-        if age is None or age < stall.capture_after_s(limit):
+        stepping = age is None or age < stall.capture_after_s(limit)
+        if stepping:  # its threads first: the helper answers in turn, and they take half as long
+            self._ask_threads(job, now)
+        if ask is not None:
+            job.stacks.ask_samples(now, *ask)
+        if stepping:
             job.watch.quiet()
             job.entries = []
-            self._ask_threads(job, now)
             job.stacks.poll(now, job.hot)
         else:
             job.read_ledger()

@@ -165,20 +165,19 @@ class OomWitness:
 
     def _judge(self, pid: int, workers: tuple[int, ...], seen: _Seen | None,
                end_s: float | None) -> Kill | None:  # fmt: skip
-        """The log first (it names the victim), then the counters kept since the last tick the
-        rank was seen alive; None where neither can tell."""
+        """The log first: it names every victim, so one that reaches back to the end and does
+        not name the rank says a SIGKILL, whatever the counters (the host's counts every OOM kill
+        on the box: another process's, meanwhile, is not the rank's); else the counters kept
+        since the last tick the rank was seen alive; None where neither can tell."""
         records = read_kmsg(self._kmsg)
         log = kernel_log_kills(records) if records is not None else None
         victim = next((p for p in (pid, *workers) if log and p in log.kills), None)
         if log is not None and victim is not None:
             scope, memcg = log.kills[victim]
             return self._kill(seen, scope, victim, "kernel log", memcg)
-        counted = self._counted(pid, seen) if seen is not None else None
-        if counted is not None and counted.by == "oom":
-            return counted
         if log is not None and log.covers(end_s if end_s is not None else seen and seen.at):
             return Kill("sigkill", pid=pid, source="kernel log")
-        return counted
+        return self._counted(pid, seen) if seen is not None else None
 
     def _counted(self, pid: int, seen: _Seen) -> Kill | None:
         """The counters' word: an OOM kill counted in the rank's cgroup (or, outside any, on

@@ -115,6 +115,17 @@ def test_a_log_that_reaches_back_past_the_end_and_names_nobody_reads_sigkill(
     assert young.word(PID, GONE, end_s=10.0) == GONE  # the log began after: it cannot tell
 
 
+def test_another_processs_oom_kill_meanwhile_is_not_the_ranks(tmp_path: Path) -> None:
+    """CI's case: a `kill -9` while another process on the box was OOM-killed.  The host's
+    count rose, but the log reaches back past the end and names only the other victim."""
+    _, _, witness, clock = _world(tmp_path, kmsg=HOST)
+    witness.alive(PID, None)  # a rank outside any memory cgroup: only the host's count
+    (tmp_path / "vmstat").write_text("pgfault 1\noom_kill 1\n")
+    clock.now += 1.0
+    ending = witness.word(PID, GONE, end_s=90.0)
+    assert ending.kill == Kill("sigkill", pid=PID, source="kernel log")
+
+
 def test_nothing_to_tell_by_leaves_it_gone_without_a_word(tmp_path: Path) -> None:
     _, _, witness, _ = _world(tmp_path, kmsg=None)
     assert witness.word(PID, GONE) == GONE
