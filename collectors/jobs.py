@@ -466,7 +466,7 @@ class JobCollector:
             "stall_after_s": self.stall.after_s(p50),
             "hang_after_s": self.hang.after_s(p50),
             **self._limits(job),
-            "handoff_s": job.handoffs.per_batch_s(),
+            **job.handoffs.per_batch(),
             **job.facts.read(now),  # what the job already does, its syncs, its GPU profile
         }
 

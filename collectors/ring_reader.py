@@ -51,7 +51,7 @@ __all__ = [
 
 # head .. live step, header generation, then (1.2) ledger head, helper thread id, training
 # thread ident, stack signal (docs/ring-format.md); zeros in an older segment.
-_HOT = struct.Struct("<16Q")
+_HOT = struct.Struct("<17Q")
 _HOT_OFFSET = ring.HEAD_WORD * 8
 _MAX_HEAD_JUMP = 1 << 40  # a head this far ahead of our cursor is garbage, not progress
 # A backlog is read newest first in blocks this long: each one is checked and summed without
@@ -95,6 +95,7 @@ class HotBlock(NamedTuple):
     first_step_ns: int = 0  # how long the first step took (0: none yet, or an older writer)
     handoff_ns: int = 0  # the trainer's time taking workers' batches in (traintop/handoff.py)
     handoffs: int = 0  # ... and how many (0: none, a pin-memory thread's, or an older writer)
+    handoff_cpu_ns: int = 0  # ... of ``handoff_ns``, the trainer's thread on a CPU
 
 
 class Segment:

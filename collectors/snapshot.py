@@ -547,8 +547,10 @@ class JobSnapshot:
     cpu_limit: CpuLimit | None = None
     read_limit_bps: float | None = None  # the least read bandwidth its cgroups allow a device
     # Seconds the trainer took to take each worker's batch in (unpickling it, its tensors' shared
-    # memory), over the window (collectors/handoff.py); None: not measured.
+    # memory), over the window (collectors/handoff.py), and of them its thread's CPU; None: not
+    # measured.
     handoff_s: float | None = None
+    handoff_cpu_s: float | None = None
     # ---- the run's life ----
     first_step_s: float | None = None  # how long the first step took (the warm-up)
     ending: Ending | None = None  # how an ended run ended; None while it runs

@@ -98,14 +98,36 @@ def data_split(ctx: Context) -> DataSplit | None:
 
 
 def handoff_share(ctx: Context, wait: float) -> float:
-    """The share of the time the trainer spent taking its workers' batches in (the probe's
-    timing, per batch, at the batches' rate), within its wait: the rest is the wait for them."""
+    """The share of the time the trainer spent taking its workers' batches in (its own part
+    of the handoff, per batch, at the batches' rate), within its wait: the rest is the wait
+    for them."""
     job = ctx.job.job if ctx.job is not None else None
-    per_batch = job.handoff_s if job is not None else None
     rate = (job.batches_per_s or job.steps_per_s) if job is not None else None
-    if per_batch is None or not rate:
-        return 0.0
-    return min(wait, per_batch * rate)
+    own = handoff_own_s(ctx)
+    return min(wait, own * rate) if own is not None and rate else 0.0
+
+
+def handoff_own_s(ctx: Context) -> float | None:
+    """Seconds a batch's handoff costs whatever the workers do: the trainer's CPU in it (the
+    probe's thread clock) and the worker's in serving it (its threads but the main one: the
+    queue's feeder, torch's resource sharer), never more than the handoff took.  The rest of
+    it is the wait for a busy worker's GIL (its Python making the next batch keeps it for up
+    to the switch interval): the worker's time, which fewer batches a worker shortens."""
+    job = ctx.job.job if ctx.job is not None else None
+    if job is None or job.handoff_s is None:
+        return None
+    rate = job.batches_per_s or job.steps_per_s
+    cpu = job.handoff_s if job.handoff_cpu_s is None else job.handoff_cpu_s
+    return min(job.handoff_s, cpu + (serve_s(ctx, rate) if rate else 0.0))
+
+
+def serve_s(ctx: Context, rate: float) -> float:
+    """CPU seconds a batch's worker spent outside its main thread: the queue's feeder thread
+    pickling the batch, torch's resource sharer answering the trainer for each tensor (the
+    handoff's other side).  In Python, they hold the worker's GIL meanwhile: its main thread,
+    making the next batch, waits for them as long."""
+    procs = [w for w in ctx.workers if w.cpu_pct is not None and w.main_cpu_pct is not None]
+    return sum(max(0.0, w.cpu_pct - w.main_cpu_pct) for w in procs) / 100.0 / rate  # type: ignore[operator]
 
 
 def _folded(parts: dict[str, float]) -> dict[str, float]:

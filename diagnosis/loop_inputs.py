@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from traintop.diagnosis.applied import facts_of
 from traintop.diagnosis.budget import DATA_PHASE
 from traintop.diagnosis.context import Context, once
-from traintop.diagnosis.data_split import data_split
+from traintop.diagnosis.data_split import data_split, handoff_own_s, serve_s
 from traintop.diagnosis.job_cpus import job_cpus, throttled_share, throttling
 from traintop.diagnosis.loader_model import VARIABILITY, Loop, batch_time, host_share, slowdown
 from traintop.diagnosis.signals import READ_MIN_BYTES_PER_S, data_wait
@@ -82,7 +82,7 @@ def _measure(ctx: Context) -> Measured | None:
         main_cpu_s=min(step_s, _main_cpu_s(ctx, rate, workers, wait)),
         variability=variability,
         handoff_s=handoff,
-        serve_s=min(load_cpu, _serve_s(ctx, rate, workers)),
+        serve_s=min(load_cpu, serve_s(ctx, rate)) if workers > 0 else 0.0,
     )
     return Measured(loop if _queued(ctx) else _unstretched(loop), rate, others)
 
@@ -144,14 +144,15 @@ def _unstretched(loop: Loop) -> Loop:
 
 def _handoff_s(ctx: Context, rate: float, workers: int, wait: float, load: float) -> float:
     """Seconds a step the trainer's main thread spends taking a worker's batch in, inside its
-    wait for data: as the probe timed it (its unpickling, receiving the tensors' shared memory:
-    a round trip to the worker per tensor), never more than the wait.  From an older probe, or
-    a pin-memory thread's: of the CPU its main thread uses a step, what its own phases cannot
-    hold (more than their wall time) is that: their CPU held it all.  Where they could hold it
-    all, part of them waited off the CPU (for a device): the handoff is then somewhere between
-    none and all of that CPU, never more than the wait, nor than a worker's CPU on the batch
-    (which pickles what the trainer unpickles: ``load``, its CPU a batch): taken as half of it."""
-    timed = ctx.job.job.handoff_s if ctx.job is not None else None
+    wait for data: its own part, as the probe timed it (its CPU unpickling, the worker's
+    serving the tensors' shared memory: ``data_split.handoff_own_s``), never more than the
+    wait.  From an older probe, or a pin-memory thread's: of the CPU its main thread uses a
+    step, what its own phases cannot hold (more than their wall time) is that: their CPU held
+    it all.  Where they could hold it all, part of them waited off the CPU (for a device): the
+    handoff is then somewhere between none and all of that CPU, never more than the wait, nor
+    than a worker's CPU on the batch (which pickles what the trainer unpickles: ``load``, its
+    CPU a batch): taken as half of it."""
+    timed = handoff_own_s(ctx)
     if workers > 0 and timed is not None:
         return min(timed, wait / rate)
     cpu = ctx.trainer.main_cpu_pct if ctx.trainer is not None else None
@@ -161,17 +162,6 @@ def _handoff_s(ctx: Context, rate: float, workers: int, wait: float, load: float
     if main > own:
         return min(main - own, wait / rate)
     return min(main, wait / rate, load) / 2.0
-
-
-def _serve_s(ctx: Context, rate: float, workers: int) -> float:
-    """CPU seconds a batch's worker spent outside its main thread: the queue's feeder thread
-    pickling the batch, torch's resource sharer answering the trainer for each tensor (the
-    handoff's other side).  In Python, they hold the worker's GIL meanwhile: its main thread,
-    making the next batch, waits for them as long."""
-    if workers == 0:
-        return 0.0
-    procs = [w for w in ctx.workers if w.cpu_pct is not None and w.main_cpu_pct is not None]
-    return sum(max(0.0, w.cpu_pct - w.main_cpu_pct) for w in procs) / 100.0 / rate  # type: ignore[operator]
 
 
 def _main_cpu_s(ctx: Context, rate: float, workers: int, wait: float) -> float:

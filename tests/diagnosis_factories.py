@@ -101,6 +101,7 @@ class Scene:
     cpu_limit: CpuLimit | None = None
     read_limit: float | None = None  # bytes/s its cgroup lets the job read (blkio, io.max)
     handoff: float | None = None  # seconds the trainer took to take each worker's batch over
+    handoff_cpu: float | None = None  # ... of them, its own CPU's
     steps_per_s: float = 4.0
     phase_samples: PhaseSamples | None = None  # the rank's stacks sampled in a phase
 
@@ -282,6 +283,7 @@ class Scene:
             cpu_limit=self.cpu_limit,
             read_limit_bps=self.read_limit,
             handoff_s=self.handoff,
+            handoff_cpu_s=self.handoff_cpu,
             phase_samples=self.phase_samples,
         )
 

@@ -29,7 +29,7 @@ from traintop.ring_format import (
     FLAG_EVAL,
     FLAG_GPU_VALID,
     FLAG_MEM_VALID,
-    HANDOFF_COUNT_WORD,
+    HANDOFF_CPU_WORD,
     HANDOFF_NS_WORD,
     HEAD_WORD,
     HEADER_GEN_WORD,
@@ -95,7 +95,8 @@ class RingWriter:
         # words a step); the bytes are the same.
         self._l: memoryview | None = None
         self.live_word: memoryview | None = None  # [0] = the live word, for the probe's stores
-        self.handoff_words: memoryview | None = None  # [0] ns, [1] batches (traintop/handoff.py)
+        # [0] ns, [1] batches, [2] CPU ns (traintop/handoff.py)
+        self.handoff_words: memoryview | None = None
         self._lock_fd = -1
         self._ino = 0
         self._geometry: tuple[int, bool] = (0, False)  # capacity, crc: to re-make ``record``
@@ -164,7 +165,7 @@ class RingWriter:
         self._q = memoryview(new.mm).cast("Q")
         self._l = memoryview(new.mm).cast(SIGNED_WORD)
         self.live_word = self._l[LIVE_WORD : LIVE_WORD + 1]
-        self.handoff_words = self._l[HANDOFF_NS_WORD : HANDOFF_COUNT_WORD + 1]
+        self.handoff_words = self._l[HANDOFF_NS_WORD : HANDOFF_CPU_WORD + 1]
         self._geometry = (header["capacity"], header["crc"])
         self._make_recorder(len(header["phases"]))
         _WRITERS.add(self)

@@ -55,8 +55,9 @@ ALIVE_EVERY_S = 2.0
 # warm-up's cost, kept after the ring has wrapped past record 0 (traintop/ring.py).
 FIRST_STEP_WORD = 141
 # 1.2, later writers: the trainer's handoff of the batches workers made (traintop/handoff.py):
-# nanoseconds its training thread spent unpickling them, and how many (0, 0: not kept).
-HANDOFF_NS_WORD, HANDOFF_COUNT_WORD = 142, 143
+# nanoseconds its training thread spent unpickling them, how many, and of those nanoseconds the
+# ones it ran on a CPU (its thread's clock; 0, 0, 0: not kept).
+HANDOFF_NS_WORD, HANDOFF_COUNT_WORD, HANDOFF_CPU_WORD = 142, 143, 144
 STATE_INIT, STATE_RUNNING, STATE_CLOSED = 0, 1, 2
 # Live word: phase start in ns with its low 4 bits replaced by the phase index (16 ns resolution:
 # no division or shift on the hot path, and index + time change in one store).
