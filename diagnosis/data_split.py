@@ -7,10 +7,10 @@ asked for work).  The kernel measures the first (CPU time and run-queue wait, pe
 collector samples the second (the state letter, once a tick), and the rest is the third.  The
 wait is split in those proportions: ``data_cpu`` claims the computing part, ``data_io`` the
 reading part and ``data_starved`` the rest, so two rules never claim the same wait and the one
-that explains most of it leads.  Before the split, the part of the wait that is the trainer's
-own work, taking each worker's batch in (``data_handoff``: unpickling it, receiving its tensors'
-shared memory, which the probe times), is taken out: no worker's state explains it, and no count
-of workers shortens it.  A threshold no longer decides which of them "holds": a loader
+that explains most of it leads.  Before the split, the handoff's own part of the wait is taken
+out (``data_handoff``: the trainer's CPU unpickling each worker's batch, which the probe times,
+and the worker's CPU serving its tensors' shared memory): no worker's state explains it, and
+no count of workers shortens it.  A threshold no longer decides which of them "holds": a loader
 blocked on a throttled disk 90 % of the time reads ``data_io`` on every run, whatever iowait the
 other processes on the box leave visible.
 
@@ -112,7 +112,7 @@ def handoff_own_s(ctx: Context) -> float | None:
     probe's thread clock) and the worker's in serving it (its threads but the main one: the
     queue's feeder, torch's resource sharer), never more than the handoff took.  The rest of
     it is the wait for a busy worker's GIL (its Python making the next batch keeps it for up
-    to the switch interval): the worker's time, which fewer batches a worker shortens."""
+    to the switch interval): the worker's time, which more workers, each busy less, shorten."""
     job = ctx.job.job if ctx.job is not None else None
     if job is None or job.handoff_s is None:
         return None

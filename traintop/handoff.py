@@ -4,10 +4,10 @@ A worker pickles its batch into a pipe; the trainer's ``next()`` unpickles it, a
 rebuilds each tensor from the worker's shared memory: under torch's default ``file_descriptor``
 sharing strategy that is a round trip per storage to a thread in the worker, which answers
 only when it gets that worker's GIL (a worker parsing in Python holds it for up to the
-switch interval).  That time is the trainer's own, in series with its step whatever the count of
-workers, so a loader model that does not know it promises workers a gain the handoff keeps
-(a job parsing CSV rows: 1.7 ms of a 2.4 ms step).  The monitor cannot tell it from the wait
-for the batch: both are inside ``next()``.
+switch interval).  Its own work, the trainer's and the worker's serving threads', is in series
+with the step whatever the count of workers, so a loader model that does not know it promises
+workers a gain the handoff keeps (a job parsing CSV rows: 1.0 ms of a 2.5 ms step).  The
+monitor cannot tell it from the wait for the batch: both are inside ``next()``.
 
 So the probe times multiprocessing's unpickling (its queues call ``_ForkingPickler.loads``)
 on the training thread, and adds the nanoseconds, the count and the nanoseconds it ran on a CPU
