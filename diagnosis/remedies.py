@@ -95,7 +95,8 @@ def data_cpu(ctx: Context, spare_cores: bool) -> tuple[str | Gain, ...]:
         ctx,
         (
             *limits,
-            *(() if len(limits) > 1 else _more_workers(ctx)),  # never more beside fewer
+            # its second remedy, where it has one, lowers the workers: never more beside it
+            *(() if len(limits) > 1 else _more_workers(ctx)),
             gains.loader_cut(ctx, "move augmentation to the GPU (torchvision.transforms.v2 on "
                              "CUDA tensors, NVIDIA DALI)", ("cpu", "augmentation on the GPU")),
             gains.loader_cut(ctx, "pre-process offline: store decoded/resized samples instead "
