@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traintop.diagnosis.context import Context
+from traintop.diagnosis.context import Context, once
 from traintop.diagnosis.signals import (
     LOADER_CROWDED_PCT,
     cpu_saturated,
@@ -81,7 +81,12 @@ class _Time:
 def data_split(ctx: Context) -> DataSplit | None:
     """The split of this rank's data wait (None: no data wait measured).  With no loader in
     sight (an ended run judged on its step records alone) nothing says it computed or read:
-    the wait is all ``starved``, as the evidence can back."""
+    the wait is all ``starved``, as the evidence can back.  Made once a rank: each data rule
+    that claims a part reads it, and the loader model."""
+    return once(ctx, "data_split", _data_split)
+
+
+def _data_split(ctx: Context) -> DataSplit | None:
     wait = data_wait(ctx)
     if wait is None:
         return None
